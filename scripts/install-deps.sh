@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package meshtrain needs. Idempotent: does nothing when
+# all packages are present, runs `apt-get update` at most once otherwise.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libdnnl-dev                 # GEMM (runtime ISA dispatch, fp32 + bf16)
+  libtomlplusplus-dev         # TOML configs
+  nlohmann-json3-dev          # manifests, metrics
+  libssl-dev                  # SHA-256 digests
+  openmpi-bin libopenmpi-dev  # multi-process backend
+  fortunes fortunes-min       # demo corpus
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

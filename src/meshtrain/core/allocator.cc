@@ -1,0 +1,63 @@
+#include "meshtrain/core/allocator.h"
+
+#include <cstdlib>
+#include <new>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain {
+
+CachingAllocator::~CachingAllocator() { empty_cache(); }
+
+size_t CachingAllocator::rounded_size(size_t bytes) {
+  // 512 B granularity below 1 MiB, 64 KiB above: shapes repeat every step,
+  // so near-exact reuse is the common case and waste stays small.
+  if (bytes == 0) bytes = 1;
+  const size_t g = bytes < (size_t(1) << 20) ? 512 : 65536;
+  return (bytes + g - 1) / g * g;
+}
+
+void* CachingAllocator::allocate(size_t bytes, MemCategory category) {
+  const size_t sz = rounded_size(bytes);
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Exact rounded-size reuse: shapes repeat every step, and a block keeps
+    // its size so deallocate's accounting stays exact.
+    auto it = free_.find(sz);
+    if (it != free_.end()) {
+      p = it->second;
+      free_.erase(it);
+      cached_bytes_ -= int64_t(sz);
+    }
+    tracker_.set_cached(cached_bytes_);
+  }
+  if (!p) {
+    p = std::aligned_alloc(64, sz);
+    if (!p) MT_THROW(Error, "out of host memory allocating ", format_bytes(int64_t(sz)), " for ",
+                     mem_category_name(category), " (in use: ", format_bytes(tracker_.total_current()), ")");
+    ++os_allocations_;
+  }
+  tracker_.on_alloc(category, int64_t(sz));
+  return p;
+}
+
+void CachingAllocator::deallocate(void* p, size_t bytes, MemCategory category) {
+  if (!p) return;
+  const size_t sz = rounded_size(bytes);
+  tracker_.on_free(category, int64_t(sz));
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.emplace(sz, p);
+  cached_bytes_ += int64_t(sz);
+  tracker_.set_cached(cached_bytes_);
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [sz, p] : free_) std::free(p);
+  free_.clear();
+  cached_bytes_ = 0;
+  tracker_.set_cached(0);
+}
+
+}  // namespace meshtrain

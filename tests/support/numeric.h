@@ -1,0 +1,16 @@
+// Numeric helpers for tests: finite-difference gradients and comparisons.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+namespace meshtrain::testing {
+
+// Central differences of a scalar function f(x) at x, step h (f64).
+std::vector<double> finite_difference(const std::function<double(const std::vector<double>&)>& f,
+                                      std::vector<double> x, double h = 1e-6);
+// max_i |a_i - b_i| / max(|a_i|, |b_i|, floor)
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b, double floor = 1e-8);
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace meshtrain::testing
