@@ -1,0 +1,18 @@
+// Subcommands of the meshtrain executable. Each takes the arguments after
+// its own name and returns the process exit code; errors are thrown and
+// turned into one stderr line by main.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace meshtrain::cli {
+
+using Args = std::vector<std::string>;
+
+int cmd_train(const Args& args);     // train CONFIG.toml [--set k=v ...]   (train_command.cc)
+int cmd_data(const Args& args);      // data prepare ...                    (data_command.cc)
+int cmd_bench(const Args& args);     // bench comm ...                      (bench_command.cc)
+std::string version_string();        // (version.cc)
+
+}  // namespace meshtrain::cli
