@@ -1,0 +1,52 @@
+#include "meshtrain/model/model_config.h"
+
+#include <sstream>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::model {
+
+const char* to_string(NormKind k) { return k == NormKind::RMSNorm ? "rmsnorm" : "layernorm"; }
+const char* to_string(PositionKind k) { return k == PositionKind::Rope ? "rope" : "learned"; }
+const char* to_string(MlpKind k) { return k == MlpKind::SwiGLU ? "swiglu" : "gelu"; }
+
+void ModelConfig::finalize() {
+  auto positive = [](int64_t v, const char* key) {
+    MT_REQUIRE(ConfigError, v > 0, key, " = ", v, ": expected a positive integer");
+  };
+  positive(vocab_size, "model.vocab_size");
+  positive(d_model, "model.d_model");
+  positive(n_layers, "model.n_layers");
+  positive(n_heads, "model.n_heads");
+  positive(n_kv_heads, "model.n_kv_heads");
+  positive(max_seq_len, "model.max_seq_len");
+  if (head_dim == 0) {
+    MT_REQUIRE(ConfigError, d_model % n_heads == 0, "model.n_heads = ", n_heads, " does not divide model.d_model = ",
+               d_model, ": choose n_heads dividing d_model or set model.head_dim");
+    head_dim = d_model / n_heads;
+  }
+  positive(head_dim, "model.head_dim");
+  MT_REQUIRE(ConfigError, n_heads % n_kv_heads == 0, "model.n_kv_heads = ", n_kv_heads,
+             " does not divide model.n_heads = ", n_heads, ": each KV head must serve a whole group of query heads");
+  if (positions == PositionKind::Rope)
+    MT_REQUIRE(ConfigError, head_dim % 2 == 0, "model.head_dim = ", head_dim, ": RoPE needs an even head_dim");
+  if (ffn_hidden == 0) {
+    ffn_hidden = mlp == MlpKind::SwiGLU ? (8 * d_model / 3 + 63) / 64 * 64 : 4 * d_model;
+  }
+  positive(ffn_hidden, "model.ffn_hidden");
+  MT_REQUIRE(ConfigError, norm_eps > 0 && norm_eps < 1, "model.norm_eps = ", norm_eps, ": expected 0 < eps < 1");
+  MT_REQUIRE(ConfigError, rope_theta > 1, "model.rope_theta = ", rope_theta, ": expected > 1");
+  MT_REQUIRE(ConfigError, init_std > 0, "model.init_std = ", init_std, ": expected > 0");
+  MT_REQUIRE(ConfigError, vocab_size <= (int64_t(1) << 31) - 1, "model.vocab_size too large");
+}
+
+std::string ModelConfig::describe() const {
+  std::ostringstream os;
+  os << "d_model=" << d_model << " layers=" << n_layers << " heads=" << n_heads << "/" << n_kv_heads
+     << " head_dim=" << head_dim << " ffn=" << ffn_hidden << " vocab=" << vocab_size << " " << to_string(norm) << "/"
+     << to_string(positions) << "/" << to_string(mlp) << (tied_embeddings ? " tied" : " untied")
+     << (bias ? " bias" : "");
+  return os.str();
+}
+
+}  // namespace meshtrain::model

@@ -1,0 +1,53 @@
+// AdamW over flat segments of parameters. A segment is a contiguous range of
+// one parameter (so weight decay is per parameter); the unsharded optimizer
+// has one segment per parameter, a ZeRO shard owns the pieces of its range.
+// Moments live in flat buffers laid out like the parameter units.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "meshtrain/kernels/cpu/adamw.h"
+#include "meshtrain/model/parameters.h"
+#include "meshtrain/optim/optimizer_config.h"
+
+namespace meshtrain::optim {
+
+template <typename T>
+struct OptSegment {
+  T* param;
+  const T* grad;
+  T* m;
+  T* v;
+  int64_t n;
+  bool decay;
+};
+
+template <typename T>
+class AdamW {
+ public:
+  AdamW(model::ParameterStore<T>& params, const OptimizerConfig& cfg, const std::shared_ptr<CachingAllocator>& alloc);
+  // One update with learning rate `lr`; grads are multiplied by grad_scale
+  // (the clip coefficient) on the fly.
+  void step(double lr, double grad_scale);
+  int64_t steps_taken() const { return steps_; }
+  void set_steps_taken(int64_t s) { steps_ = s; }
+  Tensor& m(int unit) { return m_[unit]; }
+  Tensor& v(int unit) { return v_[unit]; }
+
+ private:
+  OptimizerConfig cfg_;
+  std::vector<Tensor> m_, v_;
+  std::vector<OptSegment<T>> segments_;
+  int64_t steps_ = 0;
+};
+
+// Sum over parameters, in parameter-index order, of kernels::sum_squares of
+// each gradient: a canonical order independent of threads (and of sharding,
+// when shards report per-parameter block sums in the same order).
+template <typename T>
+double grad_sum_squares(model::ParameterStore<T>& params);
+// min(1, max_norm / (norm + 1e-6)); 1 when max_norm is 0 (clipping off).
+double clip_coefficient(double norm, double max_norm);
+
+}  // namespace meshtrain::optim
