@@ -39,4 +39,44 @@ struct SoftmaxState {
 template <typename T>
 void softmax_state_merge(SoftmaxState<T> into, const SoftmaxState<T>& other, int64_t rows, int64_t head_dim);
 
+// Building blocks for context parallelism (SPEC S8). A span is a contiguous
+// shard of a sequence: `len` positions starting at global position `pos0`,
+// with document ids seg [B, len] (nullptr = one document; q and k spans must
+// both have ids or both not). Masking uses global positions, so a query shard
+// and a K/V block from another rank mask exactly as in the full sequence.
+struct AttentionSpan {
+  int64_t len = 0;
+  int64_t pos0 = 0;
+  const int32_t* seg = nullptr;
+};
+
+// Partial state layout: o [B, Hq, qs.len, D], a and l [B, Hq, qs.len], i.e.
+// rows = B * Hq * qs.len in (b, h, t) order. s.seq is ignored by the span
+// functions; q [B, qs.len, Hq, D], k and v [B, ks.len, Hkv, D].
+template <typename T>
+void softmax_state_init(SoftmaxState<T> st, int64_t rows, int64_t head_dim);  // a = -inf, l = 0, o = 0
+
+// Folds the keys of span ks into the state of the queries of span qs (online
+// softmax, in place). Folding K/V blocks one after another equals merging
+// their separate states with softmax_state_merge (up to rounding); key tiles
+// with no legal (query, key) pair are skipped. attention_forward runs the
+// same per-tile code with the state kept in per-thread scratch.
+template <typename T>
+void attention_partial_forward(const AttentionShape& s, const T* q, AttentionSpan qs, const T* k, const T* v,
+                               AttentionSpan ks, T scale, SoftmaxState<T> state);
+
+// out [B, qs_len, Hq, D] = o / l and lse [B, Hq, qs_len] = a + log(l); a row
+// with no legal key gives out = 0 and lse = -inf.
+template <typename T>
+void softmax_state_finalize(const AttentionShape& s, int64_t qs_len, const SoftmaxState<T>& st, T* out, T* lse);
+
+// Gradient contribution of the keys of span ks, given the FINAL out and lse
+// of the queries of span qs (over all their keys). ACCUMULATES into
+// dq [B, qs.len, Hq, D] and dk, dv [B, ks.len, Hkv, D]; summing over K/V
+// blocks gives the full gradients. attention_backward = zero + this call.
+template <typename T>
+void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSpan qs, const T* k, const T* v,
+                                AttentionSpan ks, T scale, const T* out, const T* lse, const T* dout, T* dq, T* dk,
+                                T* dv);
+
 }  // namespace meshtrain::kernels

@@ -1,0 +1,398 @@
+#include "meshtrain/kernels/cpu/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "support/numeric.h"
+
+using namespace meshtrain::kernels;
+using meshtrain::testing::finite_difference;
+using meshtrain::testing::max_rel_diff;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+int64_t q_elems(const AttentionShape& s) { return s.batch * s.seq * s.q_heads * s.head_dim; }
+int64_t kv_elems(const AttentionShape& s) { return s.batch * s.seq * s.kv_heads * s.head_dim; }
+
+std::vector<double> randn(int64_t n, uint32_t seed, double stddev = 1.0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(0.0, stddev);
+  std::vector<double> x(n);
+  for (auto& v : x) v = dist(rng);
+  return x;
+}
+
+template <typename T>
+std::vector<T> cast(const std::vector<double>& x) {
+  return std::vector<T>(x.begin(), x.end());
+}
+template <typename T>
+std::vector<double> to_double(const std::vector<T>& x) {
+  return std::vector<double>(x.begin(), x.end());
+}
+
+// Documents of the given lengths, repeated per batch row (ids restart per row).
+std::vector<int32_t> segments(int64_t batch, const std::vector<int64_t>& lens) {
+  std::vector<int32_t> seg;
+  for (int64_t b = 0; b < batch; ++b)
+    for (size_t d = 0; d < lens.size(); ++d)
+      for (int64_t i = 0; i < lens[d]; ++i) seg.push_back(static_cast<int32_t>(d + 10 * b));
+  return seg;
+}
+
+struct Inputs {
+  AttentionShape s;
+  std::vector<double> q, k, v, dout;
+  std::vector<int32_t> seg;  // empty: one document per row
+  double scale;
+  const int32_t* seg_ptr() const { return seg.empty() ? nullptr : seg.data(); }
+};
+
+Inputs make_inputs(AttentionShape s, std::vector<int64_t> docs, uint32_t seed) {
+  Inputs in{s, randn(q_elems(s), seed), randn(kv_elems(s), seed + 1), randn(kv_elems(s), seed + 2),
+            randn(q_elems(s), seed + 3), {}, 1.0 / std::sqrt(static_cast<double>(s.head_dim))};
+  if (!docs.empty()) in.seg = segments(s.batch, docs);
+  return in;
+}
+
+bool legal(const Inputs& in, int64_t b, int64_t i, int64_t j) {
+  return j <= i && (in.seg.empty() || in.seg[b * in.s.seq + i] == in.seg[b * in.s.seq + j]);
+}
+
+// Full masked softmax in double: out [B,T,Hq,D], lse [B,Hq,T].
+void reference_forward(const Inputs& in, std::vector<double>& out, std::vector<double>& lse) {
+  const auto& s = in.s;
+  const int64_t T = s.seq, H = s.q_heads, Hk = s.kv_heads, D = s.head_dim, G = H / Hk;
+  out.assign(q_elems(s), 0.0);
+  lse.assign(s.batch * H * T, -kInf);
+  std::vector<double> sc(T);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        double m = -kInf;
+        for (int64_t j = 0; j < T; ++j) {
+          sc[j] = -kInf;
+          if (!legal(in, b, i, j)) continue;
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dot += in.q[((b * T + i) * H + h) * D + d] * in.k[((b * T + j) * Hk + h / G) * D + d];
+          sc[j] = in.scale * dot;
+          m = std::max(m, sc[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          if (sc[j] == -kInf) continue;
+          const double p = std::exp(sc[j] - m);
+          sum += p;
+          for (int64_t d = 0; d < D; ++d)
+            out[((b * T + i) * H + h) * D + d] += p * in.v[((b * T + j) * Hk + h / G) * D + d];
+        }
+        for (int64_t d = 0; d < D; ++d) out[((b * T + i) * H + h) * D + d] /= sum;
+        lse[(b * H + h) * T + i] = m + std::log(sum);
+      }
+}
+
+void reference_backward(const Inputs& in, const std::vector<double>& out, const std::vector<double>& lse,
+                        std::vector<double>& dq, std::vector<double>& dk, std::vector<double>& dv) {
+  const auto& s = in.s;
+  const int64_t T = s.seq, H = s.q_heads, Hk = s.kv_heads, D = s.head_dim, G = H / Hk;
+  dq.assign(q_elems(s), 0.0);
+  dk.assign(kv_elems(s), 0.0);
+  dv.assign(kv_elems(s), 0.0);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        const double* qi = &in.q[((b * T + i) * H + h) * D];
+        const double* doi = &in.dout[((b * T + i) * H + h) * D];
+        double di = 0;
+        for (int64_t d = 0; d < D; ++d) di += doi[d] * out[((b * T + i) * H + h) * D + d];
+        for (int64_t j = 0; j < T; ++j) {
+          if (!legal(in, b, i, j)) continue;
+          const int64_t kj = ((b * T + j) * Hk + h / G) * D;
+          double dot = 0, dp = 0;
+          for (int64_t d = 0; d < D; ++d) {
+            dot += qi[d] * in.k[kj + d];
+            dp += doi[d] * in.v[kj + d];
+          }
+          const double p = std::exp(in.scale * dot - lse[(b * H + h) * T + i]);
+          const double ds = p * (dp - di) * in.scale;
+          for (int64_t d = 0; d < D; ++d) {
+            dv[kj + d] += p * doi[d];
+            dq[((b * T + i) * H + h) * D + d] += ds * in.k[kj + d];
+            dk[kj + d] += ds * qi[d];
+          }
+        }
+      }
+}
+
+template <typename T>
+struct Result {
+  std::vector<T> out, lse, dq, dk, dv;
+};
+
+template <typename T>
+Result<T> run(const Inputs& in) {
+  Result<T> r;
+  const auto q = cast<T>(in.q), k = cast<T>(in.k), v = cast<T>(in.v), dout = cast<T>(in.dout);
+  r.out.assign(q_elems(in.s), T(7));
+  r.lse.assign(in.s.batch * in.s.q_heads * in.s.seq, T(7));
+  attention_forward<T>(in.s, q.data(), k.data(), v.data(), in.seg_ptr(), T(in.scale), r.out.data(), r.lse.data());
+  r.dq.assign(q_elems(in.s), T(7));  // garbage: backward overwrites
+  r.dk.assign(kv_elems(in.s), T(7));
+  r.dv.assign(kv_elems(in.s), T(7));
+  attention_backward<T>(in.s, q.data(), k.data(), v.data(), in.seg_ptr(), T(in.scale), r.out.data(), r.lse.data(),
+                        dout.data(), r.dq.data(), r.dk.data(), r.dv.data());
+  return r;
+}
+
+struct Case {
+  AttentionShape s;
+  std::vector<int64_t> docs;
+};
+
+std::vector<Case> cases() {
+  return {
+      {{2, 37, 2, 2, 8}, {}},                 // T < one tile, GQA 1
+      {{1, 64, 4, 2, 16}, {}},                // exactly one tile, GQA 2
+      {{2, 130, 4, 1, 24}, {}},               // T not a multiple of the tile, GQA 4, D not a multiple of 16
+      {{2, 150, 8, 2, 64}, {40, 1, 70, 39}},  // packed documents incl. a one-token one, GQA 4
+      {{1, 200, 2, 1, 80}, {64, 64, 72}},     // documents aligned with tiles (whole tiles skipped), D > 64
+      {{1, 257, 4, 4, 32}, {257}},            // one explicit document
+  };
+}
+
+TEST(Attention, ForwardAndBackwardMatchReferenceDouble) {
+  uint32_t seed = 1;
+  for (const auto& c : cases()) {
+    const Inputs in = make_inputs(c.s, c.docs, seed += 10);
+    std::vector<double> out, lse, dq, dk, dv;
+    reference_forward(in, out, lse);
+    reference_backward(in, out, lse, dq, dk, dv);
+    const Result<double> r = run<double>(in);
+    SCOPED_TRACE(testing::Message() << "T=" << c.s.seq << " Hq=" << c.s.q_heads << " Hkv=" << c.s.kv_heads);
+    // floor 1e-3: gradient entries near 0 come from cancelling sums
+    EXPECT_LT(max_rel_diff(r.out, out, 1e-3), 1e-11);
+    EXPECT_LT(max_rel_diff(r.lse, lse, 1e-3), 1e-12);
+    EXPECT_LT(max_rel_diff(r.dq, dq, 1e-3), 1e-11);
+    EXPECT_LT(max_rel_diff(r.dk, dk, 1e-3), 1e-11);
+    EXPECT_LT(max_rel_diff(r.dv, dv, 1e-3), 1e-11);
+  }
+}
+
+TEST(Attention, FloatAgreesWithDouble) {
+  uint32_t seed = 500;
+  for (const auto& c : cases()) {
+    const Inputs in = make_inputs(c.s, c.docs, seed += 10);
+    const Result<double> rd = run<double>(in);
+    const Result<float> rf = run<float>(in);
+    SCOPED_TRACE(testing::Message() << "T=" << c.s.seq << " D=" << c.s.head_dim);
+    // floor 1: small entries are compared by absolute error
+    EXPECT_LT(max_rel_diff(to_double(rf.out), rd.out, 1.0), 1e-5);
+    EXPECT_LT(max_rel_diff(to_double(rf.lse), rd.lse, 1.0), 1e-6);
+    EXPECT_LT(max_rel_diff(to_double(rf.dq), rd.dq, 1.0), 1e-4);
+    EXPECT_LT(max_rel_diff(to_double(rf.dk), rd.dk, 1.0), 1e-4);
+    EXPECT_LT(max_rel_diff(to_double(rf.dv), rd.dv, 1.0), 1e-4);
+  }
+}
+
+// L = sum(out * dout), so dL/dx is what backward returns for upstream dout.
+TEST(Attention, GradientsMatchFiniteDifferences) {
+  const std::vector<Case> small = {{{2, 9, 4, 2, 3}, {4, 5}}, {{1, 70, 2, 1, 4}, {30, 40}}};
+  uint32_t seed = 900;
+  for (const auto& c : small) {
+    Inputs in = make_inputs(c.s, c.docs, seed += 10);
+    const Result<double> r = run<double>(in);
+    auto loss_with = [&](std::vector<double> Inputs::*field) {
+      return [&, field](const std::vector<double>& x) {
+        Inputs t = in;
+        t.*field = x;
+        std::vector<double> out(q_elems(t.s)), lse(t.s.batch * t.s.q_heads * t.s.seq);
+        attention_forward<double>(t.s, t.q.data(), t.k.data(), t.v.data(), t.seg_ptr(), t.scale, out.data(),
+                                  lse.data());
+        double l = 0;
+        for (size_t i = 0; i < out.size(); ++i) l += out[i] * t.dout[i];
+        return l;
+      };
+    };
+    SCOPED_TRACE(testing::Message() << "T=" << c.s.seq);
+    EXPECT_LT(max_rel_diff(r.dq, finite_difference(loss_with(&Inputs::q), in.q, 1e-5), 1e-4), 1e-5);
+    EXPECT_LT(max_rel_diff(r.dk, finite_difference(loss_with(&Inputs::k), in.k, 1e-5), 1e-4), 1e-5);
+    EXPECT_LT(max_rel_diff(r.dv, finite_difference(loss_with(&Inputs::v), in.v, 1e-5), 1e-4), 1e-5);
+  }
+}
+
+// Changing another document of the same row (its q, k, v and upstream
+// gradient) leaves this document's outputs and gradients bit-identical.
+template <typename T>
+void check_packing_isolation() {
+  const std::vector<int64_t> docs = {30, 50, 47};  // doc 1 = positions [30, 80)
+  Inputs a = make_inputs({2, 127, 4, 2, 16}, docs, 77);
+  Inputs b = a;
+  const auto& s = a.s;
+  const int64_t T_ = s.seq;
+  auto in_doc1 = [](int64_t t) { return t >= 30 && t < 80; };
+  std::mt19937 rng(5);
+  std::normal_distribution<double> dist(0, 3);
+  for (int64_t bt = 0; bt < s.batch * T_; ++bt) {
+    if (in_doc1(bt % T_)) continue;
+    for (int64_t e = 0; e < s.q_heads * s.head_dim; ++e) {
+      b.q[bt * s.q_heads * s.head_dim + e] = dist(rng);
+      b.dout[bt * s.q_heads * s.head_dim + e] = dist(rng);
+    }
+    for (int64_t e = 0; e < s.kv_heads * s.head_dim; ++e) {
+      b.k[bt * s.kv_heads * s.head_dim + e] = dist(rng);
+      b.v[bt * s.kv_heads * s.head_dim + e] = dist(rng);
+    }
+  }
+  const Result<T> ra = run<T>(a), rb = run<T>(b);
+  int64_t checked = 0;
+  for (int64_t bt = 0; bt < s.batch * T_; ++bt) {
+    if (!in_doc1(bt % T_)) continue;
+    for (int64_t e = 0; e < s.q_heads * s.head_dim; ++e) {
+      const int64_t i = bt * s.q_heads * s.head_dim + e;
+      ASSERT_EQ(ra.out[i], rb.out[i]);
+      ASSERT_EQ(ra.dq[i], rb.dq[i]);
+      ++checked;
+    }
+    for (int64_t e = 0; e < s.kv_heads * s.head_dim; ++e) {
+      const int64_t i = bt * s.kv_heads * s.head_dim + e;
+      ASSERT_EQ(ra.dk[i], rb.dk[i]);
+      ASSERT_EQ(ra.dv[i], rb.dv[i]);
+    }
+    for (int64_t h = 0; h < s.q_heads; ++h) {
+      const int64_t i = ((bt / T_) * s.q_heads + h) * T_ + bt % T_;
+      ASSERT_EQ(ra.lse[i], rb.lse[i]);
+    }
+  }
+  EXPECT_EQ(checked, s.batch * 50 * s.q_heads * s.head_dim);
+  EXPECT_NE(ra.out[0], rb.out[0]);  // the other documents did change
+}
+
+TEST(Attention, PackedDocumentsAreIsolatedFloat) { check_packing_isolation<float>(); }
+TEST(Attention, PackedDocumentsAreIsolatedDouble) { check_packing_isolation<double>(); }
+
+// Context-parallel use: a query shard at global offset against K/V blocks
+// computed separately (some fully masked) and merged (29.15)-(29.16).
+template <typename T>
+void check_merge(const std::vector<int64_t>& docs) {
+  const AttentionShape s{2, 160, 4, 2, 16};
+  const Inputs in = make_inputs(s, docs, 31);
+  const auto q = cast<T>(in.q), k = cast<T>(in.k), v = cast<T>(in.v), dout = cast<T>(in.dout);
+  const Result<T> full = run<T>(in);
+  const int64_t H = s.q_heads, Hk = s.kv_heads, D = s.head_dim, T_ = s.seq;
+
+  // Slice positions [p0, p0 + n) of a [B, T, heads, D] tensor (or of seg).
+  auto slice = [&](const auto& x, int64_t heads_d, int64_t p0, int64_t n) {
+    std::decay_t<decltype(x)> y;
+    for (int64_t b = 0; b < s.batch; ++b)
+      y.insert(y.end(), x.begin() + (b * T_ + p0) * heads_d, x.begin() + (b * T_ + p0 + n) * heads_d);
+    return y;
+  };
+  const int64_t qp0 = 50, qn = 50;  // query shard [50, 100)
+  const auto qsh = slice(q, H * D, qp0, qn);
+  const std::vector<int32_t> qseg = in.seg.empty() ? std::vector<int32_t>{} : slice(in.seg, 1, qp0, qn);
+  const AttentionSpan qs{qn, qp0, qseg.empty() ? nullptr : qseg.data()};
+  // K/V blocks: [0, 50) and [50, 100) are live, [100, 160) is fully masked by causality.
+  const std::vector<std::pair<int64_t, int64_t>> blocks = {{0, 50}, {50, 50}, {100, 60}};
+
+  const int64_t rows = s.batch * H * qn;
+  std::vector<T> o(rows * D), a(rows), l(rows), o2(rows * D), a2(rows), l2(rows);
+  std::vector<T> dq(s.batch * qn * H * D, T(0)), dk(kv_elems(s), T(0)), dv(kv_elems(s), T(0));
+  SoftmaxState<T> acc{o.data(), a.data(), l.data()}, part{o2.data(), a2.data(), l2.data()};
+  softmax_state_init(acc, rows, D);
+  std::vector<T> folded_o(rows * D), folded_a(rows), folded_l(rows);
+  SoftmaxState<T> folded{folded_o.data(), folded_a.data(), folded_l.data()};
+  softmax_state_init(folded, rows, D);
+  for (const auto& [kp0, kn] : blocks) {
+    const auto ksh = slice(k, Hk * D, kp0, kn), vsh = slice(v, Hk * D, kp0, kn);
+    const std::vector<int32_t> kseg = in.seg.empty() ? std::vector<int32_t>{} : slice(in.seg, 1, kp0, kn);
+    const AttentionSpan ks{kn, kp0, kseg.empty() ? nullptr : kseg.data()};
+    softmax_state_init(part, rows, D);
+    attention_partial_forward<T>(s, qsh.data(), qs, ksh.data(), vsh.data(), ks, T(in.scale), part);
+    if (kp0 == 100)
+      for (int64_t r = 0; r < rows; ++r) {  // a fully masked block is an explicit zero state
+        ASSERT_EQ(a2[r], -std::numeric_limits<T>::infinity());
+        ASSERT_EQ(l2[r], T(0));
+      }
+    softmax_state_merge(acc, part, rows, D);
+    attention_partial_forward<T>(s, qsh.data(), qs, ksh.data(), vsh.data(), ks, T(in.scale), folded);
+  }
+  // Merging a fully masked state into itself, and into a live one, changes nothing and makes no NaN.
+  softmax_state_merge(part, part, rows, D);
+  softmax_state_merge(acc, part, rows, D);
+
+  std::vector<T> out(s.batch * qn * H * D), lse(rows), out_f(out.size()), lse_f(rows);
+  softmax_state_finalize(s, qn, acc, out.data(), lse.data());
+  softmax_state_finalize(s, qn, folded, out_f.data(), lse_f.data());
+  const double tol = sizeof(T) == 4 ? 1e-5 : 1e-12;
+  const double floor = sizeof(T) == 4 ? 1.0 : 1e-3;
+  const auto want_out = to_double(slice(full.out, H * D, qp0, qn));
+  EXPECT_LT(max_rel_diff(to_double(out), want_out, floor), tol);
+  EXPECT_LT(max_rel_diff(to_double(out_f), want_out, floor), tol);
+  std::vector<double> want_lse;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = qp0; t < qp0 + qn; ++t) want_lse.push_back(full.lse[(b * H + h) * T_ + t]);
+  EXPECT_LT(max_rel_diff(to_double(lse), want_lse, floor), tol);
+
+  // Backward per K/V block with the final out/lse, accumulated: equals the
+  // full gradients of these queries and (for the shard's contribution) keys.
+  const auto dosh = slice(dout, H * D, qp0, qn);
+  for (const auto& [kp0, kn] : blocks) {
+    const auto ksh = slice(k, Hk * D, kp0, kn), vsh = slice(v, Hk * D, kp0, kn);
+    const std::vector<int32_t> kseg = in.seg.empty() ? std::vector<int32_t>{} : slice(in.seg, 1, kp0, kn);
+    const AttentionSpan ks{kn, kp0, kseg.empty() ? nullptr : kseg.data()};
+    std::vector<T> dkb(s.batch * kn * Hk * D, T(0)), dvb(dkb.size(), T(0));
+    attention_partial_backward<T>(s, qsh.data(), qs, ksh.data(), vsh.data(), ks, T(in.scale), out.data(),
+                                  lse.data(), dosh.data(), dq.data(), dkb.data(), dvb.data());
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t e = 0; e < kn * Hk * D; ++e) {
+        dk[(b * T_ + kp0) * Hk * D + e] += dkb[b * kn * Hk * D + e];
+        dv[(b * T_ + kp0) * Hk * D + e] += dvb[b * kn * Hk * D + e];
+      }
+  }
+  EXPECT_LT(max_rel_diff(to_double(dq), to_double(slice(full.dq, H * D, qp0, qn)), floor), 10 * tol);
+  // The full dk/dv sum over all query shards; check against the reference
+  // restricted to this shard's queries.
+  Inputs shard = in;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t t = 0; t < T_; ++t)
+      if (t < qp0 || t >= qp0 + qn)
+        for (int64_t e = 0; e < H * D; ++e) shard.dout[(b * T_ + t) * H * D + e] = 0;
+  std::vector<double> rout, rlse, rdq, rdk, rdv;
+  reference_forward(shard, rout, rlse);
+  reference_backward(shard, rout, rlse, rdq, rdk, rdv);
+  EXPECT_LT(max_rel_diff(to_double(dk), rdk, floor), 10 * tol);
+  EXPECT_LT(max_rel_diff(to_double(dv), rdv, floor), 10 * tol);
+}
+
+TEST(Attention, PartialStatesMergeToFullResult) {
+  check_merge<double>({});
+  check_merge<float>({});
+}
+TEST(Attention, PartialStatesMergeToFullResultWithDocuments) {
+  check_merge<double>({20, 40, 100});  // query shard [50,100) sees no key of doc 0: block [0,50) is partly masked
+  check_merge<float>({20, 40, 100});
+  check_merge<double>({50, 110});  // block [0,50) is doc 0 only: fully masked for every shard query
+}
+
+TEST(Attention, MergeWithEmptyStatesIsExact) {
+  const int64_t rows = 3, D = 2;
+  const double ninf = -kInf;
+  std::vector<double> o1 = {1, 2, 0, 0, 5, 6}, a1 = {0.5, ninf, 1.0}, l1 = {2, 0, 3};
+  std::vector<double> o2 = {0, 0, 3, 4, 1, 1}, a2 = {ninf, 0.25, 1.0}, l2 = {0, 4, 1};
+  softmax_state_merge(SoftmaxState<double>{o1.data(), a1.data(), l1.data()},
+                      SoftmaxState<double>{o2.data(), a2.data(), l2.data()}, rows, D);
+  EXPECT_EQ(o1, (std::vector<double>{1, 2, 3, 4, 6, 7}));
+  EXPECT_EQ(a1, (std::vector<double>{0.5, 0.25, 1.0}));
+  EXPECT_EQ(l1, (std::vector<double>{2, 4, 4}));
+}
+
+}  // namespace
