@@ -1,6 +1,10 @@
 // Vectorized elementwise helpers over n contiguous elements.
 #pragma once
 
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 
 namespace meshtrain::kernels {
@@ -10,13 +14,69 @@ template <typename T> void scale_inplace(T* y, T a, int64_t n);               //
 template <typename T> void axpy(T* y, T a, const T* x, int64_t n);            // y += a x
 template <typename T> void fill(T* y, T value, int64_t n);
 // Sum of squares in double, in a FIXED order independent of the thread
-// count: blocks of kSumBlock elements each summed serially, block sums added
-// in index order. The global grad norm is built from these.
+// count: blocks of kSumBlock elements each summed in a fixed order (16
+// interleaved partial sums combined by a fixed tree, so the block vectorizes),
+// block sums added in index order. The global grad norm is built from these.
 inline constexpr int64_t kSumBlock = 4096;
 template <typename T> double sum_squares(const T* x, int64_t n);
 // True if every element is finite.
 template <typename T> bool all_finite(const T* x, int64_t n);
 void convert_f32_to_bf16(const float* x, uint16_t* y, int64_t n);
 void convert_bf16_to_f32(const uint16_t* x, float* y, int64_t n);
+
+// ---- Helpers shared by the CPU kernels (header-only so they inline). ----
+
+// Below this much work (elements touched) a kernel stays on the calling
+// thread: an OpenMP fork/join costs more than it saves.
+inline constexpr int64_t kParallelMin = 32768;
+
+// Calls f(begin, end) on disjoint ranges covering [0, n). `work` is the total
+// element count touched; small work runs f(0, n) inline with no fork/join.
+// Ranges are static and contiguous (so per-item results never depend on the
+// thread count); f must not throw.
+template <typename F>
+inline void parallel_range(int64_t n, int64_t work, F&& f) {
+  if (n <= 0) return;
+  if (work < kParallelMin || n < 2 || omp_get_max_threads() == 1 || omp_in_parallel()) {
+    f(int64_t(0), n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t chunk = (n + nt - 1) / nt;
+    const int64_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
+    if (b < e) f(b, e);
+  }
+}
+
+// exp(x) for float in plain arithmetic so `#pragma omp simd` loops vectorize
+// (glibc's vector expf needs -ffast-math). Cephes polynomial, ~1 ulp on
+// [-87.3, 88.7]; 0 below, +inf above; NaN propagates.
+inline float fast_exp(float x) {
+  const float xc = std::min(std::max(x, -87.3f), 88.7f);
+  const float k = xc * 1.44269504088896341f;
+  const float big = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float kr = (k + big) - big;
+  float r = xc - kr * 0.693359375f;
+  r = r - kr * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // 2^kr through the exponent field; kr in [-126, 128] after the clamp, split
+  // in two factors so 2^128 and 2^-126 stay representable.
+  const int32_t ki = int32_t(kr);
+  const int32_t k1 = ki >> 1, k2 = ki - k1;
+  const float s1 = std::bit_cast<float>(uint32_t(k1 + 127) << 23);
+  const float s2 = std::bit_cast<float>(uint32_t(k2 + 127) << 23);
+  float y = p * s1 * s2;
+  if (x < -87.3f) y = 0.0f;  // below FLT_MIN: flush (no denormals)
+  if (x > 88.7f) y = std::bit_cast<float>(0x7f800000u);
+  return x != x ? x : y;
+}
 
 }  // namespace meshtrain::kernels

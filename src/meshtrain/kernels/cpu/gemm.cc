@@ -1,0 +1,201 @@
+// GEMM. Row-major: A [M,K] (or [K,M] when trans_a), B [K,N] (or [N,K] when
+// trans_b), C [M,N].  C = alpha * op(A) @ op(B) + beta * C.
+// f32 and bf16 go through oneDNN's matmul primitive; transposes are memory
+// formats (ab / ba), alpha an output scale, beta a sum post-op. f64 is a
+// blocked reference loop for gradient-check tests.
+#include "meshtrain/kernels/cpu/gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::kernels {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+struct Key {
+  int64_t m, n, k;
+  uint32_t alpha_bits, beta_bits;
+  int threads;
+  bool trans_a, trans_b, bf16;
+  bool operator==(const Key&) const = default;
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    mix(uint64_t(k.m));
+    mix(uint64_t(k.n));
+    mix(uint64_t(k.k));
+    mix(k.alpha_bits);
+    mix(k.beta_bits);
+    mix(uint64_t(k.threads));
+    mix(uint64_t(k.trans_a) | uint64_t(k.trans_b) << 1 | uint64_t(k.bf16) << 2);
+    return size_t(h);
+  }
+};
+
+struct Entry {
+  dnnl::matmul prim;
+  memory a, b, c, scratch;
+  size_t scratch_bytes = 0;
+};
+
+// Grow-only, 64-byte aligned scratchpad shared by all of one thread's
+// primitives: repeated calls reuse pages that are already faulted in.
+struct Scratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  ~Scratch() { std::free(ptr); }
+  void* get(size_t need) {
+    if (need > bytes) {
+      std::free(ptr);
+      bytes = (need + 4095) / 4096 * 4096;
+      ptr = std::aligned_alloc(4096, bytes);
+      MT_CHECK(ptr != nullptr, "gemm scratchpad allocation of ", bytes, " bytes failed");
+    }
+    return ptr;
+  }
+};
+
+// Per thread: with the threads backend every rank is a thread with its own
+// OpenMP team size, and a primitive is created for the team size it runs with.
+struct ThreadState {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> cache;
+  Scratch scratch;
+};
+
+ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
+}
+
+// Varying alpha/beta values would grow the cache without bound; cap it.
+constexpr size_t kMaxCachedPrimitives = 512;
+
+Entry& get_entry(ThreadState& st, const Key& key, float alpha, float beta) {
+  auto it = st.cache.find(key);
+  if (it != st.cache.end()) return *it->second;
+  if (st.cache.size() >= kMaxCachedPrimitives) st.cache.clear();
+
+  const dt in_dt = key.bf16 ? dt::bf16 : dt::f32;
+  memory::desc a_md({key.m, key.k}, in_dt, key.trans_a ? tag::ba : tag::ab);
+  memory::desc b_md({key.k, key.n}, in_dt, key.trans_b ? tag::ba : tag::ab);
+  memory::desc c_md({key.m, key.n}, dt::f32, tag::ab);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops po;
+    po.append_sum(beta);
+    attr.set_post_ops(po);
+  }
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, st.engine);
+  } catch (const dnnl::error& e) {
+    MT_THROW(InternalError, "oneDNN matmul unavailable for M=", key.m, " N=", key.n, " K=", key.k,
+             key.bf16 ? " bf16" : " f32", ": ", e.what());
+  }
+  auto entry = std::make_unique<Entry>();
+  entry->prim = dnnl::matmul(pd);
+  entry->a = memory(a_md, st.engine, nullptr);
+  entry->b = memory(b_md, st.engine, nullptr);
+  entry->c = memory(c_md, st.engine, nullptr);
+  entry->scratch_bytes = pd.scratchpad_desc().get_size();
+  entry->scratch = memory(pd.scratchpad_desc(), st.engine, nullptr);
+  return *st.cache.emplace(key, std::move(entry)).first->second;
+}
+
+// C = beta * C for the degenerate K == 0 case (oneDNN rejects empty K).
+void scale_c(int64_t M, int64_t N, float beta, float* C) {
+  for (int64_t i = 0; i < M * N; ++i) C[i] = beta == 0.0f ? 0.0f : beta * C[i];
+}
+
+void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+                 const void* B, float beta, float* C, bool bf16) {
+  MT_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_c(M, N, beta, C);
+  ThreadState& st = thread_state();
+  const Key key{M, N, K, std::bit_cast<uint32_t>(alpha), std::bit_cast<uint32_t>(beta), omp_get_max_threads(),
+                trans_a, trans_b, bf16};
+  Entry& e = get_entry(st, key, alpha, beta);
+  e.a.set_data_handle(const_cast<void*>(A));
+  e.b.set_data_handle(const_cast<void*>(B));
+  e.c.set_data_handle(C);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
+  if (e.scratch_bytes > 0) {
+    e.scratch.set_data_handle(st.scratch.get(e.scratch_bytes));
+    args.emplace(DNNL_ARG_SCRATCHPAD, e.scratch);
+  }
+  e.prim.execute(st.stream, args);
+  st.stream.wait();
+}
+
+}  // namespace
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
+               const bf16* B, float beta, float* C) {
+  onednn_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, true);
+}
+
+namespace {
+
+// Reference path: i-k-j loop over cache blocks of op(B) rows, so the inner
+// loop streams a row of C and a row of op(B) when B is not transposed.
+void reference_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+                    const double* B, double beta, double* C) {
+  MT_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
+  // beta == 0 never reads C (it may hold garbage or NaN).
+  for (int64_t i = 0; i < M * N; ++i) C[i] = beta == 0.0 ? 0.0 : beta * C[i];
+  auto a_at = [&](int64_t i, int64_t k) { return trans_a ? A[k * M + i] : A[i * K + k]; };
+  auto b_at = [&](int64_t k, int64_t j) { return trans_b ? B[j * K + k] : B[k * N + j]; };
+  constexpr int64_t kBlock = 64;
+  for (int64_t k0 = 0; k0 < K; k0 += kBlock) {
+    const int64_t k1 = std::min(K, k0 + kBlock);
+    for (int64_t j0 = 0; j0 < N; j0 += kBlock) {
+      const int64_t j1 = std::min(N, j0 + kBlock);
+      for (int64_t i = 0; i < M; ++i) {
+        double* c = C + i * N;
+        for (int64_t k = k0; k < k1; ++k) {
+          const double a = alpha * a_at(i, k);
+          for (int64_t j = j0; j < j1; ++j) c[j] += a * b_at(k, j);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, const T* B, T beta,
+          T* C) {
+  if constexpr (std::is_same_v<T, float>)
+    onednn_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, false);
+  else
+    reference_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, const double*, double,
+                           double*);
+
+}  // namespace meshtrain::kernels

@@ -1,0 +1,67 @@
+// Rotary position embedding, HF Llama rotate_half convention:
+//   out[i]        = x[i] cos - x[i + half] sin
+//   out[i + half] = x[i + half] cos + x[i] sin,   angle = pos * theta^(-2i/d)
+// x [n, heads, head_dim], pos [n], table [max_pos, half].
+#include "meshtrain/kernels/cpu/rope.h"
+
+#include <cmath>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/kernels/cpu/elementwise.h"
+
+namespace meshtrain::kernels {
+
+RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, double theta) {
+  MT_REQUIRE(ConfigError, head_dim > 0 && head_dim % 2 == 0, "rope: head_dim must be even, got ", head_dim);
+  MT_REQUIRE(ConfigError, max_pos > 0, "rope: max_pos must be positive, got ", max_pos);
+  MT_REQUIRE(ConfigError, theta > 0, "rope: theta must be positive, got ", theta);
+  RopeTable t;
+  t.max_pos = max_pos;
+  t.half = head_dim / 2;
+  t.cos.resize(size_t(max_pos * t.half));
+  t.sin.resize(size_t(max_pos * t.half));
+  for (int64_t i = 0; i < t.half; ++i) {
+    // Angles in double: at long positions float angles lose several digits.
+    const double inv_freq = std::pow(theta, -2.0 * double(i) / double(head_dim));
+    for (int64_t p = 0; p < max_pos; ++p) {
+      const double a = double(p) * inv_freq;
+      t.cos[size_t(p * t.half + i)] = float(std::cos(a));
+      t.sin[size_t(p * t.half + i)] = float(std::sin(a));
+    }
+  }
+  return t;
+}
+
+template <typename T>
+void rope_apply(T* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim, const RopeTable& table,
+                bool inverse) {
+  const int64_t half = head_dim / 2;
+  MT_CHECK(head_dim % 2 == 0 && half == table.half, "rope: head_dim ", head_dim, " does not match table half ",
+           table.half);
+  for (int64_t i = 0; i < n; ++i)
+    MT_REQUIRE(DataError, pos[i] >= 0 && pos[i] < table.max_pos, "rope: position ", pos[i], " of token ", i,
+               " is outside the table [0, ", table.max_pos, ")");
+  const T sign = inverse ? T(-1) : T(1);
+  parallel_range(n, n * heads * head_dim, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const float* c = table.cos.data() + int64_t(pos[i]) * half;
+      const float* s = table.sin.data() + int64_t(pos[i]) * half;
+      for (int64_t h = 0; h < heads; ++h) {
+        T* x1 = x + (i * heads + h) * head_dim;
+        T* x2 = x1 + half;
+#pragma omp simd
+        for (int64_t j = 0; j < half; ++j) {
+          const T cj = T(c[j]), sj = sign * T(s[j]);
+          const T a = x1[j], b = x2[j];
+          x1[j] = a * cj - b * sj;
+          x2[j] = b * cj + a * sj;
+        }
+      }
+    }
+  });
+}
+
+template void rope_apply<float>(float*, const int32_t*, int64_t, int64_t, int64_t, const RopeTable&, bool);
+template void rope_apply<double>(double*, const int32_t*, int64_t, int64_t, int64_t, const RopeTable&, bool);
+
+}  // namespace meshtrain::kernels

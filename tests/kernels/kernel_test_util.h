@@ -1,0 +1,44 @@
+// Shared helpers for the kernel tests.
+#pragma once
+
+#include <omp.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace meshtrain::kernels::test {
+
+template <typename T = double>
+std::vector<T> random_vec(size_t n, uint32_t seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(dist(gen));
+  return v;
+}
+
+template <typename To, typename From>
+std::vector<To> cast_vec(const std::vector<From>& v) {
+  return std::vector<To>(v.begin(), v.end());
+}
+
+// Runs fn with this thread's OpenMP team size set to n, then restores it.
+template <typename F>
+auto with_threads(int n, F&& fn) {
+  const int old = omp_get_max_threads();
+  omp_set_num_threads(n);
+  struct Restore {
+    int old;
+    ~Restore() { omp_set_num_threads(old); }
+  } restore{old};
+  return fn();
+}
+
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace meshtrain::kernels::test
