@@ -1,6 +1,7 @@
 #include "meshtrain/kernels/cpu/attention.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdint>
@@ -381,6 +382,47 @@ TEST(Attention, PartialStatesMergeToFullResultWithDocuments) {
   check_merge<double>({20, 40, 100});  // query shard [50,100) sees no key of doc 0: block [0,50) is partly masked
   check_merge<float>({20, 40, 100});
   check_merge<double>({50, 110});  // block [0,50) is doc 0 only: fully masked for every shard query
+}
+
+// Each output element is computed by one task in a fixed order, so the thread
+// count does not change a single bit.
+TEST(Attention, ResultsDoNotDependOnThreadCount) {
+  const Inputs in = make_inputs({3, 190, 8, 4, 64}, {100, 90}, 4242);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Result<float> r1 = run<float>(in);
+  omp_set_num_threads(2);
+  const Result<float> r2 = run<float>(in);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(r1.out, r2.out);
+  EXPECT_EQ(r1.lse, r2.lse);
+  EXPECT_EQ(r1.dq, r2.dq);
+  EXPECT_EQ(r1.dk, r2.dk);
+  EXPECT_EQ(r1.dv, r2.dv);
+}
+
+// Queries that see no key of a K/V block (only possible for a partial span)
+// finalize to out = 0, lse = -inf, and give zero gradients, never NaN.
+TEST(Attention, RowsWithoutLegalKeysAreZero) {
+  const AttentionShape s{1, 0, 2, 1, 16};
+  const Inputs in = make_inputs({1, 20, 2, 1, 16}, {}, 99);
+  const std::vector<double>& q = in.q;  // queries: positions [0, 10); keys: [10, 20)
+  const std::vector<double> kb(in.k.begin() + 10 * 16, in.k.end()), vb(in.v.begin() + 10 * 16, in.v.end());
+  const AttentionSpan qs{10, 0, nullptr}, ks{10, 10, nullptr};
+  const int64_t rows = 2 * 10;
+  std::vector<double> o(rows * 16, 1.0), a(rows), l(rows), out(10 * 2 * 16, 1.0), lse(rows);
+  SoftmaxState<double> st{o.data(), a.data(), l.data()};
+  softmax_state_init(st, rows, 16);
+  attention_partial_forward<double>(s, q.data(), qs, kb.data(), vb.data(), ks, in.scale, st);
+  softmax_state_finalize(s, 10, st, out.data(), lse.data());
+  for (double x : out) ASSERT_EQ(x, 0.0);
+  for (double x : lse) ASSERT_EQ(x, -kInf);
+  std::vector<double> dq(out.size(), 0.0), dk(kb.size(), 0.0), dv(kb.size(), 0.0);
+  attention_partial_backward<double>(s, q.data(), qs, kb.data(), vb.data(), ks, in.scale, out.data(), lse.data(),
+                                     in.dout.data(), dq.data(), dk.data(), dv.data());
+  for (double x : dq) ASSERT_EQ(x, 0.0);
+  for (double x : dk) ASSERT_EQ(x, 0.0);
+  for (double x : dv) ASSERT_EQ(x, 0.0);
 }
 
 TEST(Attention, MergeWithEmptyStatesIsExact) {

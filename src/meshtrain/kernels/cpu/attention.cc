@@ -66,20 +66,28 @@ void tile_gemm(int m, int n, int k, const T* A, int64_t a_rs, int64_t a_cs, cons
 template <int R, int V>
 void micro_f32(int k, const float* A, int64_t a_rs, int64_t a_cs, const float* B, int64_t ldb, float* C, int64_t ldc,
                __mmask16 tail, bool accumulate) {
+  // Fully unrolled so the R x V accumulators stay in registers.
   __m512 c[R][V];
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < V; ++v)
       c[r][v] = accumulate ? _mm512_maskz_loadu_ps(v == V - 1 ? tail : 0xFFFF, C + r * ldc + 16 * v)
                            : _mm512_setzero_ps();
   for (int p = 0; p < k; ++p) {
     __m512 b[V];
+#pragma GCC unroll 4
     for (int v = 0; v < V; ++v) b[v] = _mm512_maskz_loadu_ps(v == V - 1 ? tail : 0xFFFF, B + p * ldb + 16 * v);
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(A[r * a_rs + p * a_cs]);
+#pragma GCC unroll 4
       for (int v = 0; v < V; ++v) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(C + r * ldc + 16 * v, v == V - 1 ? tail : 0xFFFF, c[r][v]);
 }
 
@@ -274,6 +282,14 @@ void fold_query_tile(int64_t D, const QueryTile<T>& qt, const KeyRange<T>& kr, T
   }
 }
 
+// Below this many multiply-adds a parallel region costs more than it saves
+// (and spins badly when the cores are oversubscribed).
+constexpr double kParallelMacs = 1 << 20;
+
+double attention_macs(const AttentionShape& s, int64_t nq, int64_t nk) {
+  return double(s.batch) * double(s.q_heads) * double(nq) * double(nk) * double(s.head_dim);
+}
+
 void check_shape(const AttentionShape& s) {
   MT_CHECK(s.batch >= 1 && s.q_heads >= 1 && s.kv_heads >= 1 && s.head_dim >= 1, "bad attention shape");
   MT_CHECK(s.q_heads % s.kv_heads == 0, "q_heads ", s.q_heads, " not a multiple of kv_heads ", s.kv_heads);
@@ -338,7 +354,7 @@ template <typename T>
 void softmax_state_finalize(const AttentionShape& s, int64_t qs_len, const SoftmaxState<T>& st, T* out, T* lse) {
   check_shape(s);
   const int64_t H = s.q_heads, D = s.head_dim;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (s.batch * H * qs_len * D > (1 << 16))
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t t = 0; t < qs_len; ++t) {
@@ -360,7 +376,8 @@ void attention_partial_forward(const AttentionShape& s, const T* q, AttentionSpa
   check_spans(qs, ks);
   const int64_t H = s.q_heads, D = s.head_dim, group = s.q_heads / s.kv_heads;
   const int64_t ntiles = (qs.len + kBq - 1) / kBq;
-#pragma omp parallel for collapse(3) schedule(dynamic)
+  const bool par = attention_macs(s, qs.len, ks.len) > kParallelMacs;
+#pragma omp parallel for collapse(3) schedule(dynamic) if (par)
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t it = 0; it < ntiles; ++it) {
@@ -377,7 +394,8 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
   const AttentionSpan sp{s.seq, 0, seg};
   const int64_t H = s.q_heads, D = s.head_dim, T_ = s.seq, group = s.q_heads / s.kv_heads;
   const int64_t ntiles = (T_ + kBq - 1) / kBq;
-#pragma omp parallel for collapse(3) schedule(dynamic)
+  const bool par = attention_macs(s, T_, T_) / 2 > kParallelMacs;
+#pragma omp parallel for collapse(3) schedule(dynamic) if (par)
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t it = 0; it < ntiles; ++it) {
@@ -411,7 +429,8 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
   check_spans(qs, ks);
   const int64_t H = s.q_heads, Hk = s.kv_heads, D = s.head_dim, group = H / Hk;
   const int64_t ldq = H * D;
-#pragma omp parallel for collapse(2) schedule(dynamic)
+  const bool par = attention_macs(s, qs.len, ks.len) > kParallelMacs;
+#pragma omp parallel for collapse(2) schedule(dynamic) if (par)
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t hk = 0; hk < Hk; ++hk) {
       const size_t tile_elems = static_cast<size_t>(D) * kBk;
