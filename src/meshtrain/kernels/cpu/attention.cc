@@ -165,6 +165,43 @@ float exp_row<float>(float* s, int n, float m) {
 }
 #endif
 
+// Transposed tile St [nk, ld] (one row per key, one column per query):
+// St[j][i] = e^{St[j][i] - m[i]} (exactly 0 where -inf, i.e. masked), and
+// colsum[i] = sum_j St[j][i]. Columns whose m is -inf are all masked.
+template <typename T>
+void exp_cols(T* St, int64_t ld, int nk, int nq, const T* m, T* colsum) {
+  std::fill(colsum, colsum + nq, T(0));
+  for (int j = 0; j < nk; ++j) {
+    T* row = St + j * ld;
+    for (int i = 0; i < nq; ++i) {
+      const T p = row[i] == kNegInf<T> ? T(0) : std::exp(row[i] - m[i]);
+      row[i] = p;
+      colsum[i] += p;
+    }
+  }
+}
+
+#if defined(__AVX512F__)
+template <>
+void exp_cols<float>(float* St, int64_t ld, int nk, int nq, const float* m, float* colsum) {
+  const __m512 ninf = _mm512_set1_ps(kNegInf<float>);
+  for (int i = 0; i < nq; i += 16) {
+    const __mmask16 in = static_cast<__mmask16>(nq - i >= 16 ? 0xFFFF : (1u << (nq - i)) - 1);
+    const __m512 vm = _mm512_maskz_loadu_ps(in, m + i);
+    __m512 acc = _mm512_setzero_ps();
+    for (int j = 0; j < nk; ++j) {
+      float* row = St + j * ld + i;
+      const __m512 x = _mm512_maskz_loadu_ps(in, row);
+      const __mmask16 legal = _mm512_mask_cmp_ps_mask(in, x, ninf, _CMP_NEQ_OQ);
+      const __m512 p = _mm512_maskz_mov_ps(legal, exp_ps(_mm512_sub_ps(x, vm)));
+      _mm512_mask_storeu_ps(row, in, p);
+      acc = _mm512_add_ps(acc, p);
+    }
+    _mm512_mask_storeu_ps(colsum + i, in, acc);
+  }
+}
+#endif
+
 // ---------------------------------------------------------------------------
 // Which (query, key) pairs of a tile are legal: key pos <= query pos and equal
 // document ids. Ids need not be sorted: disjoint [min, max] ranges of the two
@@ -219,6 +256,32 @@ void scale_and_mask(T* S, const TileGeom& g, TileKind kind, T scale) {
   }
 }
 
+// Copies nk rows of a strided K/V/Q tile into contiguous [nk, D]: rows 1-2 KiB
+// apart alias in a few L1 sets, so GEMM operands are packed first.
+template <typename T>
+void pack_rows(const T* x, int64_t ld, int n, int64_t D, T* out) {
+  for (int j = 0; j < n; ++j) std::memcpy(out + j * D, x + j * ld, sizeof(T) * D);
+}
+
+// Same on the transposed tile St [nk, kBq] (row j = key, column i = query).
+template <typename T>
+void scale_and_mask_t(T* St, const TileGeom& g, TileKind kind, T scale) {
+  for (int j = 0; j < g.nk; ++j) {
+    T* s = St + j * kBq;
+    if (kind == TileKind::kFull) {
+#pragma omp simd
+      for (int i = 0; i < g.nq; ++i) s[i] *= scale;
+      continue;
+    }
+    const int64_t ilo = g.kp0 + j - g.qp0;  // first query that may see key j
+    const int32_t sk = g.kseg ? g.kseg[j] : 0;
+    for (int i = 0; i < g.nq; ++i) {
+      const bool legal = i >= ilo && (!g.kseg || g.qseg[i] == sk);
+      s[i] = legal ? s[i] * scale : kNegInf<T>;
+    }
+  }
+}
+
 // Transposes a K/V tile [nk rows, ld] into Kt [D, kBk].
 template <typename T>
 void transpose_tile(const T* k, int64_t ld, int nk, int64_t D, T* kt) {
@@ -246,39 +309,49 @@ struct KeyRange {
 };
 
 // The one forward code path: folds all key tiles of `kr` into the state
-// (o [nq, D] contiguous, a, l [nq]) of one query tile, online softmax.
+// (o [nq, D] contiguous, a, l [nq]) of one query tile, online softmax. The
+// score tile is built transposed, St = K Q^T, so Q is transposed once per
+// query tile (not K once per key tile) and the per-query max and exp-sum run
+// vectorized across queries; P V reads P^T through strides.
 template <typename T>
 void fold_query_tile(int64_t D, const QueryTile<T>& qt, const KeyRange<T>& kr, T scale, T* o, T* a, T* l) {
-  T* kt = thread_scratch<T>(static_cast<size_t>(D) * kBk + kBq * kBk);
-  T* S = kt + D * kBk;
+  T* qtr = thread_scratch<T>(static_cast<size_t>(2 * D) * kBk + kBq * kBk + 3 * kBq);
+  T* vp = qtr + D * kBq;  // packed V tile [nk, D]
+  T* St = vp + D * kBk;   // [nk, kBq]
+  T* mcol = St + kBq * kBk;
+  T* mnew = mcol + kBq;
+  T* colsum = mnew + kBq;
+  for (int i = 0; i < qt.nq; ++i)
+    for (int64_t d = 0; d < D; ++d) qtr[d * kBq + i] = qt.q[i * qt.ldq + d];
   for (int64_t j0 = 0; j0 < kr.nkeys; j0 += kBk) {
     const TileGeom g{qt.qp0, qt.nq, qt.qseg, kr.kp0 + j0, static_cast<int>(std::min<int64_t>(kBk, kr.nkeys - j0)),
                      kr.kseg ? kr.kseg + j0 : nullptr};
     if (g.kp0 > g.qp0 + g.nq - 1) break;  // keys only move further right
     const TileKind kind = classify(g);
     if (kind == TileKind::kSkip) continue;
-    transpose_tile(kr.k + j0 * kr.ldk, kr.ldk, g.nk, D, kt);
-    tile_gemm<T>(g.nq, g.nk, static_cast<int>(D), qt.q, qt.ldq, 1, kt, kBk, S, kBk, false);
-    scale_and_mask(S, g, kind, scale);
+    tile_gemm<T>(g.nk, g.nq, static_cast<int>(D), kr.k + j0 * kr.ldk, kr.ldk, 1, qtr, kBq, St, kBq, false);
+    scale_and_mask_t(St, g, kind, scale);
+    std::fill(mcol, mcol + g.nq, kNegInf<T>);
+    for (int j = 0; j < g.nk; ++j) {
+      const T* s = St + j * kBq;
+#pragma omp simd
+      for (int i = 0; i < g.nq; ++i) mcol[i] = s[i] > mcol[i] ? s[i] : mcol[i];
+    }
+    for (int i = 0; i < g.nq; ++i) mnew[i] = std::max(a[i], mcol[i]);
+    exp_cols(St, kBq, g.nk, g.nq, mnew, colsum);
     for (int i = 0; i < g.nq; ++i) {
-      T* s = S + i * kBk;
-      T mt = kNegInf<T>;
-      for (int j = 0; j < g.nk; ++j) mt = std::max(mt, s[j]);
-      const T mn = std::max(a[i], mt);
-      if (mn == kNegInf<T>) {  // no legal key yet: the row stays an explicit zero state
-        std::fill(s, s + g.nk, T(0));
-        continue;
-      }
-      const T alpha = std::exp(a[i] - mn);  // 0 when a[i] = -inf
-      l[i] = alpha * l[i] + exp_row(s, g.nk, mn);
-      a[i] = mn;
+      if (mnew[i] == kNegInf<T>) continue;   // no legal key yet: the row stays an explicit zero state
+      const T alpha = std::exp(a[i] - mnew[i]);  // 0 when a[i] = -inf
+      l[i] = alpha * l[i] + colsum[i];
+      a[i] = mnew[i];
       if (alpha != T(1)) {
         T* orow = o + i * D;
 #pragma omp simd
         for (int64_t d = 0; d < D; ++d) orow[d] *= alpha;
       }
     }
-    tile_gemm<T>(g.nq, static_cast<int>(D), g.nk, S, kBk, 1, kr.v + j0 * kr.ldk, kr.ldk, o, D, true);
+    pack_rows(kr.v + j0 * kr.ldk, kr.ldk, g.nk, D, vp);
+    tile_gemm<T>(g.nq, static_cast<int>(D), g.nk, St, 1, kBq, vp, D, o, D, true);
   }
 }
 
