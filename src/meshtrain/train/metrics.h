@@ -1,0 +1,44 @@
+// Per-step metrics: one console line and one JSONL record per step.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/core/memory_tracker.h"
+
+namespace meshtrain::train {
+
+struct StepMetrics {
+  int64_t step = 0;            // 1-based index of this update
+  bool skipped = false;        // N = 0 or non-finite gradients
+  std::string skip_reason;
+  double loss = 0;             // (1/N) sum S  (29.2)
+  int64_t supervised = 0;      // N
+  int64_t non_pad_tokens = 0;
+  int64_t computed_positions = 0;
+  double padding_ratio = 0;    // (29.1), over the window
+  double seconds = 0;
+  double tokens_per_s = 0;     // supervised tokens per second
+  double gflops = 0;           // achieved model GFLOP/s
+  double grad_norm = 0;        // before clipping
+  double clip_coef = 1;
+  double lr = 0;
+  MemorySnapshot memory;
+  nlohmann::json to_json() const;
+  std::string console_line(int64_t total_steps) const;
+};
+
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& jsonl_path);  // "" disables the file
+  void write(const nlohmann::json& record);
+
+ private:
+  std::ofstream out_;
+};
+
+}  // namespace meshtrain::train

@@ -1,0 +1,152 @@
+#include "meshtrain/train/train_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "meshtrain/train/toml_reader.h"
+
+namespace meshtrain::train {
+
+namespace {
+
+void read_model(TomlSection s, model::ModelConfig& m) {
+  using namespace model;
+  s.read("vocab_size", m.vocab_size);
+  s.read("d_model", m.d_model);
+  s.read("n_layers", m.n_layers);
+  s.read("n_heads", m.n_heads);
+  s.read("n_kv_heads", m.n_kv_heads);
+  s.read("head_dim", m.head_dim);
+  s.read("ffn_hidden", m.ffn_hidden);
+  s.read("max_seq_len", m.max_seq_len);
+  s.read_enum("norm", m.norm, {{"rmsnorm", NormKind::RMSNorm}, {"layernorm", NormKind::LayerNorm}});
+  s.read("norm_eps", m.norm_eps);
+  s.read_enum("positions", m.positions, {{"rope", PositionKind::Rope}, {"learned", PositionKind::Learned}});
+  s.read("rope_theta", m.rope_theta);
+  s.read_enum("mlp", m.mlp, {{"swiglu", MlpKind::SwiGLU}, {"gelu", MlpKind::Gelu}});
+  s.read("tied_embeddings", m.tied_embeddings);
+  s.read("bias", m.bias);
+  s.read("init_std", m.init_std);
+  s.read("seed", m.seed);
+  s.finish();
+}
+
+void read_data(TomlSection s, DataConfig& d) {
+  s.read("path", d.path);
+  s.read("sources", d.sources);
+  s.read("format", d.format);
+  s.read("val_fraction", d.val_fraction);
+  s.read("mode", d.mode);
+  s.read("seq_len", d.seq_len);
+  s.read("seed", d.seed);
+  s.read("bucket_pool", d.bucket_pool);
+  s.finish();
+}
+
+void read_training(TomlSection s, TrainingConfig& t) {
+  s.read("steps", t.steps);
+  s.read("micro_batch", t.micro_batch);
+  s.read("grad_accum", t.grad_accum);
+  s.read("eval_every", t.eval_every);
+  s.read("eval_rows", t.eval_rows);
+  s.read("precision", t.precision);
+  s.read("recompute", t.recompute);
+  s.read("threads", t.threads);
+  s.finish();
+}
+
+void read_optimizer(TomlSection s, optim::OptimizerConfig& o) {
+  s.read("lr", o.lr);
+  s.read("min_lr", o.min_lr);
+  s.read("beta1", o.beta1);
+  s.read("beta2", o.beta2);
+  s.read("eps", o.eps);
+  s.read("weight_decay", o.weight_decay);
+  s.read("grad_clip", o.grad_clip);
+  s.read("warmup_steps", o.warmup_steps);
+  s.read_enum("schedule", o.schedule,
+              {{"cosine", optim::ScheduleKind::Cosine}, {"constant", optim::ScheduleKind::Constant},
+               {"linear", optim::ScheduleKind::Linear}});
+  s.finish();
+}
+
+void read_metrics(TomlSection s, MetricsConfig& m) {
+  s.read("run_dir", m.run_dir);
+  s.read("jsonl", m.jsonl);
+  s.read("log_every", m.log_every);
+  s.finish();
+}
+
+const toml::table* section(const toml::table& root, const char* name) {
+  const toml::node* n = root.get(name);
+  if (!n) return nullptr;
+  MT_REQUIRE(ConfigError, n->is_table(), "[", name, "] must be a table");
+  return n->as_table();
+}
+
+}  // namespace
+
+void TrainConfig::validate() {
+  model.finalize();
+  optimizer.validate();
+  MT_REQUIRE(ConfigError, !data.path.empty(), "data.path is required: the prepared dataset directory");
+  MT_REQUIRE(ConfigError, data.mode == "packed" || data.mode == "padded", "data.mode = \"", data.mode,
+             "\": expected \"packed\" or \"padded\"");
+  MT_REQUIRE(ConfigError, data.format == "auto" || data.format == "text" || data.format == "jsonl" ||
+                              data.format == "fortune",
+             "data.format = \"", data.format, "\": expected auto, text, jsonl or fortune");
+  MT_REQUIRE(ConfigError, data.val_fraction > 0 && data.val_fraction < 1, "data.val_fraction = ", data.val_fraction,
+             ": expected 0 < f < 1");
+  MT_REQUIRE(ConfigError, data.seq_len > 0, "data.seq_len = ", data.seq_len, ": expected > 0");
+  MT_REQUIRE(ConfigError, data.seq_len <= model.max_seq_len, "data.seq_len = ", data.seq_len,
+             " exceeds model.max_seq_len = ", model.max_seq_len);
+  MT_REQUIRE(ConfigError, data.bucket_pool >= 1, "data.bucket_pool = ", data.bucket_pool, ": expected >= 1");
+  MT_REQUIRE(ConfigError, training.steps >= 0, "training.steps = ", training.steps, ": expected >= 0");
+  MT_REQUIRE(ConfigError, training.micro_batch > 0, "training.micro_batch = ", training.micro_batch,
+             ": expected > 0");
+  MT_REQUIRE(ConfigError, training.grad_accum > 0, "training.grad_accum = ", training.grad_accum, ": expected > 0");
+  MT_REQUIRE(ConfigError, training.eval_every >= 0, "training.eval_every = ", training.eval_every,
+             ": expected >= 0");
+  MT_REQUIRE(ConfigError, training.eval_rows >= 0, "training.eval_rows: expected >= 0");
+  MT_REQUIRE(ConfigError, training.precision == "fp32", "training.precision = \"", training.precision,
+             "\": only \"fp32\" is implemented (bf16 GEMM exists in kernels/, mixed-precision training does not yet)");
+  MT_REQUIRE(ConfigError, training.threads >= 0, "training.threads = ", training.threads, ": expected >= 0");
+  MT_REQUIRE(ConfigError, metrics.log_every > 0, "metrics.log_every = ", metrics.log_every, ": expected > 0");
+}
+
+TrainConfig parse_config(const std::string& toml_text, const std::vector<std::string>& overrides,
+                         const std::string& source) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    MT_THROW(ConfigError, source, ":", b.line, ":", b.column, ": ", e.description());
+  }
+  for (const auto& o : overrides) apply_override(root, o);
+  for (const auto& [k, v] : root) {
+    const std::string key(k.str());
+    MT_REQUIRE(ConfigError,
+               key == "model" || key == "data" || key == "training" || key == "optimizer" || key == "metrics",
+               "unknown section [", key, "] in ", source, " (known: model, data, training, optimizer, metrics)");
+  }
+  TrainConfig cfg;
+  read_model(TomlSection(section(root, "model"), "model"), cfg.model);
+  read_data(TomlSection(section(root, "data"), "data"), cfg.data);
+  read_training(TomlSection(section(root, "training"), "training"), cfg.training);
+  read_optimizer(TomlSection(section(root, "optimizer"), "optimizer"), cfg.optimizer);
+  read_metrics(TomlSection(section(root, "metrics"), "metrics"), cfg.metrics);
+  cfg.validate();
+  return cfg;
+}
+
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  MT_REQUIRE(ConfigError, in.good(), "cannot read config file '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), overrides, path);
+}
+
+}  // namespace meshtrain::train

@@ -1,0 +1,57 @@
+// The whole run configuration, read from TOML ([model] [data] [training]
+// [optimizer] [metrics]) and validated strictly before anything runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "meshtrain/model/model_config.h"
+#include "meshtrain/optim/optimizer_config.h"
+
+namespace meshtrain::train {
+
+struct DataConfig {
+  std::string path;                  // prepared dataset directory (data prepare --out)
+  std::vector<std::string> sources;  // prepared into `path` first when it holds no dataset
+  std::string format = "auto";       // of sources: auto | text | jsonl | fortune
+  double val_fraction = 0.05;
+  std::string mode = "packed";       // packed | padded
+  int64_t seq_len = 256;
+  uint64_t seed = 1;
+  int64_t bucket_pool = 16;          // padded mode: pool of bucket_pool * rows documents
+};
+
+struct TrainingConfig {
+  int64_t steps = 100;
+  int64_t micro_batch = 8;   // rows per micro-batch
+  int64_t grad_accum = 1;    // micro-batches per update (G)
+  int64_t eval_every = 0;    // 0: only at the end
+  int64_t eval_rows = 0;     // rows of validation per evaluation; 0: the whole split
+  std::string precision = "fp32";
+  bool recompute = false;
+  int threads = 0;           // compute threads; 0: all cores
+};
+
+struct MetricsConfig {
+  std::string run_dir = "runs/default";
+  std::string jsonl = "metrics.jsonl";  // relative to run_dir; "" disables
+  int64_t log_every = 1;
+};
+
+struct TrainConfig {
+  model::ModelConfig model;
+  DataConfig data;
+  TrainingConfig training;
+  optim::OptimizerConfig optimizer;
+  MetricsConfig metrics;
+  void validate();  // finalizes the model config too
+};
+
+// Parses the file, applies --set overrides, validates. ConfigError on any
+// unknown key, wrong type or impossible shape.
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+TrainConfig parse_config(const std::string& toml_text, const std::vector<std::string>& overrides = {},
+                         const std::string& source = "<string>");
+
+}  // namespace meshtrain::train

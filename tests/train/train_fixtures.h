@@ -1,0 +1,49 @@
+// Small in-memory datasets and configs for trainer tests.
+#pragma once
+
+#include <vector>
+
+#include "meshtrain/core/rng.h"
+#include "meshtrain/data/dataset.h"
+#include "meshtrain/train/train_config.h"
+
+namespace meshtrain::testing {
+
+// Documents of varied length (so supervised counts differ between rows and
+// micro-batches), BOS ... EOS, byte tokens.
+inline data::TokenDataset varied_documents(int n_docs, uint64_t seed) {
+  CounterRng rng(seed);
+  std::vector<std::vector<int32_t>> docs;
+  for (int d = 0; d < n_docs; ++d) {
+    const int len = 3 + int(rng.uniform(1, d) * 20);
+    std::vector<int32_t> doc{256};
+    for (int i = 0; i < len; ++i) doc.push_back(int32_t(97 + int(rng.uniform(2, d * 100 + i) * 8)));
+    doc.push_back(257);
+    docs.push_back(doc);
+  }
+  return data::TokenDataset::from_documents(docs);
+}
+
+inline train::TrainConfig tiny_train_config() {
+  train::TrainConfig c;
+  c.model.vocab_size = 259;
+  c.model.d_model = 16;
+  c.model.n_layers = 2;
+  c.model.n_heads = 2;
+  c.model.n_kv_heads = 1;
+  c.model.ffn_hidden = 32;
+  c.model.max_seq_len = 16;
+  c.data.path = "<memory>";
+  c.data.seq_len = 16;
+  c.data.mode = "padded";
+  c.training.steps = 3;
+  c.training.micro_batch = 4;
+  c.training.grad_accum = 1;
+  c.optimizer.lr = 1e-2;
+  c.optimizer.warmup_steps = 0;
+  c.optimizer.grad_clip = 1.0;
+  c.metrics.jsonl = "";
+  return c;
+}
+
+}  // namespace meshtrain::testing
