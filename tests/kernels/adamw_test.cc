@@ -40,7 +40,7 @@ TEST(AdamW, FirstStepMovesBySignOfGradient) {
 }
 
 TEST(AdamW, MatchesReferenceOverSeveralStepsFloatAndDouble) {
-  const int64_t n = 70000;  // above the parallel threshold
+  const int64_t n = 70003;  // above the parallel threshold, ragged vector tail
   AdamWHyper h;
   h.lr = 1e-3;
   h.weight_decay = 0.1;
@@ -60,6 +60,24 @@ TEST(AdamW, MatchesReferenceOverSeveralStepsFloatAndDouble) {
   EXPECT_LT(testing::max_rel_diff(md, m, 1e-3), 1e-13);
   EXPECT_LT(testing::max_rel_diff(vd, v, 1e-6), 1e-13);
   EXPECT_LT(testing::max_abs_diff(test::cast_vec<double>(pf), p), 1e-6);
+}
+
+TEST(AdamW, IndependentOfThreadCount) {
+  const int64_t n = 100001;
+  AdamWHyper h;
+  h.weight_decay = 0.01;
+  h.step = 3;
+  auto g = test::cast_vec<float>(random_vec(n, 2));
+  auto run = [&](int threads) {
+    auto p = test::cast_vec<float>(random_vec(n, 1));
+    std::vector<float> m(n, 0.01f), v(n, 0.02f);
+    test::with_threads(threads, [&] {
+      adamw_step(p.data(), g.data(), m.data(), v.data(), n, h, 0.5f);
+      return 0;
+    });
+    return std::vector<std::vector<float>>{p, m, v};
+  };
+  EXPECT_EQ(run(1), run(2));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <limits>
 #include <thread>
@@ -110,6 +112,31 @@ TEST(Gemm, SameResultForOneAndTwoThreadsAndCachedRepeat) {
     });
     EXPECT_LT(testing::max_abs_diff(test::cast_vec<double>(C), want), 1e-4) << threads << " threads";
   }
+}
+
+// The scratchpad is reused: once a shape has run, further calls must not
+// fault in fresh pages (each first touch costs ~15 us).
+TEST(Gemm, RepeatedCallsDoNotFaultFreshPages) {
+  auto faults = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+  };
+  const int64_t M = 512, N = 1024, K = 512;
+  auto A = test::cast_vec<float>(random_vec(M * K, 1)), B = test::cast_vec<float>(random_vec(N * K, 2));
+  std::vector<float> C(M * N);
+  std::vector<bf16> Ab(A.size()), Bb(B.size());
+  for (bool ta : {false, true}) {
+    gemm<float>(ta, true, M, N, K, 1.0f, A.data(), B.data(), 1.0f, C.data());
+    gemm_bf16(ta, true, M, N, K, 1.0f, Ab.data(), Bb.data(), 1.0f, C.data());
+  }
+  const long before = faults();
+  for (int rep = 0; rep < 10; ++rep)
+    for (bool ta : {false, true}) {
+      gemm<float>(ta, true, M, N, K, 1.0f, A.data(), B.data(), 1.0f, C.data());
+      gemm_bf16(ta, true, M, N, K, 1.0f, Ab.data(), Bb.data(), 1.0f, C.data());
+    }
+  EXPECT_LT(faults() - before, 8);
 }
 
 // Ranks of the threads backend call gemm concurrently from their own threads.
