@@ -1,0 +1,53 @@
+#include "meshtrain/data/tokenizer.h"
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::data {
+
+std::vector<int32_t> Tokenizer::encode_document(std::string_view text) const {
+  std::vector<int32_t> body = encode(text);
+  std::vector<int32_t> out;
+  out.reserve(body.size() + 2);
+  out.push_back(bos_id());
+  out.insert(out.end(), body.begin(), body.end());
+  out.push_back(eos_id());
+  return out;
+}
+
+std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> out(text.size());
+  for (size_t i = 0; i < text.size(); ++i) out[i] = int32_t(static_cast<unsigned char>(text[i]));
+  return out;
+}
+
+std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {
+  std::string out;
+  out.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t id = ids[i];
+    MT_REQUIRE(DataError, id >= 0 && id < kVocab, "byte tokenizer: id ", id, " at position ", i,
+               " is outside the vocabulary [0, ", kVocab, ")");
+    if (id < 256) out.push_back(char(static_cast<unsigned char>(id)));
+  }
+  return out;
+}
+
+nlohmann::json ByteTokenizer::describe() const {
+  return {{"type", "byte"}, {"vocab_size", kVocab}, {"bos_id", kBos}, {"eos_id", kEos}, {"pad_id", kPad}};
+}
+
+std::unique_ptr<Tokenizer> make_tokenizer(const nlohmann::json& d) {
+  MT_REQUIRE(DataError, d.is_object() && d.contains("type") && d["type"].is_string(),
+             "tokenizer description has no \"type\": ", d.dump());
+  const std::string type = d["type"].get<std::string>();
+  if (type == "byte") {
+    auto tok = std::make_unique<ByteTokenizer>();
+    // A description that disagrees with the built-in ids would decode wrongly.
+    MT_REQUIRE(DataError, d == tok->describe(), "byte tokenizer description ", d.dump(),
+               " does not match this build's ", tok->describe().dump());
+    return tok;
+  }
+  MT_THROW(DataError, "unknown tokenizer type '", type, "' (known: byte)");
+}
+
+}  // namespace meshtrain::data

@@ -1,0 +1,58 @@
+// Tokenizers map text to token ids and back. The interface is what the data
+// pipeline and checkpoints need; ByteTokenizer is the built-in model (a BPE
+// model can implement the same interface later).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace meshtrain::data {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Text -> ids, without special tokens.
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Ids -> text; special tokens (BOS/EOS/PAD) are dropped. An id outside
+  // the vocabulary is a DataError.
+  virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int32_t bos_id() const = 0;
+  virtual int32_t eos_id() const = 0;
+  virtual int32_t pad_id() const = 0;
+  // Self-contained description stored in meta.json and checkpoints;
+  // make_tokenizer() rebuilds the tokenizer from it.
+  virtual nlohmann::json describe() const = 0;
+
+  // BOS + encode(text) + EOS: how every document is stored.
+  std::vector<int32_t> encode_document(std::string_view text) const;
+};
+
+// 256 byte values, then BOS=256, EOS=257, PAD=258 (vocab 259).
+class ByteTokenizer final : public Tokenizer {
+ public:
+  static constexpr int32_t kBos = 256;
+  static constexpr int32_t kEos = 257;
+  static constexpr int32_t kPad = 258;
+  static constexpr int64_t kVocab = 259;
+
+  std::vector<int32_t> encode(std::string_view text) const override;
+  std::string decode(std::span<const int32_t> ids) const override;
+  int64_t vocab_size() const override { return kVocab; }
+  int32_t bos_id() const override { return kBos; }
+  int32_t eos_id() const override { return kEos; }
+  int32_t pad_id() const override { return kPad; }
+  nlohmann::json describe() const override;
+};
+
+// Rebuilds a tokenizer from describe() output; DataError on an unknown type
+// or on a description whose ids do not match the type.
+std::unique_ptr<Tokenizer> make_tokenizer(const nlohmann::json& description);
+
+}  // namespace meshtrain::data
