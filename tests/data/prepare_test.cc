@@ -10,6 +10,7 @@
 #include "data_test_util.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/data/dataset.h"
+#include "meshtrain/data/loader.h"
 
 namespace meshtrain::data {
 namespace {
@@ -32,6 +33,30 @@ std::vector<std::string> all_docs(const std::string& dir) {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// Streams every split through packed validation batches and rebuilds the
+// token stream from (input, target) pairs: it must equal the shard's tokens.
+void expect_batches_round_trip(const std::string& dir) {
+  for (const char* split : {"train", "val"}) {
+    const TokenDataset ds = TokenDataset::open(dir, split);
+    if (ds.num_documents() == 0) continue;
+    std::vector<int32_t> rebuilt;
+    ValidationIterator it(ds, BatchMode::Packed, 7);
+    Batch b;
+    while (it.next(3, &b)) {
+      for (int64_t r = 0; r < b.rows; ++r)
+        for (int64_t i = 0; i < b.row_lengths[size_t(r)]; ++i) {
+          const int64_t k = b.at(r, i);
+          if (b.tokens[size_t(k)] == ds.tokenizer().bos_id()) {
+            EXPECT_EQ(b.positions[size_t(k)], 0);
+          }
+          rebuilt.push_back(b.tokens[size_t(k)]);
+          if (b.targets[size_t(k)] == ds.tokenizer().eos_id()) rebuilt.push_back(b.targets[size_t(k)]);
+        }
+    }
+    EXPECT_EQ(rebuilt, ds.all_tokens().to_vector()) << split;
+  }
 }
 
 PrepareOptions opts_for(const ScratchDir& dir, std::vector<std::string> inputs) {
@@ -59,6 +84,7 @@ TEST(Prepare, TextFilesAreOneDocumentEach) {
   EXPECT_EQ(meta["sources"][0]["format"], "text");
   EXPECT_EQ(meta["splits"]["train"]["sha256"].get<std::string>().size(), 64u);
   EXPECT_EQ(dir.count_entries(), 2);  // in/ and out/: no temp directory left
+  expect_batches_round_trip(dir / "out");
 }
 
 TEST(Prepare, Jsonl) {
@@ -68,6 +94,7 @@ TEST(Prepare, Jsonl) {
   EXPECT_EQ(r.documents, 3);  // the empty text is skipped
   EXPECT_EQ(all_docs(dir / "out"), (std::vector<std::string>{"alpha", "beta", "gamma\n"}));
   EXPECT_EQ(read_dataset_meta(dir / "out")["sources"][0]["format"], "jsonl");
+  expect_batches_round_trip(dir / "out");
 }
 
 TEST(Prepare, FortuneDetectedAndCompanionsSkipped) {
@@ -81,6 +108,7 @@ TEST(Prepare, FortuneDetectedAndCompanionsSkipped) {
   EXPECT_EQ(r.documents, 3);
   EXPECT_EQ(all_docs(dir / "out"), (std::vector<std::string>{"four\n", "one\nline two\n", "three\n"}));
   EXPECT_EQ(read_dataset_meta(dir / "out")["sources"][0]["format"], "fortune");
+  expect_batches_round_trip(dir / "out");
 }
 
 TEST(Prepare, ForcedFormat) {

@@ -1,6 +1,7 @@
 #include "meshtrain/data/prepare.h"
 
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -40,6 +41,7 @@ struct TempDir {
 std::string make_temp_dir(const std::string& target) {
   std::string tmpl = target + ".tmp.XXXXXX";
   MT_REQUIRE(DataError, ::mkdtemp(tmpl.data()) != nullptr, "cannot create a temp directory beside ", target);
+  ::chmod(tmpl.c_str(), 0755);  // mkdtemp makes 0700; the published dataset is an ordinary directory
   return tmpl;
 }
 
@@ -179,6 +181,10 @@ PrepareResult prepare_dataset(const PrepareOptions& opts, const Tokenizer& token
     MT_REQUIRE(DataError, !ec, "cannot move the existing ", out, " aside: ", ec.message());
   }
   fs::rename(tmp.path, out, ec);
+  if (ec && !old.empty()) {
+    std::error_code ec2;
+    fs::rename(old, out, ec2);  // put the previous dataset back
+  }
   MT_REQUIRE(DataError, !ec, "cannot rename ", tmp.path, " to ", out, ": ", ec.message());
   tmp.keep = true;
   if (!old.empty()) fs::remove_all(old, ec);

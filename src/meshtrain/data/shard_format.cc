@@ -60,6 +60,7 @@ ShardWriter::ShardWriter(std::string path, int64_t vocab_size)
   tmp_path_ = path_ + ".tmp.XXXXXX";
   fd_ = ::mkstemp(tmp_path_.data());
   MT_REQUIRE(DataError, fd_ >= 0, "cannot create temp file for shard ", path_, ": ", errno_text());
+  ::fchmod(fd_, 0644);  // mkstemp makes 0600; shards are ordinary readable files
   const ShardHeader zero{};  // placeholder, rewritten by finish()
   try {
     write_bytes(&zero, sizeof(zero));
