@@ -1,0 +1,45 @@
+// `meshtrain bench comm`: algorithm and bus bandwidth of every collective,
+// the copy-bandwidth lower bound next to each time, raw MPI for the MPI
+// backend, and a least-squares fit of the alpha-beta model (29.6).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "meshtrain/comm/launch.h"
+
+namespace meshtrain::comm::bench {
+
+struct BenchOptions {
+  Backend backend = Backend::Threads;
+  int ranks = 2;  // threads only
+  size_t min_bytes = 4096, max_bytes = size_t(256) << 20;
+  int iters = 7;  // median of at least this many (more for small sizes)
+  std::vector<OpKind> ops{OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather, OpKind::AllToAll,
+                          OpKind::Broadcast};
+};
+BenchOptions parse_args(const std::vector<std::string>& args);  // ConfigError on bad flags
+int run_from_args(const std::vector<std::string>& args);
+
+struct Measurement {
+  OpKind op;
+  size_t bytes;            // M: all_reduce/bcast buffer, RS input, AG output, A2A send
+  double seconds;          // median, max over ranks
+  double raw_seconds = -1; // raw MPI call (MPI backend only)
+};
+
+// STREAM-like copy with `threads` threads: (read + write bytes) / s.
+double copy_bandwidth(size_t bytes, int threads);
+// Bytes the whole machine must read and write for `op` on R ranks.
+double bound_bytes(OpKind op, size_t M, int R);
+double busbw_factor(OpKind op, int R);
+// (29.6): t = k_a * alpha + k_b * M * beta, fitted with relative weights.
+struct AlphaBeta {
+  double alpha_s = 0, beta_s_per_byte = 0;
+};
+AlphaBeta fit_alpha_beta(OpKind op, int R, const std::vector<Measurement>& ms);
+
+void run(const BenchOptions& options, std::FILE* out);
+
+}  // namespace meshtrain::comm::bench

@@ -1,0 +1,101 @@
+#include "meshtrain/comm/launch.h"
+
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "meshtrain/comm/mpi_world.h"
+#include "meshtrain/comm/thread_world.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/threading.h"
+
+namespace meshtrain::comm {
+namespace {
+
+MeshShape effective_mesh(MeshShape m, int world) {
+  if (m.world_size() == 1 && world > 1) m.dp = world;  // default: pure data parallel
+  return m;
+}
+
+ParallelContext make_context(const LaunchOptions& o, const std::shared_ptr<ProcessGroup>& world) {
+  ParallelContext ctx;
+  ctx.rank = world->rank();
+  ctx.world_size = world->size();
+  ctx.world = world;
+  ctx.mesh = Mesh::create(effective_mesh(o.mesh, world->size()), world);
+  ctx.allocator = CachingAllocator::create();
+  ctx.rng = CounterRng(o.seed);
+  return ctx;
+}
+
+}  // namespace
+
+Backend parse_backend(const std::string& name) {
+  if (name == "threads") return Backend::Threads;
+  if (name == "mpi") return Backend::Mpi;
+  MT_THROW(ConfigError, "unknown backend '", name, "' (threads | mpi)");
+}
+
+void launch_threads(int world_size, const RankFn& fn) {
+  LaunchOptions o;
+  o.world_size = world_size;
+  launch_threads(o, fn);
+}
+
+void launch_threads(const LaunchOptions& o, const RankFn& fn) {
+  const int n = o.world_size;
+  effective_mesh(o.mesh, n).validate(n);
+  auto world = ThreadWorld::create(n, o.group);
+  std::mutex mu;
+  std::exception_ptr first;  // the root cause, not the CommAborted it causes
+  std::vector<std::thread> threads;
+  threads.reserve(size_t(n));
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      set_compute_threads(threads_per_rank(n));
+      try {
+        ParallelContext ctx = make_context(o, world->group(r));
+        fn(ctx);
+      } catch (const std::exception& e) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!first) first = std::current_exception();
+        }
+        world->abort(detail::concat("rank ", r, " failed: ", e.what()));
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!first) first = std::current_exception();
+        }
+        world->abort(detail::concat("rank ", r, " failed with a non-standard exception"));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+void launch_mpi(const LaunchOptions& o, const RankFn& fn) {
+  auto world = mpi_world(o.group);
+  const int rank = world->rank();
+  set_compute_threads(threads_per_rank(1));
+  try {
+    {
+      ParallelContext ctx = make_context(o, world);
+      fn(ctx);
+    }
+    world.reset();
+  } catch (const std::exception& e) {
+    // Peers blocked inside MPI cannot be woken any other way.
+    mpi_abort(detail::concat("rank ", rank, " failed: ", e.what()));
+  }
+  mpi_finalize();
+}
+
+void launch(const LaunchOptions& o, const RankFn& fn) {
+  if (o.backend == Backend::Mpi) return launch_mpi(o, fn);
+  launch_threads(o, fn);
+}
+
+}  // namespace meshtrain::comm

@@ -1,0 +1,35 @@
+// Launchers that give every rank a ParallelContext, whichever backend:
+//   launch_threads(4, [](ParallelContext& ctx) { ... });   // one process
+//   launch_mpi(opts, fn);           // under: mpirun -np 4 meshtrain ...
+//   launch(opts, fn);               // opts.backend = Threads | Mpi
+// An exception on any rank aborts the world (peers wake with CommAborted
+// instead of hanging); the first failure is rethrown (threads) or printed
+// before MPI_Abort (mpi).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "meshtrain/comm/parallel_context.h"
+
+namespace meshtrain::comm {
+
+enum class Backend { Threads, Mpi };
+Backend parse_backend(const std::string& name);  // "threads" | "mpi"
+
+struct LaunchOptions {
+  Backend backend = Backend::Threads;
+  int world_size = 1;        // threads only; MPI takes it from mpirun
+  MeshShape mesh{};          // all ones: everything goes to dp
+  GroupOptions group{};      // timeout, check mode
+  uint64_t seed = 0;
+};
+
+using RankFn = std::function<void(ParallelContext&)>;
+
+void launch_threads(int world_size, const RankFn& fn);
+void launch_threads(const LaunchOptions& options, const RankFn& fn);
+void launch_mpi(const LaunchOptions& options, const RankFn& fn);
+void launch(const LaunchOptions& options, const RankFn& fn);
+
+}  // namespace meshtrain::comm

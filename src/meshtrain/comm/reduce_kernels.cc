@@ -1,0 +1,115 @@
+#include "meshtrain/comm/reduce_kernels.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::comm {
+namespace {
+
+// 8-16 KiB of accumulator: stays in L1/L2 while R sources stream through.
+constexpr size_t kTile = 2048;
+
+template <typename T> struct Acc { using type = T; };
+template <> struct Acc<bf16> { using type = float; };
+
+template <typename T, typename A>
+inline A load(const T* p, size_t i) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return std::bit_cast<float>(uint32_t(reinterpret_cast<const uint16_t*>(p)[i]) << 16);
+  } else {
+    return p[i];
+  }
+}
+
+template <typename T>
+void reduce_tiles(const void* const* srcs, int nsrc, void* const* dsts, int ndst, size_t n, ReduceOp op) {
+  using A = typename Acc<T>::type;
+  alignas(64) A acc[kTile];
+  alignas(64) T out[kTile];
+  for (size_t base = 0; base < n; base += kTile) {
+    const size_t m = std::min(kTile, n - base);
+    const T* s0 = static_cast<const T*>(srcs[0]) + base;
+    for (size_t i = 0; i < m; ++i) acc[i] = load<T, A>(s0, i);
+    for (int k = 1; k < nsrc; ++k) {
+      const T* s = static_cast<const T*>(srcs[k]) + base;
+      switch (op) {
+        case ReduceOp::Sum:
+        case ReduceOp::Avg:
+          for (size_t i = 0; i < m; ++i) acc[i] += load<T, A>(s, i);
+          break;
+        case ReduceOp::Max:
+          for (size_t i = 0; i < m; ++i) { A v = load<T, A>(s, i); acc[i] = v > acc[i] ? v : acc[i]; }
+          break;
+        case ReduceOp::Min:
+          for (size_t i = 0; i < m; ++i) { A v = load<T, A>(s, i); acc[i] = v < acc[i] ? v : acc[i]; }
+          break;
+      }
+    }
+    if (op == ReduceOp::Avg)
+      for (size_t i = 0; i < m; ++i) acc[i] = acc[i] / A(nsrc);
+    const void* tile = acc;
+    if constexpr (std::is_same_v<T, bf16>) {
+      f32_to_bf16(acc, reinterpret_cast<uint16_t*>(out), m);
+      tile = out;
+    }
+    for (int d = 0; d < ndst; ++d) std::memcpy(static_cast<T*>(dsts[d]) + base, tile, m * sizeof(T));
+  }
+}
+
+}  // namespace
+
+void reduce_to_many(const void* const* srcs, int nsrc, void* const* dsts, int ndst, size_t n, DType dtype,
+                    ReduceOp op) {
+  if (n == 0 || ndst == 0) return;
+  MT_CHECK(nsrc >= 1, "reduce needs a source");
+  switch (dtype) {
+    case DType::F32: return reduce_tiles<float>(srcs, nsrc, dsts, ndst, n, op);
+    case DType::F64: return reduce_tiles<double>(srcs, nsrc, dsts, ndst, n, op);
+    case DType::BF16: return reduce_tiles<bf16>(srcs, nsrc, dsts, ndst, n, op);
+    case DType::I32: return reduce_tiles<int32_t>(srcs, nsrc, dsts, ndst, n, op);
+    case DType::I64: return reduce_tiles<int64_t>(srcs, nsrc, dsts, ndst, n, op);
+  }
+}
+
+void copy_to_many(const void* src, void* const* dsts, int ndst, size_t bytes) {
+  constexpr size_t kCopyTile = 64 * 1024;  // L2-resident source tile
+  const char* s = static_cast<const char*>(src);
+  for (size_t base = 0; base < bytes; base += kCopyTile) {
+    const size_t m = std::min(kCopyTile, bytes - base);
+    for (int d = 0; d < ndst; ++d)
+      if (static_cast<char*>(dsts[d]) + base != s + base) std::memcpy(static_cast<char*>(dsts[d]) + base, s + base, m);
+  }
+}
+
+void bf16_to_f32(const uint16_t* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(uint32_t(src[i]) << 16);
+}
+
+void f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = bf16::from_float(src[i]);
+}
+
+template <typename T>
+static void divide_typed(T* p, size_t n, int d) {
+  for (size_t i = 0; i < n; ++i) p[i] = T(p[i] / T(d));
+}
+
+void divide_in_place(void* buf, size_t n, DType dtype, int divisor) {
+  switch (dtype) {
+    case DType::F32: return divide_typed(static_cast<float*>(buf), n, divisor);
+    case DType::F64: return divide_typed(static_cast<double*>(buf), n, divisor);
+    case DType::I32: return divide_typed(static_cast<int32_t*>(buf), n, divisor);
+    case DType::I64: return divide_typed(static_cast<int64_t*>(buf), n, divisor);
+    case DType::BF16: {
+      auto* p = static_cast<uint16_t*>(buf);
+      for (size_t i = 0; i < n; ++i)
+        p[i] = bf16::from_float(std::bit_cast<float>(uint32_t(p[i]) << 16) / float(divisor));
+      return;
+    }
+  }
+}
+
+}  // namespace meshtrain::comm

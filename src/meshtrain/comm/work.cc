@@ -1,0 +1,79 @@
+#include "meshtrain/comm/work.h"
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::comm {
+
+using Clock = std::chrono::steady_clock;
+
+void WorkImpl::complete() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == WorkState::Pending) state_ = WorkState::Done;
+  cv_.notify_all();
+}
+
+void WorkImpl::fail(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == WorkState::Pending) {
+    state_ = WorkState::Failed;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+WorkState WorkImpl::state() {
+  poll();
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_;
+}
+
+std::exception_ptr WorkImpl::error() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+bool WorkImpl::wait_until(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_until(lock, deadline, [&] { return state_ != WorkState::Pending; });
+}
+
+Work Work::completed() {
+  auto impl = std::make_shared<WorkImpl>();
+  impl->complete();
+  return Work(std::move(impl));
+}
+
+static bool wait_impl(WorkImpl& w, Clock::time_point deadline) {
+  const auto t0 = Clock::now();
+  const bool done = w.wait_until(deadline);
+  if (done && w.on_waited) {
+    w.on_waited(std::chrono::duration<double>(Clock::now() - t0).count());
+    w.on_waited = nullptr;
+  }
+  if (done && w.state() == WorkState::Failed) std::rethrow_exception(w.error());
+  return done;
+}
+
+void Work::wait() {
+  MT_REQUIRE(CommError, impl_ != nullptr, "wait() on an empty Work");
+  const auto deadline = impl_->deadline == Clock::time_point{} ? Clock::time_point::max() : impl_->deadline;
+  if (!wait_impl(*impl_, deadline)) {
+    // The backend decides what a missed deadline means (and may find the
+    // op finished meanwhile: then on_timeout returns null).
+    auto err = impl_->on_timeout ? impl_->on_timeout() : nullptr;
+    if (!impl_->on_timeout) err = std::make_exception_ptr(CommTimeout("operation did not finish within its timeout"));
+    if (err) std::rethrow_exception(err);
+    wait_impl(*impl_, Clock::time_point::max());
+  }
+}
+
+bool Work::wait(std::chrono::milliseconds timeout) {
+  MT_REQUIRE(CommError, impl_ != nullptr, "wait() on an empty Work");
+  return wait_impl(*impl_, Clock::now() + timeout);
+}
+
+bool Work::is_completed() const { return impl_ && impl_->state() != WorkState::Pending; }
+WorkState Work::state() const { return impl_ ? impl_->state() : WorkState::Done; }
+std::exception_ptr Work::error() const { return impl_ ? impl_->error() : nullptr; }
+
+}  // namespace meshtrain::comm

@@ -1,0 +1,65 @@
+// Handle of a non-blocking operation. The operation progresses without the
+// caller (threads: the group's progress thread; MPI: the library's progress
+// plus polling while anyone waits), so computation can overlap it (S4).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+namespace meshtrain::comm {
+
+enum class WorkState { Pending, Done, Failed };
+
+// Backend side of a Work. The default implementation is a completion flag
+// set by whoever runs the operation; MPI overrides poll() to test requests.
+class WorkImpl {
+ public:
+  virtual ~WorkImpl() = default;
+  void complete();                       // marks Done, wakes waiters
+  void fail(std::exception_ptr error);   // marks Failed, wakes waiters
+  WorkState state();
+  std::exception_ptr error();
+  // Blocks until finished or `deadline`; returns false on the deadline.
+  virtual bool wait_until(std::chrono::steady_clock::time_point deadline);
+  // Called when wait() gives up at the op's deadline: builds the error.
+  std::function<std::exception_ptr()> on_timeout;
+  // Called once by the waiting thread when the op finished, e.g. to record
+  // the time spent waiting in the group's CommStats.
+  std::function<void(double wait_seconds)> on_waited;
+  std::chrono::steady_clock::time_point deadline{};
+
+ protected:
+  virtual void poll() {}  // MPI: MPI_Test the request(s)
+  std::mutex mu_;
+  std::condition_variable cv_;
+  WorkState state_ = WorkState::Pending;
+  std::exception_ptr error_;
+};
+
+class Work {
+ public:
+  Work() = default;
+  explicit Work(std::shared_ptr<WorkImpl> impl) : impl_(std::move(impl)) {}
+  static Work completed();  // an already finished Work (e.g. a size-1 group)
+
+  // Waits up to the op's own timeout; throws the op's error (CommAborted,
+  // CommTimeout, CommMismatch...) if it failed or ran out of time.
+  void wait();
+  // Waits at most `timeout`: true when finished (rethrows a failure), false
+  // if still pending. Does not cancel anything.
+  bool wait(std::chrono::milliseconds timeout);
+  bool is_completed() const;  // finished, successfully or not
+  WorkState state() const;
+  std::exception_ptr error() const;  // null unless Failed
+  bool valid() const { return impl_ != nullptr; }
+  WorkImpl* impl() const { return impl_.get(); }
+
+ private:
+  std::shared_ptr<WorkImpl> impl_;
+};
+
+}  // namespace meshtrain::comm

@@ -1,0 +1,167 @@
+// Point-to-point ordering and tags, sub-groups of every mesh axis, two
+// groups in flight at once, overlap with computation, accounting. Runs on
+// threads and under mpirun.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "harness.h"
+#include "meshtrain/comm/mesh.h"
+
+namespace meshtrain::comm {
+namespace {
+
+using testing::for_each_rank;
+
+TEST(PointToPoint, TagsMatchAndOrderIsFifoPerTag) {
+  if (!for_each_rank(2, [](ProcessGroup& g) {
+        if (g.rank() == 0) {
+          for (int v : {1, 2, 3}) g.send(&v, 1, DType::I32, 1, {.tag = v == 2 ? 7 : 5});
+        } else {
+          int a = 0, b = 0, c = 0;
+          g.recv(&b, 1, DType::I32, 0, {.tag = 7});  // tag 7 first, though sent second
+          g.recv(&a, 1, DType::I32, 0, {.tag = 5});
+          g.recv(&c, 1, DType::I32, 0, {.tag = 5});
+          EXPECT_EQ(a, 1);
+          EXPECT_EQ(b, 2);
+          EXPECT_EQ(c, 3);
+        }
+      }))
+    GTEST_SKIP();
+}
+
+TEST(PointToPoint, RingWithNonBlockingSendRecv) {
+  for (int R : {2, 3, 4}) {
+    if (!for_each_rank(R, [R](ProcessGroup& g) {
+          const int me = g.rank(), next = (me + 1) % R, prev = (me + R - 1) % R;
+          std::vector<double> out(1000, me + 0.5), in(1000, -1);
+          Work r = g.irecv(in.data(), in.size(), DType::F64, prev, {.tag = 3});
+          Work s = g.isend(out.data(), out.size(), DType::F64, next, {.tag = 3});
+          r.wait();
+          s.wait();
+          for (double v : in) ASSERT_EQ(v, prev + 0.5);
+          // Zero-length messages are legal.
+          Work r0 = g.irecv(nullptr, 0, DType::F32, prev);
+          g.send(nullptr, 0, DType::F32, next);
+          r0.wait();
+        }))
+      GTEST_SKIP();
+  }
+}
+
+TEST(Groups, SplitOrdersByKeyAndExcludesNegativeColor) {
+  if (!for_each_rank(4, [](ProcessGroup& g) {
+        const int me = g.rank();
+        // Evens in reverse order; rank 3 opts out.
+        auto sub = g.split(me == 3 ? -1 : me % 2, -me, "sub");
+        if (me == 3) {
+          EXPECT_EQ(sub, nullptr);
+          return;
+        }
+        ASSERT_NE(sub, nullptr);
+        if (me % 2 == 0) {
+          EXPECT_EQ(sub->size(), 2);
+          EXPECT_EQ(sub->rank(), me == 2 ? 0 : 1);
+        } else {
+          EXPECT_EQ(sub->size(), 1);
+        }
+        int v = me, sum = 0;
+        sub->all_reduce(&v, &sum, 1, DType::I32);
+        EXPECT_EQ(sum, me % 2 == 0 ? 2 : 1);
+      }))
+    GTEST_SKIP();
+}
+
+// A tp collective and a dp collective in flight at once on the same ranks.
+TEST(Groups, TwoGroupsConcurrently) {
+  if (!for_each_rank(4, [](ProcessGroup& g) {
+        const int me = g.rank();
+        auto tp = g.split(me / 2, me, "tp");  // {0,1} {2,3}
+        auto dp = g.split(me % 2, me, "dp");  // {0,2} {1,3}
+        const size_t n = 100000;
+        std::vector<float> a(n, float(me)), b(n, float(10 * me));
+        for (int round = 0; round < 3; ++round) {
+          std::fill(a.begin(), a.end(), float(me));
+          std::fill(b.begin(), b.end(), float(10 * me));
+          Work wt = tp->iall_reduce(a.data(), a.data(), n, DType::F32);
+          Work wd = dp->iall_reduce(b.data(), b.data(), n, DType::F32);
+          wd.wait();
+          wt.wait();
+          const float tp_sum = float((me / 2) * 4 + 1), dp_sum = float(10 * ((me % 2) * 2 + 2));
+          ASSERT_EQ(a[0], tp_sum);
+          ASSERT_EQ(a[n - 1], tp_sum);
+          ASSERT_EQ(b[n / 2], dp_sum);
+        }
+      }))
+    GTEST_SKIP();
+}
+
+TEST(Groups, AsyncOverlapsComputation) {
+  if (!for_each_rank(4, [](ProcessGroup& g) {
+        const size_t n = 1 << 20;
+        std::vector<float> grad(n, 1.0f);
+        Work w = g.iall_reduce(grad.data(), grad.data(), n, DType::F32, ReduceOp::Avg);
+        double acc = 0;  // computation that does not touch the buffer
+        for (int i = 1; i < 200000; ++i) acc += std::sqrt(double(i));
+        EXPECT_GT(acc, 0);
+        w.wait();
+        EXPECT_EQ(grad[0], 1.0f);
+        EXPECT_EQ(grad[n - 1], 1.0f);
+        const CommStats s = g.stats();
+        EXPECT_EQ(s[OpKind::AllReduce].calls, 1u);
+        EXPECT_EQ(s[OpKind::AllReduce].bytes, n * 4);
+        EXPECT_GE(s[OpKind::AllReduce].call_s, s[OpKind::AllReduce].wait_s);
+        g.reset_stats();
+        EXPECT_EQ(g.stats().total().calls, 0u);
+        g.barrier();
+        EXPECT_EQ(g.stats()[OpKind::Barrier].calls, 1u);
+      }))
+    GTEST_SKIP();
+}
+
+// Every single axis and every pair: the group holds exactly the ranks that
+// agree on all other coordinates, ordered by the axis coordinates.
+TEST(MeshGroups, EveryAxisAndPair) {
+  const int R = testing::mpi_mode() ? 4 : 8;
+  const MeshShape shape = R == 8 ? MeshShape{.pp = 2, .dp = 2, .cp = 1, .tp = 2, .ep = 2}
+                                 : MeshShape{.pp = 1, .dp = 2, .cp = 1, .tp = 2, .ep = 2};
+  if (!for_each_rank(R, [&](ProcessGroup& g) {
+        std::shared_ptr<ProcessGroup> world(&g, [](ProcessGroup*) {});
+        Mesh mesh = Mesh::create(shape, world);
+        const auto me = shape.coords(g.rank());
+        const std::vector<std::string> axes{"pp", "dp", "cp", "tp"};
+        std::vector<std::vector<std::string>> sets;
+        for (auto& a : axes) sets.push_back({a});
+        for (size_t i = 0; i < axes.size(); ++i)
+          for (size_t j = i + 1; j < axes.size(); ++j) sets.push_back({axes[j], axes[i]});  // any order
+        sets.push_back({"ep"});
+        sets.push_back({"edp"});
+        for (auto& set : sets) {
+          ProcessGroup& sub = mesh.group(set);
+          int64_t sum = 0, count = 0;
+          for (int r = 0; r < R; ++r) {
+            auto c = shape.coords(r);
+            bool same = true;
+            if (set[0] == "ep" || set[0] == "edp") {
+              same = c["pp"] == me.at("pp") && c["tp"] == me.at("tp") &&
+                     (set[0] == "ep" ? c["edp"] == me.at("edp") : c["ep"] == me.at("ep"));
+            } else {
+              for (auto& a : axes)
+                if (std::find(set.begin(), set.end(), a) == set.end() && c[a] != me.at(a)) same = false;
+            }
+            if (same) sum += r, ++count;
+          }
+          ASSERT_EQ(sub.size(), count) << set[0];
+          int64_t v = g.rank(), got = 0;
+          sub.all_reduce(&v, &got, 1, DType::I64);
+          ASSERT_EQ(got, sum) << set[0] << (set.size() > 1 ? "+" + set[1] : "");
+        }
+        EXPECT_EQ(mesh.group("tp").rank(), me.at("tp"));
+        EXPECT_EQ(mesh.coord("dp"), me.at("dp"));
+      }))
+    GTEST_SKIP();
+}
+
+}  // namespace
+}  // namespace meshtrain::comm
