@@ -1,0 +1,144 @@
+// bench-small: end-to-end training step of the reference model (Llama-style,
+// vocab 8192, d_model 512, 8 layers, 8 heads / 4 KV heads of 64, SwiGLU
+// 1408, untied, fp32, AdamW lr 3e-4 betas 0.9/0.95 wd 0.1), sequence 256,
+// micro-batch 8, random tokens. Prints the median step time, tokens/s, model
+// FLOPs per token (6 * matmul params + 12 * layers * d * seq = 179.3 MFLOP),
+// achieved GFLOP/s as a fraction of (a) the FMA peak measured in the same
+// run and (b) the GEMM library's rate on the same shapes, with 1 and 2
+// threads, and peak memory per category.
+//
+//   build/bench/bench_small [--steps N] [--threads 1,2]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fma_peak.h"
+#include "meshtrain/core/rng.h"
+#include "meshtrain/core/threading.h"
+#include "meshtrain/kernels/cpu/gemm.h"
+#include "meshtrain/model/transformer.h"
+#include "meshtrain/optim/adamw.h"
+
+using namespace meshtrain;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+model::ModelConfig bench_small_config() {
+  model::ModelConfig c;
+  c.vocab_size = 8192;
+  c.d_model = 512;
+  c.n_layers = 8;
+  c.n_heads = 8;
+  c.n_kv_heads = 4;
+  c.head_dim = 64;
+  c.ffn_hidden = 1408;
+  c.max_seq_len = 256;
+  c.norm_eps = 1e-5;
+  c.rope_theta = 10000;
+  c.finalize();
+  return c;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// GEMM rate on the 12 forward/backward shapes of one step (the library's
+// best achievable on this work), in GFLOP/s.
+double gemm_rate_on_step_shapes(const model::ModelConfig& c, int64_t n) {
+  struct Lin { int64_t in, out; };
+  const std::vector<Lin> lins = {{c.d_model, c.q_dim()}, {c.d_model, c.kv_dim()}, {c.q_dim(), c.d_model},
+                                 {c.d_model, c.ffn_hidden}, {c.ffn_hidden, c.d_model}, {c.d_model, c.vocab_size}};
+  std::vector<float> x(size_t(n) * 8192, 0.01f), w(size_t(8192) * 1408, 0.02f), y(size_t(n) * 8192);
+  double flops = 0, seconds = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    for (const Lin& l : lins) {
+      const auto t0 = Clock::now();
+      kernels::gemm<float>(false, true, n, l.out, l.in, 1.f, x.data(), w.data(), 0.f, y.data());  // forward
+      kernels::gemm<float>(false, false, n, l.in, l.out, 1.f, y.data(), w.data(), 0.f, x.data());  // dX
+      kernels::gemm<float>(true, false, l.out, l.in, n, 1.f, y.data(), x.data(), 1.f, w.data());   // dW
+      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (rep > 0) {  // first repetition creates the primitives
+        seconds += dt;
+        flops += 3 * 2.0 * double(n) * double(l.in) * double(l.out);
+      }
+    }
+  }
+  return flops / seconds * 1e-9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 7;
+  std::vector<int> thread_counts = {1, 2};
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
+      thread_counts.clear();
+      for (char* t = std::strtok(argv[++i], ","); t; t = std::strtok(nullptr, ",")) thread_counts.push_back(std::atoi(t));
+    } else {
+      std::fprintf(stderr, "usage: bench_small [--steps N] [--threads 1,2]\n");
+      return 2;
+    }
+  }
+  const model::ModelConfig cfg = bench_small_config();
+  const int64_t rows = 8, seq = 256, n = rows * seq;
+  const double flops_per_token = model::model_flops_per_token(cfg, seq);
+
+  // Random tokens, one document per row, every position supervised.
+  std::vector<int32_t> tokens(n), targets(n), positions(n), segments(n, 0);
+  CounterRng rng(42);
+  for (int64_t i = 0; i < n; ++i) {
+    tokens[i] = int32_t(rng.bits(1, i)[0] % cfg.vocab_size);
+    targets[i] = int32_t(rng.bits(2, i)[0] % cfg.vocab_size);
+    positions[i] = int32_t(i % seq);
+  }
+  const model::TokenBatch batch{rows, seq, tokens.data(), targets.data(), positions.data(), segments.data()};
+
+  std::printf("bench-small: %s, seq %lld, micro-batch %lld, fp32\n", cfg.describe().c_str(),
+              static_cast<long long>(seq), static_cast<long long>(rows));
+  std::printf("model FLOPs per token: %.1f MFLOP (6 x %lld matmul params + 12 L d T)\n", flops_per_token * 1e-6,
+              static_cast<long long>(model::build_model_spec(cfg).matmul_params(cfg)));
+  for (int threads : thread_counts) {
+    set_compute_threads(threads);
+    auto alloc = CachingAllocator::create();
+    model::Transformer<float> m(cfg, alloc);
+    optim::OptimizerConfig oc;
+    oc.lr = 3e-4;
+    oc.weight_decay = 0.1;
+    optim::AdamW<float> opt(m.params(), oc, alloc);
+    std::vector<double> times;
+    int64_t os_allocs_after_warmup = 0;
+    for (int s = 0; s < steps + 2; ++s) {
+      if (s == 2) os_allocs_after_warmup = alloc->os_allocations();
+      alloc->tracker().reset_peaks();
+      const auto t0 = Clock::now();
+      m.params().zero_grads();
+      m.forward_backward(batch, 1.0f / float(n));
+      const double norm = std::sqrt(optim::grad_sum_squares(m.params()));
+      opt.step(3e-4, optim::clip_coefficient(norm, 1.0));
+      if (s >= 2) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    const double t = median(times);
+    const double gflops = flops_per_token * double(n) / t * 1e-9;
+    const double peak = bench::measure_fma_peak_gflops(threads);
+    const double gemm = gemm_rate_on_step_shapes(cfg, n);
+    std::printf("\nthreads %d: median step %.1f ms over %d steps | %.0f tokens/s | %.1f GFLOP/s\n", threads, t * 1e3,
+                steps, double(n) / t, gflops);
+    std::printf("  FMA peak %.1f GFLOP/s -> %.1f%% of peak | GEMM library on the step's shapes %.1f GFLOP/s -> %.1f%%\n",
+                peak, 100 * gflops / peak, gemm, 100 * gflops / gemm);
+    std::printf("  fresh OS blocks after warm-up: %lld | peak memory: %s\n",
+                static_cast<long long>(alloc->os_allocations() - os_allocs_after_warmup),
+                alloc->tracker().snapshot().str().c_str());
+  }
+  return 0;
+}
