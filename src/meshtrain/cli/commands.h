@@ -13,6 +13,9 @@ using Args = std::vector<std::string>;
 int cmd_train(const Args& args);     // train CONFIG.toml [--set k=v ...]   (train_command.cc)
 int cmd_data(const Args& args);      // data prepare ...                    (data_command.cc)
 int cmd_bench(const Args& args);     // bench comm ...                      (bench_command.cc)
+int cmd_ckpt(const Args& args);      // ckpt inspect|verify|export|import   (ckpt_command.cc)
+int cmd_generate(const Args& args);  // generate --from DIR|FILE --prompt   (generate_command.cc)
+int cmd_verify(const Args& args);    // verify CONFIG --layout ... --steps K (verify_command.cc)
 std::string version_string();        // (version.cc)
 
 }  // namespace meshtrain::cli

@@ -13,6 +13,9 @@ void usage() {
       "  train CONFIG.toml [--set section.key=value ...]   train a model\n"
       "  data prepare --out DIR INPUT...                   text/JSONL/fortune files -> token shards\n"
       "  bench comm [--backend threads|mpi] [--ranks N]    collective bandwidth and latency\n"
+      "  verify CONFIG.toml --layout dp=4,zero=3 --steps K compare a layout with the single-rank run\n"
+      "  ckpt inspect|verify|export|import ...              distributed checkpoints, safetensors\n"
+      "  generate --from DIR|model.safetensors --prompt S   sample text from a trained model\n"
       "  --version\n",
       stderr);
 }
@@ -35,6 +38,9 @@ int main(int argc, char** argv) {
     if (cmd == "train") return cmd_train(rest);
     if (cmd == "data") return cmd_data(rest);
     if (cmd == "bench") return cmd_bench(rest);
+    if (cmd == "ckpt") return cmd_ckpt(rest);
+    if (cmd == "generate") return cmd_generate(rest);
+    if (cmd == "verify") return cmd_verify(rest);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       usage();
       return 0;
