@@ -77,10 +77,13 @@ Work ProcessGroup::issue(OpDesc& d, bool async) {
   if (!async) {
     double waited = 0, call = 0;
     try {
-      Work w = start(d, false);
-      const auto t1 = Clock::now();
-      w.wait();
-      waited = d.waited_s + since(t1);
+      Work w = start(d, false);  // empty when it already finished inline
+      waited = d.waited_s;
+      if (w.valid()) {
+        const auto t1 = Clock::now();
+        w.wait();
+        waited += since(t1);
+      }
       call = since(t0);
     } catch (...) {
       stats_->add(d.kind, d.bytes(), since(t0), since(t0));

@@ -132,7 +132,7 @@ class ProcessGroup {
  protected:
   ProcessGroup(std::string name, GroupOptions options) : name_(std::move(name)), options_(options) {}
   // Backends run `d` (validated, timeout resolved). async=false may run
-  // inline and fill d.waited_s; the returned Work is then complete.
+  // inline, fill d.waited_s and return an empty Work (= finished).
   virtual Work start(OpDesc& d, bool async) = 0;
   // Shared so a Work outliving its group can still record its wait.
   std::shared_ptr<StatsRecorder> stats_ = std::make_shared<StatsRecorder>();

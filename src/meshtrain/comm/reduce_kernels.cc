@@ -4,6 +4,10 @@
 #include <bit>
 #include <cstring>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::comm {
@@ -11,6 +15,36 @@ namespace {
 
 // 8-16 KiB of accumulator: stays in L1/L2 while R sources stream through.
 constexpr size_t kTile = 2048;
+// Outputs larger than this bypass the cache (non-temporal stores): no
+// read-for-ownership of lines nobody reads soon, and the reduced data does
+// not evict the inputs still to be read.
+constexpr size_t kStreamBytes = size_t(4) << 20;
+
+void store(void* dst, const void* src, size_t bytes, bool stream) {
+#if defined(__AVX2__)
+  if (stream) {
+    char* d = static_cast<char*>(dst);
+    const char* s = static_cast<const char*>(src);
+    const size_t head = std::min(bytes, (32 - (reinterpret_cast<uintptr_t>(d) & 31)) & 31);
+    std::memcpy(d, s, head);
+    d += head, s += head, bytes -= head;
+    const size_t n = bytes / 32;
+    for (size_t i = 0; i < n; ++i)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32 * i),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32 * i)));
+    std::memcpy(d + 32 * n, s + 32 * n, bytes - 32 * n);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
+// Non-temporal stores are weakly ordered: fence before peers may read.
+void store_fence(bool stream) {
+#if defined(__AVX2__)
+  if (stream) _mm_sfence();
+#endif
+}
 
 template <typename T> struct Acc { using type = T; };
 template <> struct Acc<bf16> { using type = float; };
@@ -27,6 +61,7 @@ inline A load(const T* p, size_t i) {
 template <typename T>
 void reduce_tiles(const void* const* srcs, int nsrc, void* const* dsts, int ndst, size_t n, ReduceOp op) {
   using A = typename Acc<T>::type;
+  const bool stream = n * sizeof(T) * size_t(ndst) >= kStreamBytes;
   alignas(64) A acc[kTile];
   alignas(64) T out[kTile];
   for (size_t base = 0; base < n; base += kTile) {
@@ -55,8 +90,9 @@ void reduce_tiles(const void* const* srcs, int nsrc, void* const* dsts, int ndst
       f32_to_bf16(acc, reinterpret_cast<uint16_t*>(out), m);
       tile = out;
     }
-    for (int d = 0; d < ndst; ++d) std::memcpy(static_cast<T*>(dsts[d]) + base, tile, m * sizeof(T));
+    for (int d = 0; d < ndst; ++d) store(static_cast<T*>(dsts[d]) + base, tile, m * sizeof(T), stream);
   }
+  store_fence(stream);
 }
 
 }  // namespace
@@ -77,11 +113,13 @@ void reduce_to_many(const void* const* srcs, int nsrc, void* const* dsts, int nd
 void copy_to_many(const void* src, void* const* dsts, int ndst, size_t bytes) {
   constexpr size_t kCopyTile = 64 * 1024;  // L2-resident source tile
   const char* s = static_cast<const char*>(src);
+  const bool stream = bytes * size_t(ndst) >= kStreamBytes;
   for (size_t base = 0; base < bytes; base += kCopyTile) {
     const size_t m = std::min(kCopyTile, bytes - base);
     for (int d = 0; d < ndst; ++d)
-      if (static_cast<char*>(dsts[d]) + base != s + base) std::memcpy(static_cast<char*>(dsts[d]) + base, s + base, m);
+      if (static_cast<char*>(dsts[d]) + base != s + base) store(static_cast<char*>(dsts[d]) + base, s + base, m, stream);
   }
+  store_fence(stream);
 }
 
 void bf16_to_f32(const uint16_t* src, float* dst, size_t n) {

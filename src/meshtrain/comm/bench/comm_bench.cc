@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -145,7 +146,12 @@ AlphaBeta fit_alpha_beta(OpKind op, int R, const std::vector<Measurement>& ms) {
 }
 
 void run(const BenchOptions& o, std::FILE* out) {
-  const double copy_bw = copy_bandwidth(size_t(256) << 20, hardware_cores());
+  // Measured by one process only: under mpirun the other ranks are still
+  // inside MPI_Init meanwhile (it runs before our first barrier).
+  const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!env_rank) env_rank = std::getenv("PMI_RANK");
+  const bool measure = o.backend == Backend::Threads || !env_rank || std::atoi(env_rank) == 0;
+  const double copy_bw = measure ? copy_bandwidth(size_t(256) << 20, hardware_cores()) : 0;
   LaunchOptions lo;
   lo.backend = o.backend;
   lo.world_size = o.ranks;
@@ -160,18 +166,32 @@ void run(const BenchOptions& o, std::FILE* out) {
     for (OpKind op : o.ops)
       for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
         const int iters = iterations(o, bytes);
-        std::vector<double> times;
-        for (int it = 0; it <= iters; ++it) {
+        const bool raw = o.backend == Backend::Mpi;
+        std::vector<double> times, raw_times;
+        // Backend and raw MPI alternate, timed the same way, so drifting
+        // machine load hits both alike.
+        auto timed = [&](auto&& call) {
           g.barrier();
           const auto t0 = Clock::now();
-          call_op(g, op, bytes, a.data(), b.data());
+          call();
           double dt = std::chrono::duration<double>(Clock::now() - t0).count();
           g.all_reduce(&dt, 1, DType::F64, ReduceOp::Max);
-          if (it > 0) times.push_back(dt);  // the first call warms up
+          return dt;
+        };
+        for (int it = 0; it <= iters; ++it) {
+          // Alternate which goes first so cache and page state favour neither.
+          double t = 0, tr = 0;
+          if (raw && it % 2) tr = timed([&] { mpi_raw_call(op, bytes); });
+          t = timed([&] { call_op(g, op, bytes, a.data(), b.data()); });
+          if (raw && !(it % 2)) tr = timed([&] { mpi_raw_call(op, bytes); });
+          if (it == 0) continue;  // the first calls warm up
+          times.push_back(t);
+          raw_times.push_back(tr);
         }
         std::sort(times.begin(), times.end());
+        std::sort(raw_times.begin(), raw_times.end());
         Measurement m{op, bytes, times[times.size() / 2]};
-        if (o.backend == Backend::Mpi) m.raw_seconds = mpi_raw_seconds(op, bytes, iters);
+        if (raw) m.raw_seconds = raw_times[raw_times.size() / 2];
         mine.push_back(m);
       }
     if (me == 0) {

@@ -33,7 +33,22 @@ struct Runtime {
   // watchdog
   std::mutex wd_mu;
   std::condition_variable wd_cv;
-  std::map<uint64_t, std::pair<Clock::time_point, std::string>> inflight;
+  // What the watchdog needs to name a stuck op; the text is only built
+  // when it fires (formatting per call would cost a microsecond).
+  struct Watch {
+    Clock::time_point deadline;
+    std::string what;  // preformatted, or empty: format from the fields
+    const std::string* group = nullptr;
+    OpKind kind = OpKind::Barrier;
+    uint64_t seq = 0, count = 0;
+    int rank = -1;
+    std::string str() const {
+      if (!what.empty()) return what;
+      return detail::concat("group '", *group, "' ", op_kind_name(kind), "(seq=", seq, ", count=", count,
+                            ") at rank ", rank, " timed out (MPI cannot tell which peer is missing)");
+    }
+  };
+  std::map<uint64_t, Watch> inflight;
   uint64_t next_id = 0;
   bool wd_stop = false;
   std::thread watchdog;
@@ -63,11 +78,12 @@ constexpr auto kWatchdogGrace = std::chrono::seconds(5);
 
 struct WatchGuard {
   uint64_t id;
-  WatchGuard(Clock::time_point deadline, std::string what) {
+  explicit WatchGuard(Runtime::Watch w) {
     std::lock_guard<std::mutex> lock(rt().wd_mu);
     id = rt().next_id++;
-    rt().inflight.emplace(id, std::make_pair(deadline, std::move(what)));
+    rt().inflight.emplace(id, std::move(w));
   }
+  WatchGuard(Clock::time_point deadline, std::string what) : WatchGuard(Runtime::Watch{deadline, std::move(what)}) {}
   ~WatchGuard() {
     std::lock_guard<std::mutex> lock(rt().wd_mu);
     rt().inflight.erase(id);
@@ -80,11 +96,11 @@ inline void watchdog_loop() {
     rt().wd_cv.wait_for(lock, std::chrono::milliseconds(200));
     const auto now = Clock::now();
     for (auto& [id, e] : rt().inflight)
-      if (now > e.first + kWatchdogGrace) {
+      if (now > e.deadline + kWatchdogGrace) {
         int rank = -1;
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         std::fprintf(stderr, "meshtrain comm (world rank %d): %s; MPI cannot wake peers, aborting all ranks\n", rank,
-                     e.second.c_str());
+                     e.str().c_str());
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 124);
       }

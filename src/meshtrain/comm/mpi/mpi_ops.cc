@@ -76,7 +76,8 @@ Work MpiGroup::start(OpDesc& d, bool async) {
       check_mpi(nonblocking(&req), what);
       return;
     }
-    WatchGuard guard(d.deadline, describe(d) + " timed out");
+    WatchGuard guard(Runtime::Watch{.deadline = d.deadline, .group = &name(), .kind = d.kind, .seq = d.seq,
+                                    .count = d.count, .rank = rank_});
     const auto t0 = Clock::now();
     {
       CallLock lock;
@@ -192,7 +193,7 @@ Work MpiGroup::start(OpDesc& d, bool async) {
   if (!async) {
     if (post) post();
     release();
-    return Work::completed();
+    return Work();  // finished: nothing to wait for
   }
   auto work = std::make_shared<MpiWork>();
   work->deadline = d.deadline;

@@ -6,7 +6,7 @@
 
 namespace meshtrain::comm {
 
-double mpi_raw_seconds(OpKind kind, size_t bytes, int iters) {
+void mpi_raw_call(OpKind kind, size_t bytes) {
   static std::vector<float> a, b;  // grow-only: first touch happens once
   const size_t n = bytes / 4;
   int R = 1, me = 0;
@@ -38,11 +38,15 @@ double mpi_raw_seconds(OpKind kind, size_t bytes, int iters) {
       default: MPI_Barrier(MPI_COMM_WORLD); break;
     }
   };
+  run();
+}
+
+double mpi_raw_seconds(OpKind kind, size_t bytes, int iters) {
   std::vector<double> times;
   for (int it = 0; it <= iters; ++it) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
-    run();
+    mpi_raw_call(kind, bytes);
     double dt = MPI_Wtime() - t0, mx = 0;
     MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (it > 0) times.push_back(mx);  // the first iteration warms up

@@ -14,5 +14,6 @@ std::shared_ptr<ProcessGroup> mpi_world(GroupOptions) { MT_THROW(CommError, kWhy
 void mpi_abort(const std::string& reason, int code) { MT_THROW(CommError, kWhy, " (abort: ", reason, ")"); }
 void mpi_finalize() {}
 double mpi_raw_seconds(OpKind, size_t, int) { MT_THROW(CommError, kWhy); }
+void mpi_raw_call(OpKind, size_t) { MT_THROW(CommError, kWhy); }
 
 }  // namespace meshtrain::comm

@@ -4,6 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <climits>
 #include <ctime>
 #include <thread>
@@ -45,6 +47,7 @@ GroupShared::GroupShared(std::string name, std::vector<int> world_ranks, GroupOp
   for (int r = 0; r < n; ++r) arrived_[size_t(r)].store(0);
   // Spinning only pays when every member has a core of its own.
   spin_us_ = n <= hardware_cores() ? 20 : 0;
+  yield_rounds_ = n <= hardware_cores() ? 0 : 4 * n;
 }
 
 bool GroupShared::aborted() const { return word_.load(std::memory_order_acquire) & kAbortBit; }
@@ -146,6 +149,13 @@ bool GroupShared::wait_word(int rank, uint32_t gen, bool drain, Clock::time_poin
     if (s >= 0) return s == 1;
     if ((i & 63) == 63 && Clock::now() >= spin_end) break;
     cpu_relax();
+  }
+  // Oversubscribed: hand the core to a peer that still has to arrive, a
+  // few times, before paying for a futex sleep and wake-up.
+  for (int i = 0; i < yield_rounds_; ++i) {
+    int s = state(word_.load(std::memory_order_acquire));
+    if (s >= 0) return s == 1;
+    sched_yield();
   }
   for (;;) {
     sleepers_.fetch_add(1, std::memory_order_seq_cst);

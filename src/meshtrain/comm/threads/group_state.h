@@ -96,6 +96,7 @@ class GroupShared {
   std::string abort_reason_;
   AbortKind abort_kind_ = AbortKind::None;
   int spin_us_;
+  int yield_rounds_;
 };
 
 }  // namespace meshtrain::comm::threads

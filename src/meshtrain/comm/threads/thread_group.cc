@@ -69,7 +69,7 @@ Work ThreadGroup::start(OpDesc& d, bool async) {
   d.seq = ++seq_;
   if (!async) {
     run_inline([&] { execute(d); });
-    return Work::completed();
+    return Work();  // finished: nothing to wait for
   }
   auto work = std::make_shared<WorkImpl>();
   // The op fails by itself at its deadline; the margin lets that precise
