@@ -3,9 +3,12 @@
 
 #include <vector>
 
+#include <functional>
+
+#include "meshtrain/comm/launch.h"
 #include "meshtrain/core/rng.h"
 #include "meshtrain/data/dataset.h"
-#include "meshtrain/train/train_config.h"
+#include "meshtrain/train/trainer.h"
 
 namespace meshtrain::testing {
 
@@ -44,6 +47,21 @@ inline train::TrainConfig tiny_train_config() {
   c.optimizer.grad_clip = 1.0;
   c.metrics.jsonl = "";
   return c;
+}
+
+// Runs fn on every rank of a dp-sized threads world, each with its Trainer
+// on the same datasets.
+inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDataset& train_ds,
+                          const std::optional<data::TokenDataset>& val_ds,
+                          const std::function<void(train::Trainer&)>& fn) {
+  comm::LaunchOptions o;
+  o.world_size = cfg.parallel.dp;
+  o.mesh.dp = cfg.parallel.dp;
+  o.group.timeout = comm::Millis(60000);
+  comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
+    train::Trainer t(cfg, ctx, train_ds, val_ds);
+    fn(t);
+  });
 }
 
 }  // namespace meshtrain::testing

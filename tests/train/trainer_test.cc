@@ -14,9 +14,8 @@ namespace {
 
 std::vector<double> all_params(train::Trainer& t) {
   std::vector<double> out;
-  auto& ps = t.model().params();
-  for (int u = 0; u < ps.num_units(); ++u)
-    for (float v : ps.unit_values(u).span<float>()) out.push_back(v);
+  for (int u = 0; u < t.model().num_units(); ++u)
+    for (float v : t.engine().gather_unit_params(u)) out.push_back(v);
   return out;
 }
 
@@ -28,14 +27,15 @@ struct RunResult {
 
 RunResult run(train::TrainConfig cfg, const std::string& mode) {
   cfg.data.mode = mode;
-  train::Trainer t(cfg, varied_documents(64, 3), std::nullopt);
   RunResult r;
-  for (int s = 0; s < 3; ++s) {
-    const auto m = t.step();
-    r.losses.push_back(m.loss);
-    r.counts.push_back(m.supervised);
-  }
-  r.params = all_params(t);
+  with_trainers(cfg, varied_documents(64, 3), std::nullopt, [&](train::Trainer& t) {
+    for (int s = 0; s < 3; ++s) {
+      const auto m = t.step();
+      r.losses.push_back(m.loss);
+      r.counts.push_back(m.supervised);
+    }
+    r.params = all_params(t);
+  });
   return r;
 }
 
@@ -107,38 +107,40 @@ TEST(Trainer, MeanOfMeansIsADifferentObjective) {
 
 TEST(Trainer, WindowWithoutTargetsSkipsTheUpdate) {
   auto cfg = tiny_train_config();
-  train::Trainer t(cfg, varied_documents(16, 1), std::nullopt);
-  data::BatchLoader loader(t.train_data(), data::LoaderConfig{data::BatchMode::Padded, 16, 1, 16});
-  data::Batch w;
-  loader.next_window(4, 0, 4, &w);
-  std::fill(w.targets.begin(), w.targets.end(), data::kIgnore);
-  w.recount();
-  ASSERT_EQ(w.supervised_targets, 0);
-  const auto before = all_params(t);
-  const auto m = t.step_on(w);
-  EXPECT_TRUE(m.skipped);
-  EXPECT_EQ(m.supervised, 0);
-  EXPECT_EQ(all_params(t), before);
-  EXPECT_EQ(t.optimizer().steps_taken(), 0);
-  EXPECT_EQ(t.steps_done(), 1);
+  with_trainers(cfg, varied_documents(16, 1), std::nullopt, [&](train::Trainer& t) {
+    data::BatchLoader loader(t.train_data(), data::LoaderConfig{data::BatchMode::Padded, 16, 1, 16});
+    data::Batch w;
+    loader.next_window(4, 0, 4, &w);
+    std::fill(w.targets.begin(), w.targets.end(), data::kIgnore);
+    w.recount();
+    ASSERT_EQ(w.supervised_targets, 0);
+    const auto before = all_params(t);
+    const auto m = t.step_on(w);
+    EXPECT_TRUE(m.skipped);
+    EXPECT_EQ(m.supervised, 0);
+    EXPECT_EQ(all_params(t), before);
+    EXPECT_EQ(t.engine().optimizer_steps(), 0);
+    EXPECT_EQ(t.steps_done(), 1);
+  });
 }
 
 TEST(Trainer, LearnsAndValidates) {
   auto cfg = tiny_train_config();
   cfg.training.steps = 40;
   cfg.data.mode = "packed";
-  train::Trainer t(cfg, varied_documents(64, 3), varied_documents(8, 99));
-  const double before = t.evaluate().loss;
-  double first = 0, last = 0;
-  for (int s = 0; s < 40; ++s) {
-    const auto m = t.step();
-    if (s == 0) first = m.loss;
-    last = m.loss;
-    EXPECT_GT(m.gflops, 0);
-    EXPECT_GT(m.memory.peak[int(MemCategory::Activations)], 0);
-  }
-  const auto after = t.evaluate();
-  EXPECT_GT(after.targets, 0);
-  EXPECT_LT(last, first - 1.0);
-  EXPECT_LT(after.loss, before - 1.0);
+  with_trainers(cfg, varied_documents(64, 3), varied_documents(8, 99), [&](train::Trainer& t) {
+    const double before = t.evaluate().loss;
+    double first = 0, last = 0;
+    for (int s = 0; s < 40; ++s) {
+      const auto m = t.step();
+      if (s == 0) first = m.loss;
+      last = m.loss;
+      EXPECT_GT(m.gflops, 0);
+      EXPECT_GT(m.memory.peak[int(MemCategory::Activations)], 0);
+    }
+    const auto after = t.evaluate();
+    EXPECT_GT(after.targets, 0);
+    EXPECT_LT(last, first - 1.0);
+    EXPECT_LT(after.loss, before - 1.0);
+  });
 }

@@ -26,8 +26,7 @@ int cmd_train(const Args& args) {
   }
   MT_REQUIRE(ConfigError, !config_path.empty(), "usage: meshtrain train CONFIG.toml [--set section.key=value ...]");
   const train::TrainConfig cfg = train::load_config(config_path, overrides);
-  auto trainer = train::Trainer::from_config(cfg);
-  trainer->run(stdout);
+  train::train_main(cfg);
   return 0;
 }
 

@@ -18,7 +18,7 @@ Transformer<T>::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAlloc
     : cfg_(finalized(cfg)),
       alloc_(std::move(alloc)),
       exec_(exec),
-      params_(build_model_spec(cfg_), alloc_) {
+      params_(build_model_spec(cfg_), alloc_, exec.materialize_params) {
   params_.initialize(cfg_.seed);
   if (cfg_.positions == PositionKind::Rope) rope_ = kernels::make_rope_table(cfg_.max_seq_len, cfg_.head_dim, cfg_.rope_theta);
   const kernels::RopeTable* rope = cfg_.positions == PositionKind::Rope ? &rope_ : nullptr;
@@ -123,6 +123,7 @@ kernels::CrossEntropyResult Transformer<T>::forward_backward(const TokenBatch& b
   call(hooks_.after_forward, final_unit);
 
   call(hooks_.before_backward, final_unit);
+  if (cfg_.tied_embeddings) call(hooks_.before_backward, 0);  // the head is the embedding
   Tensor dxf = activation<T>(alloc_, {n, d}, MemCategory::Workspace);
   head_.backward(f.xf.template data<T>(), logits.template data<T>(), n, dxf.template data<T>(), false);
   logits = Tensor();
@@ -141,6 +142,7 @@ kernels::CrossEntropyResult Transformer<T>::forward_backward(const TokenBatch& b
     f.blocks[l] = typename Block<T>::Saved{};  // release activations as we go
     call(hooks_.grads_ready, int(l) + 1);
   }
+  call(hooks_.before_backward, 0);
   kernels::embedding_backward<T>(b.tokens, n, dres.template data<T>(), cfg_.vocab_size, d,
                                  tok_emb_->grad.template data<T>());
   if (pos_emb_)

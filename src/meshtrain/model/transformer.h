@@ -26,7 +26,8 @@ struct UnitHooks {
 };
 
 struct ExecOptions {
-  bool recompute = false;  // activation recomputation per block (SPEC S3)
+  bool recompute = false;         // activation recomputation per block (SPEC S3)
+  bool materialize_params = true;  // false: a parallel engine binds unit buffers
 };
 
 template <typename T>

@@ -7,22 +7,43 @@
 namespace meshtrain::optim {
 
 template <typename T>
-AdamW<T>::AdamW(model::ParameterStore<T>& params, const OptimizerConfig& cfg,
+AdamW<T>::AdamW(const OptimizerConfig& cfg, const std::vector<int64_t>& moment_numel, const std::vector<Slice>& slices,
                 const std::shared_ptr<CachingAllocator>& alloc)
     : cfg_(cfg) {
-  for (int u = 0; u < params.num_units(); ++u) {
-    const int64_t n = params.unit_values(u).numel();
+  for (int64_t n : moment_numel) {
     m_.push_back(Tensor::zeros(Shape{n}, dtype_of<T>, alloc, MemCategory::Optimizer));
     v_.push_back(Tensor::zeros(Shape{n}, dtype_of<T>, alloc, MemCategory::Optimizer));
   }
-  for (int i = 0; i < params.size(); ++i) {
-    model::Parameter& p = params.get(i);
-    const int64_t off = p.spec->unit_offset;
-    segments_.push_back({p.value.template data<T>(), p.grad.template data<T>(),
-                         m_[p.spec->unit].template data<T>() + off, v_[p.spec->unit].template data<T>() + off,
-                         p.spec->numel(), p.spec->weight_decay});
+  for (const Slice& s : slices) {
+    MT_CHECK(s.moment_offset + s.n <= moment_numel[size_t(s.unit)], "slice outside unit ", s.unit, " moments");
+    segments_.push_back({s.param, s.grad, m_[s.unit].template data<T>() + s.moment_offset,
+                         v_[s.unit].template data<T>() + s.moment_offset, s.n, s.decay});
   }
 }
+
+namespace {
+template <typename T>
+std::vector<int64_t> unit_sizes(model::ParameterStore<T>& params) {
+  std::vector<int64_t> n;
+  for (int u = 0; u < params.num_units(); ++u) n.push_back(params.spec().units[u].numel);
+  return n;
+}
+template <typename T>
+std::vector<typename AdamW<T>::Slice> all_params(model::ParameterStore<T>& params) {
+  std::vector<typename AdamW<T>::Slice> slices;
+  for (int i = 0; i < params.size(); ++i) {
+    model::Parameter& p = params.get(i);
+    slices.push_back({p.value.template data<T>(), p.grad.template data<T>(), p.spec->unit, p.spec->unit_offset,
+                      p.spec->numel(), p.spec->weight_decay});
+  }
+  return slices;
+}
+}  // namespace
+
+template <typename T>
+AdamW<T>::AdamW(model::ParameterStore<T>& params, const OptimizerConfig& cfg,
+                const std::shared_ptr<CachingAllocator>& alloc)
+    : AdamW(cfg, unit_sizes(params), all_params(params), alloc) {}
 
 template <typename T>
 void AdamW<T>::step(double lr, double grad_scale) {

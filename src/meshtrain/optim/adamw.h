@@ -26,6 +26,20 @@ struct OptSegment {
 template <typename T>
 class AdamW {
  public:
+  // A slice of parameter elements this rank updates; its moments live at
+  // [moment_offset, moment_offset + n) of unit `unit`'s moment buffers.
+  struct Slice {
+    T* param;
+    const T* grad;
+    int unit;
+    int64_t moment_offset;
+    int64_t n;
+    bool decay;
+  };
+  // General form: moment buffers of moment_numel[u] elements per unit.
+  AdamW(const OptimizerConfig& cfg, const std::vector<int64_t>& moment_numel, const std::vector<Slice>& slices,
+        const std::shared_ptr<CachingAllocator>& alloc);
+  // Unsharded: every parameter of the store, moments laid out like its units.
   AdamW(model::ParameterStore<T>& params, const OptimizerConfig& cfg, const std::shared_ptr<CachingAllocator>& alloc);
   // One update with learning rate `lr`; grads are multiplied by grad_scale
   // (the clip coefficient) on the fly.

@@ -24,6 +24,8 @@ nlohmann::json StepMetrics::to_json() const {
                       {"grad_norm", grad_norm},
                       {"clip_coef", clip_coef},
                       {"lr", lr},
+                      {"comm_exposed_s", comm_exposed_s},
+                      {"comm_buckets", comm_buckets},
                       {"skipped", skipped},
                       {"peak_memory_bytes", mem}};
   if (skipped) j["skip_reason"] = skip_reason;

@@ -27,6 +27,8 @@ struct StepMetrics {
   double grad_norm = 0;        // before clipping
   double clip_coef = 1;
   double lr = 0;
+  double comm_exposed_s = 0;   // time waiting on gradient/parameter collectives
+  int comm_buckets = 0;        // gradient collectives launched
   MemorySnapshot memory;
   nlohmann::json to_json() const;
   std::string console_line(int64_t total_steps) const;

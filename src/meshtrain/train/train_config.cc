@@ -78,6 +78,24 @@ void read_metrics(TomlSection s, MetricsConfig& m) {
   s.finish();
 }
 
+void read_parallel(TomlSection s, parallel::ParallelConfig& p) {
+  s.read("dp", p.dp);
+  s.read("zero_stage", p.zero_stage);
+  s.read("reshard_after_forward", p.reshard_after_forward);
+  s.read("bucket_mb", p.bucket_mb);
+  s.read_enum("grad_reduce", p.grad_reduce,
+              {{"sum", parallel::GradReduce::Sum}, {"avg", parallel::GradReduce::Avg}});
+  s.read("overlap", p.overlap);
+  s.finish();
+}
+
+void read_comm(TomlSection s, CommConfig& c) {
+  s.read("backend", c.backend);
+  s.read("timeout_s", c.timeout_s);
+  s.read("check", c.check);
+  s.finish();
+}
+
 const toml::table* section(const toml::table& root, const char* name) {
   const toml::node* n = root.get(name);
   if (!n) return nullptr;
@@ -112,6 +130,10 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, training.precision == "fp32", "training.precision = \"", training.precision,
              "\": only \"fp32\" is implemented (bf16 GEMM exists in kernels/, mixed-precision training does not yet)");
   MT_REQUIRE(ConfigError, training.threads >= 0, "training.threads = ", training.threads, ": expected >= 0");
+  parallel.validate();
+  MT_REQUIRE(ConfigError, comm.backend == "threads" || comm.backend == "mpi", "comm.backend = \"", comm.backend,
+             "\": expected \"threads\" or \"mpi\"");
+  MT_REQUIRE(ConfigError, comm.timeout_s > 0, "comm.timeout_s = ", comm.timeout_s, ": expected > 0");
   MT_REQUIRE(ConfigError, metrics.log_every > 0, "metrics.log_every = ", metrics.log_every, ": expected > 0");
 }
 
@@ -128,8 +150,10 @@ TrainConfig parse_config(const std::string& toml_text, const std::vector<std::st
   for (const auto& [k, v] : root) {
     const std::string key(k.str());
     MT_REQUIRE(ConfigError,
-               key == "model" || key == "data" || key == "training" || key == "optimizer" || key == "metrics",
-               "unknown section [", key, "] in ", source, " (known: model, data, training, optimizer, metrics)");
+               key == "model" || key == "data" || key == "training" || key == "optimizer" || key == "metrics" ||
+                   key == "parallel" || key == "comm",
+               "unknown section [", key, "] in ", source,
+               " (known: model, data, training, optimizer, metrics, parallel, comm)");
   }
   TrainConfig cfg;
   read_model(TomlSection(section(root, "model"), "model"), cfg.model);
@@ -137,6 +161,8 @@ TrainConfig parse_config(const std::string& toml_text, const std::vector<std::st
   read_training(TomlSection(section(root, "training"), "training"), cfg.training);
   read_optimizer(TomlSection(section(root, "optimizer"), "optimizer"), cfg.optimizer);
   read_metrics(TomlSection(section(root, "metrics"), "metrics"), cfg.metrics);
+  read_parallel(TomlSection(section(root, "parallel"), "parallel"), cfg.parallel);
+  read_comm(TomlSection(section(root, "comm"), "comm"), cfg.comm);
   cfg.validate();
   return cfg;
 }

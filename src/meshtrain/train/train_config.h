@@ -8,6 +8,7 @@
 
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/optim/optimizer_config.h"
+#include "meshtrain/parallel/parallel_config.h"
 
 namespace meshtrain::train {
 
@@ -39,12 +40,20 @@ struct MetricsConfig {
   int64_t log_every = 1;
 };
 
+struct CommConfig {
+  std::string backend = "threads";  // threads | mpi (run under mpirun)
+  double timeout_s = 300;           // every collective fails after this long
+  bool check = false;               // verify every collective's fingerprint
+};
+
 struct TrainConfig {
   model::ModelConfig model;
   DataConfig data;
   TrainingConfig training;
   optim::OptimizerConfig optimizer;
   MetricsConfig metrics;
+  parallel::ParallelConfig parallel;
+  CommConfig comm;
   void validate();  // finalizes the model config too
 };
 

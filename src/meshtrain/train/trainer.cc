@@ -4,9 +4,10 @@
 #include <cmath>
 #include <filesystem>
 
+#include "meshtrain/comm/launch.h"
 #include "meshtrain/core/threading.h"
-#include "meshtrain/data/prepare.h"
 #include "meshtrain/data/stats.h"
+#include "meshtrain/optim/adamw.h"
 #include "meshtrain/train/data_setup.h"
 
 namespace meshtrain::train {
@@ -21,78 +22,91 @@ model::TokenBatch rows_of(const data::Batch& b, int64_t first, int64_t rows) {
           b.segments.data() + off};
 }
 
+TrainConfig validated(TrainConfig cfg) {
+  cfg.validate();
+  return cfg;
+}
+
 }  // namespace
 
-Trainer::Trainer(const TrainConfig& cfg, data::TokenDataset train_data, std::optional<data::TokenDataset> val_data,
-                 std::shared_ptr<CachingAllocator> alloc)
-    : cfg_(cfg),
+Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::TokenDataset train_data,
+                 std::optional<data::TokenDataset> val_data)
+    : cfg_(validated(cfg)),
+      ctx_(ctx),
+      dp_(ctx.group("dp")),
       train_(std::move(train_data)),
       val_(std::move(val_data)),
-      alloc_(std::move(alloc)),
-      schedule_(cfg.optimizer, cfg.training.steps),
-      loader_(train_, loader_config(cfg.data)) {
-  cfg_.validate();
+      schedule_(cfg_.optimizer, cfg_.training.steps),
+      loader_(train_, loader_config(cfg_.data)) {
+  MT_REQUIRE(ConfigError, dp_.size() == cfg_.parallel.dp, "parallel.dp = ", cfg_.parallel.dp, " but the mesh's dp axis has ",
+             dp_.size(), " ranks");
   MT_REQUIRE(ConfigError, train_.tokenizer().vocab_size() <= cfg_.model.vocab_size, "model.vocab_size = ",
              cfg_.model.vocab_size, " is smaller than the dataset tokenizer's vocabulary (",
              train_.tokenizer().vocab_size(), ")");
-  model_ = std::make_unique<model::Transformer<float>>(cfg_.model, alloc_,
-                                                       model::ExecOptions{cfg_.training.recompute});
-  optimizer_ = std::make_unique<optim::AdamW<float>>(model_->params(), cfg_.optimizer, alloc_);
+  if (val_ && val_->num_documents() == 0) val_.reset();
+  model_ = std::make_unique<model::Transformer<float>>(
+      cfg_.model, ctx_.allocator, model::ExecOptions{cfg_.training.recompute, /*materialize_params=*/false});
+  engine_ = std::make_unique<parallel::DataParallel<float>>(*model_, dp_, cfg_.parallel, cfg_.optimizer,
+                                                            ctx_.allocator);
   flops_per_token_ = model::model_flops_per_token(cfg_.model, cfg_.data.seq_len);
 }
 
-std::unique_ptr<Trainer> Trainer::from_config(const TrainConfig& cfg) {
-  ensure_prepared(cfg.data);
-  auto train = data::TokenDataset::open(cfg.data.path, "train");
-  std::optional<data::TokenDataset> val;
-  if (std::filesystem::exists(std::filesystem::path(cfg.data.path) / "val.bin"))
-    val = data::TokenDataset::open(cfg.data.path, "val");
-  return std::make_unique<Trainer>(cfg, std::move(train), std::move(val));
-}
-
 StepMetrics Trainer::step() {
-  const int64_t rows = cfg_.training.grad_accum * cfg_.training.micro_batch;
-  loader_.next_window(rows, 0, rows, &window_);
+  // The global window holds R * G * B rows; replica r takes its own G * B.
+  const int64_t local = cfg_.training.grad_accum * cfg_.training.micro_batch;
+  loader_.next_window(local * dp_.size(), local * dp_.rank(), local, &window_);
   return step_on(window_);
 }
 
 StepMetrics Trainer::step_on(const data::Batch& window) {
   const auto t0 = Clock::now();
-  alloc_->tracker().reset_peaks();
+  ctx_.allocator->tracker().reset_peaks();
   const int64_t G = cfg_.training.grad_accum, B = cfg_.training.micro_batch;
   MT_CHECK(window.rows == G * B, "window has ", window.rows, " rows, expected G * micro_batch = ", G * B);
   StepMetrics m;
   m.step = step_ + 1;
   m.lr = schedule_.at(step_);
 
-  // 1. N counted over the whole window before any backward (29.2).
-  m.supervised = window.supervised_targets;
-  m.non_pad_tokens = window.non_pad_tokens;
-  m.computed_positions = window.computed_positions;
-  m.padding_ratio = window.padding_ratio();
+  // 1. N over the data-parallel group, before any backward (29.2).
+  int64_t counts[3] = {window.supervised_targets, window.non_pad_tokens, window.computed_positions};
+  dp_.all_reduce(counts, 3, DType::I64, comm::ReduceOp::Sum);
+  m.supervised = counts[0];
+  m.non_pad_tokens = counts[1];
+  m.computed_positions = counts[2];
+  m.padding_ratio = counts[2] ? 1.0 - double(counts[1]) / double(counts[2]) : 0.0;  // (29.1)
   const int64_t N = m.supervised;
 
-  // 2. N = 0: nothing to learn from; skip consistently (step and data advance).
+  // 2. N = 0: every member skips (N is the same everywhere).
   if (N == 0) {
     m.skipped = true;
     m.skip_reason = "no supervised targets in the window (N = 0)";
   } else {
-    // 3. grads = (1/N) sum_j grad S_j  (29.3)
-    model_->params().zero_grads();
-    const float coeff = float(1.0 / double(N));
+    // 3. A replica with no local targets still runs every micro-step, so it
+    // joins every collective.
+    const float coeff = float(engine_->loss_coefficient(N));
+    engine_->begin_window(G);
     double loss_sum = 0;
-    for (int64_t j = 0; j < G; ++j) loss_sum += model_->forward_backward(rows_of(window, j * B, B), coeff).loss_sum;
+    for (int64_t j = 0; j < G; ++j) {
+      engine_->begin_micro(j);
+      loss_sum += model_->forward_backward(rows_of(window, j * B, B), coeff).loss_sum;
+    }
+    engine_->finish_grads();
+    if (after_reduction_) after_reduction_(*this);
+    dp_.all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
     m.loss = loss_sum / double(N);
 
-    // 4-5. Finiteness and clipping on the global norm after normalization.
-    const double sum_sq = optim::grad_sum_squares(model_->params());
+    // 4. Joint finiteness decision over the whole world.
+    const double sum_sq = engine_->grad_sum_squares();
+    int32_t bad = !std::isfinite(sum_sq) || !std::isfinite(m.loss);
+    ctx_.world->all_reduce(&bad, 1, DType::I32, comm::ReduceOp::Max);
     m.grad_norm = std::sqrt(sum_sq);
-    if (!std::isfinite(sum_sq) || !std::isfinite(m.loss)) {
+    if (bad) {
       m.skipped = true;
-      m.skip_reason = "non-finite gradients or loss";
+      m.skip_reason = "non-finite gradients or loss on some rank";
     } else {
+      // 5. One clip coefficient from the global norm after reduction.
       m.clip_coef = optim::clip_coefficient(m.grad_norm, cfg_.optimizer.grad_clip);
-      optimizer_->step(m.lr, m.clip_coef);
+      engine_->step(m.lr, m.clip_coef);
     }
   }
   // 6. Commit.
@@ -100,7 +114,9 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
   m.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   m.tokens_per_s = double(N) / m.seconds;
   m.gflops = m.skipped ? 0 : flops_per_token_ * double(m.computed_positions) / m.seconds * 1e-9;
-  m.memory = alloc_->tracker().snapshot();
+  m.comm_exposed_s = engine_->sync_stats().exposed_s;
+  m.comm_buckets = engine_->sync_stats().buckets;
+  m.memory = ctx_.allocator->tracker().snapshot();
   return m;
 }
 
@@ -109,58 +125,99 @@ EvalResult Trainer::evaluate() {
   if (!val_) return r;
   data::ValidationIterator it(*val_, data::parse_batch_mode(cfg_.data.mode), cfg_.data.seq_len);
   data::Batch b;
-  double loss_sum = 0;
-  int64_t rows = 0;
+  const int64_t B = cfg_.training.micro_batch, R = dp_.size();
   const int64_t limit = cfg_.training.eval_rows;
-  while ((limit == 0 || rows < limit) && it.next(cfg_.training.micro_batch, &b)) {
-    rows += b.rows;
-    if (b.supervised_targets == 0) continue;
-    const auto ce = model_->forward_loss(rows_of(b, 0, b.rows));
-    loss_sum += ce.loss_sum;
-    r.targets += ce.count;
+  double sums[2] = {0, 0};  // loss sum, targets
+  for (int64_t rows = 0; limit == 0 || rows < limit; rows += R * B) {
+    // Every rank takes part in every window (the same count on all ranks).
+    it.next_window(R * B, dp_.rank() * B, B, &b);
+    int64_t any = b.rows;
+    dp_.all_reduce(&any, 1, DType::I64, comm::ReduceOp::Max);
+    if (any == 0) break;
+    if (b.rows > 0) {
+      const auto ce = model_->forward_loss(rows_of(b, 0, b.rows));
+      sums[0] += ce.loss_sum;
+      sums[1] += double(ce.count);
+    } else {
+      // Nothing left for this rank: run an empty pass so stage-3 gathers match.
+      data::Batch empty = b;
+      empty.reset(1, b.seq > 0 ? b.seq : 1, 0);
+      model_->forward_loss(rows_of(empty, 0, 1));
+    }
   }
-  r.loss = r.targets ? loss_sum / double(r.targets) : 0.0;
+  engine_->release_gathered();
+  dp_.all_reduce(sums, 2, DType::F64, comm::ReduceOp::Sum);
+  r.targets = int64_t(sums[1]);
+  r.loss = r.targets ? sums[0] / sums[1] : 0.0;
   return r;
 }
 
 void Trainer::run(std::FILE* console) {
-  const int threads = cfg_.training.threads > 0 ? cfg_.training.threads : hardware_cores();
-  set_compute_threads(threads);
-  std::filesystem::create_directories(cfg_.metrics.run_dir);
-  MetricsWriter writer(cfg_.metrics.jsonl.empty()
-                           ? std::string()
-                           : (std::filesystem::path(cfg_.metrics.run_dir) / cfg_.metrics.jsonl).string());
-  const auto& spec = model_->params().spec();
-  std::fprintf(console, "model: %s | %.2fM parameters | %.1f MFLOP/token\n", cfg_.model.describe().c_str(),
-               double(spec.total_params()) * 1e-6, flops_per_token_ * 1e-6);
-  std::fprintf(console,
-               "precision: params f32, matmul inputs f32, accumulate f32, outputs f32, optimizer state f32 | "
-               "threads %d | window %lld rows x %lld (G=%lld) | %s\n",
-               threads, static_cast<long long>(cfg_.training.micro_batch * cfg_.training.grad_accum),
-               static_cast<long long>(cfg_.data.seq_len), static_cast<long long>(cfg_.training.grad_accum),
-               cfg_.data.mode.c_str());
-  if (val_) {
-    const double h = data::unigram_entropy(*val_);
-    std::fprintf(console, "validation: %lld documents, %lld tokens | unigram entropy baseline %.4f nats/token\n",
-                 static_cast<long long>(val_->num_documents()), static_cast<long long>(val_->num_tokens()), h);
-    writer.write({{"event", "baseline"}, {"unigram_entropy", h}});
-  }
-  std::fflush(console);
-  const int64_t total = cfg_.training.steps;
-  while (step_ < total) {
-    StepMetrics m = step();
-    writer.write(m.to_json());
-    if (m.step % cfg_.metrics.log_every == 0 || m.step == total || m.skipped)
-      std::fprintf(console, "%s\n", m.console_line(total).c_str());
-    const bool eval_now = (cfg_.training.eval_every > 0 && m.step % cfg_.training.eval_every == 0) || m.step == total;
-    if (eval_now && val_) {
-      const EvalResult e = evaluate();
-      std::fprintf(console, "eval step %lld | val loss %.4f nats/token over %lld targets\n",
-                   static_cast<long long>(m.step), e.loss, static_cast<long long>(e.targets));
-      writer.write({{"event", "eval"}, {"step", m.step}, {"val_loss", e.loss}, {"targets", e.targets}});
+  std::unique_ptr<MetricsWriter> writer;
+  if (console) {
+    std::filesystem::create_directories(cfg_.metrics.run_dir);
+    writer = std::make_unique<MetricsWriter>(
+        cfg_.metrics.jsonl.empty() ? std::string()
+                                   : (std::filesystem::path(cfg_.metrics.run_dir) / cfg_.metrics.jsonl).string());
+    const auto& spec = model_->params().spec();
+    std::fprintf(console, "model: %s | %.2fM parameters | %.1f MFLOP/token\n", cfg_.model.describe().c_str(),
+                 double(spec.total_params()) * 1e-6, flops_per_token_ * 1e-6);
+    std::fprintf(console,
+                 "precision: params f32, matmul inputs f32, accumulate f32, outputs f32, optimizer state f32\n"
+                 "layout: %s backend, dp=%d, zero_stage=%d, grad_reduce=%s | %d compute threads per rank | "
+                 "global window %lld rows x %lld (G=%lld, micro-batch %lld) | %s\n",
+                 cfg_.comm.backend.c_str(), dp_.size(), cfg_.parallel.zero_stage,
+                 parallel::to_string(cfg_.parallel.grad_reduce), compute_threads(),
+                 static_cast<long long>(cfg_.training.micro_batch * cfg_.training.grad_accum * dp_.size()),
+                 static_cast<long long>(cfg_.data.seq_len), static_cast<long long>(cfg_.training.grad_accum),
+                 static_cast<long long>(cfg_.training.micro_batch), cfg_.data.mode.c_str());
+    if (val_) {
+      const double h = data::unigram_entropy(*val_);
+      std::fprintf(console, "validation: %lld documents, %lld tokens | unigram entropy baseline %.4f nats/token\n",
+                   static_cast<long long>(val_->num_documents()), static_cast<long long>(val_->num_tokens()), h);
+      writer->write({{"event", "baseline"}, {"unigram_entropy", h}});
     }
     std::fflush(console);
   }
+  const int64_t total = cfg_.training.steps;
+  while (step_ < total) {
+    StepMetrics m = step();
+    const bool eval_now =
+        val_ && ((cfg_.training.eval_every > 0 && m.step % cfg_.training.eval_every == 0) || m.step == total);
+    EvalResult e;
+    if (eval_now) e = evaluate();
+    if (!console) continue;
+    writer->write(m.to_json());
+    if (m.step % cfg_.metrics.log_every == 0 || m.step == total || m.skipped)
+      std::fprintf(console, "%s\n", m.console_line(total).c_str());
+    if (eval_now) {
+      std::fprintf(console, "eval step %lld | val loss %.4f nats/token over %lld targets\n",
+                   static_cast<long long>(m.step), e.loss, static_cast<long long>(e.targets));
+      writer->write({{"event", "eval"}, {"step", m.step}, {"val_loss", e.loss}, {"targets", e.targets}});
+    }
+    std::fflush(console);
+  }
+}
+
+void train_main(const TrainConfig& cfg) {
+  comm::LaunchOptions o;
+  o.backend = comm::parse_backend(cfg.comm.backend);
+  o.world_size = cfg.parallel.dp;
+  o.mesh.dp = cfg.parallel.dp;
+  o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
+  o.group.check = cfg.comm.check;
+  o.seed = cfg.model.seed;
+  comm::launch(o, [&](comm::ParallelContext& ctx) {
+    if (cfg.training.threads > 0) set_compute_threads(cfg.training.threads);
+    if (ctx.rank == 0) ensure_prepared(cfg.data);
+    ctx.world->barrier();
+    auto train = data::TokenDataset::open(cfg.data.path, "train");
+    std::optional<data::TokenDataset> val;
+    if (std::filesystem::exists(std::filesystem::path(cfg.data.path) / "val.bin"))
+      val = data::TokenDataset::open(cfg.data.path, "val");
+    Trainer t(cfg, ctx, std::move(train), std::move(val));
+    t.run(ctx.rank == 0 ? stdout : nullptr);
+  });
 }
 
 }  // namespace meshtrain::train

@@ -1,23 +1,29 @@
-// The training step, SPEC Algorithm 29.1 (single data-parallel replica):
-//   1. take the accumulation window (G micro-batches) and count its
-//      supervised targets N first;
-//   2. N = 0: skip the update consistently; else the loss coefficient is 1/N;
-//   3. forward/backward every micro-batch with grads seeded by 1/N, so the
-//      accumulated gradient is that of the one big batch (29.2)-(29.3);
-//   4. joint finiteness decision;
-//   5. global grad norm, one clip coefficient, AdamW;
-//   6. commit the step count and the data position.
+// The training step, SPEC Algorithm 29.1, for a data-parallel layout with
+// ZeRO stages (one code path; a single rank is a group of size 1):
+//   1. every replica holds the same parameter version; each takes its
+//      disjoint rows of the global window and N = sum of supervised targets
+//      is reduced over the data-parallel group (never tp or pp);
+//   2. N = 0: every member skips; else the loss coefficient follows the
+//      gradient collective's semantics (29.4);
+//   3. forward/backward of every micro-batch, grads seeded by the
+//      coefficient, buckets/shards reduced on the last micro-step;
+//   4. joint finiteness decision (flag reduced with Max over the world);
+//   5. global norm of the unique parameters in canonical order, one clip
+//      coefficient, owners step AdamW and publish parameters;
+//   6. commit the step and the data position.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 
+#include "meshtrain/comm/parallel_context.h"
 #include "meshtrain/data/batch.h"
 #include "meshtrain/data/dataset.h"
 #include "meshtrain/data/loader.h"
 #include "meshtrain/model/transformer.h"
-#include "meshtrain/optim/adamw.h"
 #include "meshtrain/optim/lr_schedule.h"
+#include "meshtrain/parallel/data_parallel.h"
 #include "meshtrain/train/metrics.h"
 #include "meshtrain/train/train_config.h"
 
@@ -30,40 +36,46 @@ struct EvalResult {
 
 class Trainer {
  public:
-  Trainer(const TrainConfig& cfg, data::TokenDataset train_data, std::optional<data::TokenDataset> val_data,
-          std::shared_ptr<CachingAllocator> alloc = CachingAllocator::create());
-  // Opens cfg.data.path, preparing it from cfg.data.sources first if needed.
-  static std::unique_ptr<Trainer> from_config(const TrainConfig& cfg);
+  // Collective: every rank of ctx constructs its Trainer.
+  Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::TokenDataset train_data,
+          std::optional<data::TokenDataset> val_data);
 
   StepMetrics step();
-  // One update on a given window of G * micro_batch rows (what step() does
-  // after reading the window from the loader).
-  StepMetrics step_on(const data::Batch& window);
+  // One update on this replica's rows of a window (G * micro_batch rows).
+  StepMetrics step_on(const data::Batch& local_window);
   EvalResult evaluate();
-  // Runs cfg.training.steps updates with logging and periodic validation.
-  void run(std::FILE* console = stdout);
+  // Runs cfg.training.steps updates; logs to `console` (null: silent).
+  void run(std::FILE* console);
 
   model::Transformer<float>& model() { return *model_; }
-  optim::AdamW<float>& optimizer() { return *optimizer_; }
+  parallel::DataParallel<float>& engine() { return *engine_; }
   data::BatchLoader& loader() { return loader_; }
   int64_t steps_done() const { return step_; }
   const TrainConfig& config() const { return cfg_; }
   const data::TokenDataset& train_data() const { return train_; }
-  const std::optional<data::TokenDataset>& val_data() const { return val_; }
+  comm::ParallelContext& context() { return ctx_; }
+  // Called after gradients are reduced, before the norm (fault injection in
+  // tests, debugging tools).
+  void set_after_reduction(std::function<void(Trainer&)> fn) { after_reduction_ = std::move(fn); }
 
  private:
-
   TrainConfig cfg_;
+  comm::ParallelContext& ctx_;
+  comm::ProcessGroup& dp_;
   data::TokenDataset train_;
   std::optional<data::TokenDataset> val_;
-  std::shared_ptr<CachingAllocator> alloc_;
   std::unique_ptr<model::Transformer<float>> model_;
-  std::unique_ptr<optim::AdamW<float>> optimizer_;
+  std::unique_ptr<parallel::DataParallel<float>> engine_;
   optim::LrSchedule schedule_;
   data::BatchLoader loader_;
   data::Batch window_;
   int64_t step_ = 0;
   double flops_per_token_ = 0;
+  std::function<void(Trainer&)> after_reduction_;
 };
+
+// Opens cfg.data.path (rank 0 prepares it from cfg.data.sources first if
+// needed) and runs a training job on the configured backend and layout.
+void train_main(const TrainConfig& cfg);
 
 }  // namespace meshtrain::train

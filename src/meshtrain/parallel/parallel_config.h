@@ -1,0 +1,24 @@
+// [parallel] settings: data-parallel degree and ZeRO/FSDP state sharding.
+#pragma once
+
+#include <cstdint>
+
+namespace meshtrain::parallel {
+
+// The gradient collective's semantics decide the loss coefficient (29.4):
+// Sum -> each replica backpropagates (1/N) sum S; Avg -> (R/N) sum S.
+enum class GradReduce { Sum, Avg };
+
+struct ParallelConfig {
+  int dp = 1;
+  int zero_stage = 0;                // 0 (DDP), 1, 2, 3
+  bool reshard_after_forward = true;  // stage 3: free gathered units after forward
+  double bucket_mb = 4.0;            // stage 0 gradient bucket size
+  GradReduce grad_reduce = GradReduce::Sum;
+  bool overlap = true;               // reduce buckets during backward (false: all after backward)
+  void validate() const;             // ConfigError with the key path
+};
+
+const char* to_string(GradReduce r);
+
+}  // namespace meshtrain::parallel

@@ -1,0 +1,65 @@
+#include "meshtrain/parallel/shard_plan.h"
+
+#include <algorithm>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/parallel/parallel_config.h"
+
+namespace meshtrain::parallel {
+
+const char* to_string(GradReduce r) { return r == GradReduce::Sum ? "sum" : "avg"; }
+
+void ParallelConfig::validate() const {
+  MT_REQUIRE(ConfigError, dp >= 1, "parallel.dp = ", dp, ": expected >= 1");
+  MT_REQUIRE(ConfigError, zero_stage >= 0 && zero_stage <= 3, "parallel.zero_stage = ", zero_stage,
+             ": expected 0, 1, 2 or 3");
+  MT_REQUIRE(ConfigError, bucket_mb > 0, "parallel.bucket_mb = ", bucket_mb, ": expected > 0");
+}
+
+ShardPlan::ShardPlan(const model::ModelSpec& spec, int dp_size, int dp_rank, int zero_stage)
+    : spec_(spec), R_(dp_size), rank_(dp_rank), stage_(zero_stage) {
+  MT_CHECK(R_ >= 1 && rank_ >= 0 && rank_ < R_, "bad dp rank ", rank_, " of ", R_);
+  const int64_t quantum = int64_t(R_) * kNormBlock;
+  for (const auto& u : spec.units) {
+    UnitShard s;
+    s.numel = u.numel;
+    s.padded = (u.numel + quantum - 1) / quantum * quantum;
+    s.shard = s.padded / R_;
+    if (shards_optimizer()) {
+      s.owned_begin = int64_t(rank_) * s.shard;
+      s.owned_end = s.owned_begin + s.shard;
+    } else {
+      s.owned_begin = 0;
+      s.owned_end = s.padded;
+    }
+    units_.push_back(s);
+  }
+}
+
+std::vector<OwnedPiece> ShardPlan::owned_pieces(int u) const {
+  std::vector<OwnedPiece> out;
+  const UnitShard& s = unit(u);
+  for (int i : spec_.units[size_t(u)].params) {
+    const auto& p = spec_.params[size_t(i)];
+    const int64_t b = std::max(s.owned_begin, p.unit_offset), e = std::min(s.owned_end, p.unit_offset + p.numel());
+    if (b < e) out.push_back({i, b - p.unit_offset, e - p.unit_offset, b});
+  }
+  return out;
+}
+
+int64_t ShardPlan::padded_total() const {
+  int64_t n = 0;
+  for (const auto& s : units_) n += s.padded;
+  return n;
+}
+
+ShardPlan::Persistent ShardPlan::persistent_bytes(int64_t b) const {
+  const int64_t full = padded_total() * b, shard = full / R_;
+  Persistent p;
+  p.params = shards_params() ? shard : full;
+  p.grads = shards_grads() ? shard : full;
+  p.optimizer = 2 * (shards_optimizer() ? shard : full);
+  return p;
+}
+
+}  // namespace meshtrain::parallel

@@ -1,0 +1,63 @@
+// The sharding plan: one description, read by the engine, the optimizer,
+// the norm and checkpoints. Every unit's flat buffer is padded to a multiple
+// of R * kNormBlock; with ZeRO stage >= 1 rank r owns the flat range
+// [r * shard, (r + 1) * shard) of every unit (stage 0: the whole unit).
+// Norm blocks of kNormBlock elements never straddle two owners, so the
+// global gradient norm is summed in the same order under every stage.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "meshtrain/kernels/cpu/elementwise.h"
+#include "meshtrain/model/param_spec.h"
+
+namespace meshtrain::parallel {
+
+inline constexpr int64_t kNormBlock = kernels::kSumBlock;
+
+struct UnitShard {
+  int64_t numel = 0;   // logical elements
+  int64_t padded = 0;  // multiple of R * kNormBlock
+  int64_t shard = 0;   // padded / R
+  int64_t owned_begin = 0, owned_end = 0;  // flat range this rank updates
+};
+
+// A parameter's elements inside this rank's owned range of its unit.
+struct OwnedPiece {
+  int param = 0;
+  int64_t param_begin = 0, param_end = 0;  // flat range within the parameter
+  int64_t unit_offset = 0;                 // flat offset of param_begin within the unit
+};
+
+class ShardPlan {
+ public:
+  ShardPlan(const model::ModelSpec& spec, int dp_size, int dp_rank, int zero_stage);
+
+  int stage() const { return stage_; }
+  int size() const { return R_; }
+  int rank() const { return rank_; }
+  bool shards_optimizer() const { return stage_ >= 1; }
+  bool shards_grads() const { return stage_ >= 2; }
+  bool shards_params() const { return stage_ >= 3; }
+  const UnitShard& unit(int u) const { return units_[size_t(u)]; }
+  int num_units() const { return int(units_.size()); }
+  int64_t owned_numel(int u) const { return unit(u).owned_end - unit(u).owned_begin; }
+  std::vector<OwnedPiece> owned_pieces(int u) const;
+  int64_t padded_total() const;  // sum of padded unit sizes
+
+  // Persistent bytes per rank of (29.7)-(29.10) with element size `bytes`
+  // and Adam's two moments, computed on the padded sizes.
+  struct Persistent {
+    int64_t params = 0, grads = 0, optimizer = 0;
+    int64_t total() const { return params + grads + optimizer; }
+  };
+  Persistent persistent_bytes(int64_t bytes_per_element) const;
+
+ private:
+  const model::ModelSpec& spec_;
+  int R_, rank_, stage_;
+  std::vector<UnitShard> units_;
+};
+
+}  // namespace meshtrain::parallel

@@ -1,0 +1,243 @@
+// Data parallelism and ZeRO against the single-rank run (SPEC S2, S5, S10).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "meshtrain/comm/thread_world.h"
+#include "support/numeric.h"
+#include "support/run_ranks.h"
+#include "train/train_fixtures.h"
+
+using namespace meshtrain;
+using namespace meshtrain::testing;
+
+namespace {
+
+struct Outcome {
+  std::vector<double> losses;
+  std::vector<int64_t> counts;
+  std::vector<double> params;  // gathered full parameters after the steps
+  std::vector<double> grads;   // gathered reduced gradients of the last step
+};
+
+std::vector<double> gather_all(train::Trainer& t, bool grads) {
+  std::vector<double> out;
+  for (int u = 0; u < t.model().num_units(); ++u)
+    for (float v : grads ? t.engine().gather_unit_grads(u) : t.engine().gather_unit_params(u)) out.push_back(v);
+  return out;
+}
+
+train::TrainConfig layout(int R, int G, int B, int stage, bool reshard) {
+  auto cfg = tiny_train_config();
+  cfg.optimizer.lr = 1e-3;
+  cfg.parallel.dp = R;
+  cfg.parallel.zero_stage = stage;
+  cfg.parallel.reshard_after_forward = reshard;
+  cfg.parallel.bucket_mb = 0.01;  // several buckets even for the tiny model
+  cfg.training.grad_accum = G;
+  cfg.training.micro_batch = B;
+  return cfg;
+}
+
+Outcome run_layout(const train::TrainConfig& cfg, int steps = 3) {
+  Outcome o;
+  std::mutex mu;
+  with_trainers(cfg, varied_documents(96, 3), std::nullopt, [&](train::Trainer& t) {
+    std::vector<double> losses;
+    std::vector<int64_t> counts;
+    for (int s = 0; s < steps; ++s) {
+      const auto m = t.step();
+      losses.push_back(m.loss);
+      counts.push_back(m.supervised);
+    }
+    auto g = gather_all(t, true);
+    auto p = gather_all(t, false);
+    if (t.context().rank == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      o = {losses, counts, p, g};
+    }
+  });
+  return o;
+}
+
+}  // namespace
+
+// R x G x stage x reshard against one rank holding the same global window
+// (R * G * B rows). Padded batches: supervised counts differ per replica and
+// per micro-batch. Tolerance (fp32, other reduction order, 3 AdamW steps at
+// lr 1e-3): losses 1e-5 relative, parameters 1e-6 absolute (total update up
+// to 3e-3). Stage changes alone (same R, G) are bitwise identical.
+TEST(DataParallel, EquivalentToSingleRankForEveryLayout) {
+  const int B = 1;
+  for (int R : {1, 2, 4}) {
+    for (int G : {1, 2, 4}) {
+      const Outcome ref = run_layout(layout(1, 1, R * G * B, 0, true));
+      Outcome stage0;
+      for (int stage : {0, 1, 2, 3}) {
+        for (bool reshard : {true, false}) {
+          if (stage != 3 && !reshard) continue;
+          SCOPED_TRACE(::testing::Message() << "R=" << R << " G=" << G << " stage=" << stage << " reshard=" << reshard);
+          const Outcome o = run_layout(layout(R, G, B, stage, reshard));
+          EXPECT_EQ(o.counts, ref.counts);
+          for (size_t s = 0; s < ref.losses.size(); ++s) EXPECT_NEAR(o.losses[s], ref.losses[s], 1e-5 * ref.losses[s]);
+          EXPECT_LT(max_abs_diff(o.params, ref.params), 1e-6);
+          if (stage == 0) {
+            stage0 = o;
+          } else {
+            EXPECT_EQ(o.params, stage0.params) << "ZeRO stage changes must be bitwise identical to stage 0";
+            EXPECT_EQ(o.grads, stage0.grads);
+            EXPECT_EQ(o.losses, stage0.losses);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A replica whose rows have no supervised target still joins every
+// collective, and the update equals the single-rank one.
+TEST(DataParallel, ReplicaWithZeroTargets) {
+  auto ds = varied_documents(32, 5);
+  data::BatchLoader loader(ds, data::LoaderConfig{data::BatchMode::Padded, 16, 1, 16});
+  data::Batch window;
+  loader.next_window(4, 0, 4, &window);
+  for (int64_t i = 2 * window.seq; i < 4 * window.seq; ++i) window.targets[size_t(i)] = data::kIgnore;
+  window.recount();
+
+  auto run = [&](int R, int stage) {
+    auto cfg = layout(R, 1, 4 / R, stage, true);
+    std::vector<double> params;
+    std::mutex mu;
+    with_trainers(cfg, ds, std::nullopt, [&](train::Trainer& t) {
+      data::Batch mine;
+      const int64_t rows = 4 / R;
+      window.copy_rows(t.context().rank * rows, rows, &mine);
+      for (int s = 0; s < 2; ++s) {
+        const auto m = t.step_on(mine);
+        EXPECT_FALSE(m.skipped);
+        EXPECT_EQ(m.supervised, window.supervised_targets);
+      }
+      auto p = gather_all(t, false);
+      std::lock_guard<std::mutex> lock(mu);
+      params = p;
+    });
+    return params;
+  };
+  const auto ref = run(1, 0);
+  for (int stage : {0, 2, 3}) EXPECT_LT(max_abs_diff(run(2, stage), ref), 1e-6) << "stage " << stage;
+}
+
+// SPEC S2 worked example: replicas with 2 and 6 targets and loss-sum
+// gradients 2 and 18. Global normalization gives 2.5 under both collective
+// conventions; the mean of local means gives 2.
+TEST(DataParallel, WorkedExampleGlobalNormalization) {
+  for (auto conv : {parallel::GradReduce::Sum, parallel::GradReduce::Avg}) {
+    auto world = comm::ThreadWorld::create(2);
+    std::vector<double> result(2), local_mean(2);
+    run_ranks(2, [&](int r) {
+      comm::ProcessGroup& g = *world->group(r);
+      const double n_r = r == 0 ? 2 : 6, grad_sum = r == 0 ? 2 : 18;
+      double N = n_r;
+      g.all_reduce(&N, 1, DType::F64, comm::ReduceOp::Sum);
+      // The coefficient the engine uses for this convention (29.4).
+      const double coeff = (conv == parallel::GradReduce::Avg ? 2.0 : 1.0) / N;
+      double grad = coeff * grad_sum;
+      g.all_reduce(&grad, 1, DType::F64,
+                   conv == parallel::GradReduce::Avg ? comm::ReduceOp::Avg : comm::ReduceOp::Sum);
+      result[size_t(r)] = grad;
+      double lm = grad_sum / n_r;
+      g.all_reduce(&lm, 1, DType::F64, comm::ReduceOp::Avg);
+      local_mean[size_t(r)] = lm;
+    });
+    EXPECT_DOUBLE_EQ(result[0], 2.5);
+    EXPECT_DOUBLE_EQ(result[1], 2.5);
+    EXPECT_DOUBLE_EQ(local_mean[0], 2.0);
+    EXPECT_NE(local_mean[0], result[0]) << "local-mean averaging must be detected as a different objective";
+  }
+}
+
+// The trainer's coefficient follows the collective: with "avg" reduction
+// the update equals the "sum" one (up to fp32 rounding).
+TEST(DataParallel, SumAndAverageConventionsAgree) {
+  auto sum_cfg = layout(2, 2, 1, 0, true);
+  auto avg_cfg = sum_cfg;
+  avg_cfg.parallel.grad_reduce = parallel::GradReduce::Avg;
+  EXPECT_LT(max_abs_diff(run_layout(sum_cfg).params, run_layout(avg_cfg).params), 1e-6);
+}
+
+// Clipping happens once, on the global norm after reduction: with a clip
+// threshold far below the gradient norm, dp=2 still matches one rank.
+// Clipping each replica's local gradient first gives another direction.
+TEST(DataParallel, ClipsTheReducedGradient) {
+  auto one = layout(1, 1, 4, 0, true), two = layout(2, 1, 2, 0, true);
+  one.optimizer.grad_clip = two.optimizer.grad_clip = 0.05;
+  const Outcome a = run_layout(one), b = run_layout(two);
+  EXPECT_LT(max_abs_diff(a.params, b.params), 1e-6);
+  // The same arithmetic by hand: g1 = (3, 0), g2 = (0, 4), max norm 1.
+  const double global[2] = {3.0 / 5, 4.0 / 5};
+  const double local_first[2] = {1.0, 1.0};  // each clipped to norm 1, then summed
+  EXPECT_NE(global[0] / global[1], local_first[0] / local_first[1]);
+}
+
+// A non-finite gradient on one rank only: every rank skips that update and
+// parameters, step, LR clock and data cursor stay consistent.
+TEST(DataParallel, NonFiniteOnOneRankSkipsEverywhere) {
+  for (int stage : {0, 2}) {
+    auto cfg = layout(2, 1, 2, stage, true);
+    std::vector<std::vector<double>> params(2);
+    std::vector<int64_t> opt_steps(2), windows(2);
+    with_trainers(cfg, varied_documents(64, 3), std::nullopt, [&](train::Trainer& t) {
+      const int r = t.context().rank;
+      t.step();
+      const auto after_first = gather_all(t, false);
+      t.set_after_reduction([&](train::Trainer& tr) {
+        if (r == 1) tr.engine().owned_grad(0)[0] = std::nanf("");  // this rank's reduced grad only
+      });
+      const auto m = t.step();
+      EXPECT_TRUE(m.skipped) << "rank " << r;
+      EXPECT_EQ(gather_all(t, false), after_first);
+      t.set_after_reduction({});
+      const auto m3 = t.step();
+      EXPECT_FALSE(m3.skipped);
+      params[size_t(r)] = gather_all(t, false);
+      opt_steps[size_t(r)] = t.engine().optimizer_steps();
+      windows[size_t(r)] = t.loader().state().windows;
+      EXPECT_EQ(t.steps_done(), 3);
+    });
+    EXPECT_EQ(params[0], params[1]);
+    EXPECT_EQ(opt_steps[0], 2);
+    EXPECT_EQ(opt_steps[1], 2);
+    EXPECT_EQ(windows[0], 3);
+    EXPECT_EQ(windows[1], 3);
+  }
+}
+
+// Persistent bytes per rank follow (29.7)-(29.10) on the padded sizes, and
+// the allocator's accounting agrees (up to its 64 KiB rounding per buffer).
+TEST(DataParallel, PersistentMemoryMatchesFormulas) {
+  for (int stage : {0, 1, 2, 3}) {
+    auto cfg = layout(4, 1, 1, stage, true);
+    with_trainers(cfg, varied_documents(32, 3), std::nullopt, [&](train::Trainer& t) {
+      t.step();
+      const auto& plan = t.engine().plan();
+      const auto want = plan.persistent_bytes(4);
+      const int64_t full = plan.padded_total() * 4;
+      // The formulas themselves.
+      switch (stage) {
+        case 0: EXPECT_EQ(want.total(), full * 4); break;                  // P + G + O (O = 2P)
+        case 1: EXPECT_EQ(want.total(), 2 * full + 2 * full / 4); break;   // P + G + O/R
+        case 2: EXPECT_EQ(want.total(), full + 3 * full / 4); break;       // P + (G + O)/R
+        case 3: EXPECT_EQ(want.total(), 4 * full / 4); break;              // (P + G + O)/R
+      }
+      const auto& tr = t.context().allocator->tracker();
+      const int64_t slack = 64 * 1024 * 2 * int64_t(plan.num_units() + 1);
+      EXPECT_NEAR(double(tr.current(MemCategory::Params)), double(want.params), double(slack));
+      EXPECT_NEAR(double(tr.current(MemCategory::Grads)), double(want.grads), double(slack));
+      EXPECT_NEAR(double(tr.current(MemCategory::Optimizer)), double(want.optimizer), double(slack));
+      EXPECT_EQ(tr.current(MemCategory::Gathered), 0);
+      EXPECT_EQ(tr.current(MemCategory::Comm), 0);
+      if (stage == 3) EXPECT_GT(tr.peak(MemCategory::Gathered), 0);
+    });
+  }
+}
