@@ -207,6 +207,24 @@ TEST(Launch, ThreadsGivesContextsAndPropagatesFirstError) {
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
 }
 
+// A rank fails while its peers have a non-blocking op in flight on a mesh
+// group: the launcher must abort before tearing the groups down.
+TEST(Launch, FailureWithAsyncOpInFlightDoesNotHang) {
+  const auto t0 = Clock::now();
+  LaunchOptions o;
+  o.world_size = 4;
+  o.mesh = MeshShape{.dp = 2, .tp = 2};
+  EXPECT_THROW(launch_threads(o, [](ParallelContext& ctx) {
+                 std::vector<float> v(1000, 1.0f);
+                 Work w = ctx.group("dp").iall_reduce(v.data(), v.data(), v.size(), DType::F32);
+                 if (ctx.rank == 3) throw DataError("rank 3 broke");
+                 w.wait();
+                 ctx.world->barrier();
+               }),
+               DataError);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+}
+
 TEST(MeshShapeTest, ValidationShowsTheProduct) {
   try {
     MeshShape{.pp = 2, .dp = 3, .cp = 1, .tp = 2}.validate(8);

@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -54,22 +55,29 @@ void launch_threads(const LaunchOptions& o, const RankFn& fn) {
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       set_compute_threads(threads_per_rank(n));
+      // The context outlives the catch block: its groups must not be torn
+      // down (joining progress threads) before the world is aborted.
+      std::optional<ParallelContext> ctx;
+      std::string failure;
+      std::exception_ptr error;
       try {
-        ParallelContext ctx = make_context(o, world->group(r));
-        fn(ctx);
+        ctx.emplace(make_context(o, world->group(r)));
+        fn(*ctx);
       } catch (const std::exception& e) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!first) first = std::current_exception();
-        }
-        world->abort(detail::concat("rank ", r, " failed: ", e.what()));
+        failure = detail::concat("rank ", r, " failed: ", e.what());
+        error = std::current_exception();
       } catch (...) {
+        failure = detail::concat("rank ", r, " failed with a non-standard exception");
+        error = std::current_exception();
+      }
+      if (error) {
         {
           std::lock_guard<std::mutex> lock(mu);
-          if (!first) first = std::current_exception();
+          if (!first) first = error;
         }
-        world->abort(detail::concat("rank ", r, " failed with a non-standard exception"));
+        world->abort(failure);
       }
+      ctx.reset();
     });
   }
   for (auto& t : threads) t.join();
