@@ -1,0 +1,50 @@
+// The equivalence harness (SPEC S10's migration path as code): run the same
+// config and global batch once on a single rank and once on a parallel
+// layout, gather full parameters, gradients and losses after every step and
+// compare them. Used by `meshtrain verify` and by tests of every parallel
+// feature.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "meshtrain/data/dataset.h"
+#include "meshtrain/train/train_config.h"
+
+namespace meshtrain::train {
+
+// "dp=4,zero=3,reshard=0,reduce=avg,overlap=1"
+struct Layout {
+  int dp = 1;
+  int zero_stage = 0;
+  bool reshard_after_forward = true;
+  parallel::GradReduce grad_reduce = parallel::GradReduce::Sum;
+  bool overlap = true;
+  std::string str() const;
+};
+Layout parse_layout(const std::string& text);  // ConfigError on unknown keys / values
+
+struct StepDiff {
+  int64_t step = 0;
+  double loss_ref = 0, loss_layout = 0;
+  double loss_rel = 0;   // |dl| / |l_ref|
+  double grad_rel = 0;   // max |dg| / max |g_ref|
+  double param_rel = 0;  // max |dp| / max |p_ref|
+  bool counts_equal = true;
+};
+
+struct EquivalenceReport {
+  std::string layout;
+  double tolerance = 0;
+  std::vector<StepDiff> steps;
+  bool pass() const;
+  std::string str() const;  // one line per step, then PASS/FAIL
+};
+
+// The layout keeps cfg's micro-batch B and accumulation G (global window
+// R * G * B rows); the reference runs one rank with G' = R * G.
+EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout& layout, int steps,
+                                           const data::TokenDataset& train_data, double tolerance);
+
+}  // namespace meshtrain::train
