@@ -15,10 +15,9 @@ namespace {
 
 // 8-16 KiB of accumulator: stays in L1/L2 while R sources stream through.
 constexpr size_t kTile = 2048;
-// Outputs larger than this bypass the cache (non-temporal stores): no
-// read-for-ownership of lines nobody reads soon, and the reduced data does
-// not evict the inputs still to be read.
-constexpr size_t kStreamBytes = size_t(4) << 20;
+// Large outputs bypass the cache (non-temporal stores): no read-for-
+// ownership of lines nobody reads soon, and the reduced data does not
+// evict the inputs still to be read.
 
 void store(void* dst, const void* src, size_t bytes, bool stream) {
 #if defined(__AVX2__)
@@ -59,9 +58,8 @@ inline A load(const T* p, size_t i) {
 }
 
 template <typename T>
-void reduce_tiles(const void* const* srcs, int nsrc, void* const* dsts, int ndst, size_t n, ReduceOp op) {
+void reduce_tiles(const void* const* srcs, int nsrc, void* const* dsts, int ndst, size_t n, ReduceOp op, bool stream) {
   using A = typename Acc<T>::type;
-  const bool stream = n * sizeof(T) * size_t(ndst) >= kStreamBytes;
   alignas(64) A acc[kTile];
   alignas(64) T out[kTile];
   for (size_t base = 0; base < n; base += kTile) {
@@ -98,22 +96,23 @@ void reduce_tiles(const void* const* srcs, int nsrc, void* const* dsts, int ndst
 }  // namespace
 
 void reduce_to_many(const void* const* srcs, int nsrc, void* const* dsts, int ndst, size_t n, DType dtype,
-                    ReduceOp op) {
+                    ReduceOp op, int stream_mode) {
   if (n == 0 || ndst == 0) return;
   MT_CHECK(nsrc >= 1, "reduce needs a source");
+  const bool stream = stream_mode < 0 ? n * dtype_size(dtype) * size_t(ndst) >= kStreamBytes : stream_mode == 1;
   switch (dtype) {
-    case DType::F32: return reduce_tiles<float>(srcs, nsrc, dsts, ndst, n, op);
-    case DType::F64: return reduce_tiles<double>(srcs, nsrc, dsts, ndst, n, op);
-    case DType::BF16: return reduce_tiles<bf16>(srcs, nsrc, dsts, ndst, n, op);
-    case DType::I32: return reduce_tiles<int32_t>(srcs, nsrc, dsts, ndst, n, op);
-    case DType::I64: return reduce_tiles<int64_t>(srcs, nsrc, dsts, ndst, n, op);
+    case DType::F32: return reduce_tiles<float>(srcs, nsrc, dsts, ndst, n, op, stream);
+    case DType::F64: return reduce_tiles<double>(srcs, nsrc, dsts, ndst, n, op, stream);
+    case DType::BF16: return reduce_tiles<bf16>(srcs, nsrc, dsts, ndst, n, op, stream);
+    case DType::I32: return reduce_tiles<int32_t>(srcs, nsrc, dsts, ndst, n, op, stream);
+    case DType::I64: return reduce_tiles<int64_t>(srcs, nsrc, dsts, ndst, n, op, stream);
   }
 }
 
-void copy_to_many(const void* src, void* const* dsts, int ndst, size_t bytes) {
+void copy_to_many(const void* src, void* const* dsts, int ndst, size_t bytes, int stream_mode) {
   constexpr size_t kCopyTile = 64 * 1024;  // L2-resident source tile
   const char* s = static_cast<const char*>(src);
-  const bool stream = bytes * size_t(ndst) >= kStreamBytes;
+  const bool stream = stream_mode < 0 ? bytes * size_t(ndst) >= kStreamBytes : stream_mode == 1;
   for (size_t base = 0; base < bytes; base += kCopyTile) {
     const size_t m = std::min(kCopyTile, bytes - base);
     for (int d = 0; d < ndst; ++d)

@@ -15,12 +15,16 @@ namespace meshtrain::comm {
 // destinations. Works tile by tile (all sources of a tile are read before
 // any destination is written), so a destination may alias the same range
 // of a source: in-place collectives need no extra buffer.
+// `stream`: 1 = non-temporal stores (outputs not read again soon), 0 =
+// normal stores, -1 = decide from this call's output size.
 void reduce_to_many(const void* const* srcs, int nsrc, void* const* dsts, int ndst, size_t n, DType dtype,
-                    ReduceOp op);
+                    ReduceOp op, int stream = -1);
 
 // Copies n elements to every destination, tile by tile so the source is
 // read from memory once.
-void copy_to_many(const void* src, void* const* dsts, int ndst, size_t bytes);
+void copy_to_many(const void* src, void* const* dsts, int ndst, size_t bytes, int stream = -1);
+// Output size from which streaming stores pay off.
+inline constexpr size_t kStreamBytes = size_t(4) << 20;
 
 // Helpers for backends that reduce in another type (MPI + bf16).
 void bf16_to_f32(const uint16_t* src, float* dst, size_t n);

@@ -122,6 +122,7 @@ void GroupShared::barrier(int rank, uint32_t gen, bool drain, Clock::time_point 
     MT_THROW(InternalError, "group '", name_, "' barrier generation ", gen_of(v), " != expected ", gen, " at rank ",
              rank, " in ", fp.str());
   if (count_of(v) == R) {
+    pieces_.store(0, std::memory_order_relaxed);  // published by the CAS below
     if (!(v & kAbortBit) && word_.compare_exchange_strong(v, make_word(gen + 1), std::memory_order_acq_rel)) {
       wake();
       return;

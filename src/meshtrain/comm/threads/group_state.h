@@ -68,6 +68,12 @@ class GroupShared {
   void barrier(int rank, uint32_t gen, bool drain, Clock::time_point deadline, const Fingerprint& fp,
                double* waited);
 
+  // Work sharing inside one op: pieces are claimed in any order by
+  // whichever members run (ranks may outnumber cores, and a rank may be
+  // descheduled); the result does not depend on who reduces a piece.
+  // Reset by the last arrival of every barrier.
+  size_t claim_piece() { return pieces_.fetch_add(1, std::memory_order_relaxed); }
+
   // First reason wins; wakes every waiter and fails pending recvs.
   void abort(const std::string& reason, AbortKind kind = AbortKind::Aborted);
   bool aborted() const;
@@ -89,6 +95,7 @@ class GroupShared {
   // "aborted" are decided atomically: no member can pass a barrier that a
   // departed member (timeout, abort) has left.
   alignas(64) std::atomic<uint64_t> word_{0};
+  alignas(64) std::atomic<size_t> pieces_{0};
   alignas(64) std::atomic<uint32_t> wake_{0};
   std::atomic<int> sleepers_{0};
   std::unique_ptr<std::atomic<uint32_t>[]> arrived_;  // diagnostics: last gen each rank reached + 1

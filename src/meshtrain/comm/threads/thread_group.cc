@@ -172,6 +172,46 @@ void ThreadGroup::verify(const OpDesc& d, const Fingerprint& fp) {
   throw CommMismatch(msg);
 }
 
+namespace {
+
+// Below this an op is latency-bound: each rank takes its own chunk. Above
+// it ranks claim pieces dynamically so whichever ranks hold a core do the
+// work (ranks may outnumber cores).
+constexpr size_t kDynamicBytes = 256 * 1024;
+constexpr size_t kPieceBytes = 128 * 1024;
+
+// Rank owning element `i` under the balanced partition (types.h).
+int owner_of(size_t i, size_t count, int R) {
+  const size_t q = count / size_t(R), r = count % size_t(R);
+  if (i < r * (q + 1)) return int(i / (q + 1));
+  return int(r + (i - r * (q + 1)) / q);
+}
+
+}  // namespace
+
+// Calls fn(owner, begin, end) on ranges of [0, count) that never straddle
+// a chunk boundary: statically (this rank's chunk) for small ops, else on
+// dynamically claimed pieces.
+template <typename F>
+void for_each_range(GroupShared& shared, int me, size_t count, size_t es, F&& fn) {
+  const int R = shared.size();
+  if (count * es < kDynamicBytes) {
+    const size_t off = chunk_offset(count, R, me), n = chunk_size(count, R, me);
+    if (n) fn(me, off, off + n);
+    return;
+  }
+  const size_t piece = std::max<size_t>(1, kPieceBytes / es), pieces = (count + piece - 1) / piece;
+  for (size_t k = shared.claim_piece(); k < pieces; k = shared.claim_piece()) {
+    size_t b = k * piece;
+    const size_t e = std::min(count, b + piece);
+    for (int o = owner_of(b, count, R); b < e; ++o) {
+      const size_t end = std::min(e, chunk_offset(count, R, o) + chunk_size(count, R, o));
+      if (end > b) fn(o, b, end);
+      b = end;
+    }
+  }
+}
+
 void ThreadGroup::body(const OpDesc& d, const void* send) {
   const int R = size(), me = rank_;
   const size_t es = dtype_size(d.dtype);
@@ -181,31 +221,37 @@ void ThreadGroup::body(const OpDesc& d, const void* send) {
   std::vector<void*> dsts(static_cast<size_t>(R));
   switch (d.kind) {
     case OpKind::AllReduce: {
-      // This rank reduces its chunk of every peer's buffer, in rank order,
-      // and writes the result into every peer's output.
-      const size_t off = chunk_offset(d.count, R, me), n = chunk_size(d.count, R, me);
-      if (n == 0) return;
-      for (int p = 0; p < R; ++p) {
-        srcs[size_t(p)] = at(shared_->slot(p).send, off);
-        dsts[size_t(p)] = at_mut(shared_->slot(p).recv, off);
-      }
-      reduce_to_many(srcs.data(), R, dsts.data(), R, n, d.dtype, d.op);
+      // A piece of every peer's input is reduced in rank order and written
+      // into every peer's output: each byte is read and written once.
+      const int stream = d.count * es * size_t(R) >= kStreamBytes ? 1 : 0;
+      for_each_range(*shared_, me, d.count, es, [&](int, size_t b, size_t e) {
+        for (int p = 0; p < R; ++p) {
+          srcs[size_t(p)] = at(shared_->slot(p).send, b);
+          dsts[size_t(p)] = at_mut(shared_->slot(p).recv, b);
+        }
+        reduce_to_many(srcs.data(), R, dsts.data(), R, e - b, d.dtype, d.op, stream);
+      });
       return;
     }
     case OpKind::ReduceScatter: {
-      const size_t off = chunk_offset(d.count, R, me), n = chunk_size(d.count, R, me);
-      if (n == 0) return;
-      for (int p = 0; p < R; ++p) srcs[size_t(p)] = at(shared_->slot(p).send, off);
-      void* out = d.recv;
-      reduce_to_many(srcs.data(), R, &out, 1, n, d.dtype, d.op);
+      const int stream = d.count * es >= kStreamBytes ? 1 : 0;
+      for_each_range(*shared_, me, d.count, es, [&](int owner, size_t b, size_t e) {
+        for (int p = 0; p < R; ++p) srcs[size_t(p)] = at(shared_->slot(p).send, b);
+        void* out = at_mut(shared_->slot(owner).recv, b - chunk_offset(d.count, R, owner));
+        reduce_to_many(srcs.data(), R, &out, 1, e - b, d.dtype, d.op, stream);
+      });
       return;
     }
     case OpKind::AllGather: {
-      // Push: our chunk is read once and written into every output.
-      const size_t off = chunk_offset(d.count, R, me), n = chunk_size(d.count, R, me);
-      if (n == 0) return;
-      for (int p = 0; p < R; ++p) dsts[size_t(p)] = at_mut(shared_->slot(p).recv, off);
-      copy_to_many(send, dsts.data(), R, n * es);
+      // Push: a piece of one rank's input is read once and written into
+      // every output.
+      const int stream = d.count * es * size_t(R) >= kStreamBytes ? 1 : 0;
+      for_each_range(*shared_, me, d.count, es, [&](int owner, size_t b, size_t e) {
+        const void* src = owner == me ? send : shared_->slot(owner).send;
+        src = at(src, b - chunk_offset(d.count, R, owner));
+        for (int p = 0; p < R; ++p) dsts[size_t(p)] = at_mut(shared_->slot(p).recv, b);
+        copy_to_many(src, dsts.data(), R, (e - b) * es, stream);
+      });
       return;
     }
     case OpKind::AllToAll: {
