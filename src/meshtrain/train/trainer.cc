@@ -208,6 +208,9 @@ void train_main(const TrainConfig& cfg) {
   o.group.check = cfg.comm.check;
   o.seed = cfg.model.seed;
   comm::launch(o, [&](comm::ParallelContext& ctx) {
+    // Under mpirun the world size comes from the launcher: dp defaults to it.
+    TrainConfig rank_cfg = cfg;
+    if (rank_cfg.parallel.dp == 1) rank_cfg.parallel.dp = ctx.mesh.shape().dp;
     if (cfg.training.threads > 0) set_compute_threads(cfg.training.threads);
     if (ctx.rank == 0) ensure_prepared(cfg.data);
     ctx.world->barrier();
@@ -215,7 +218,7 @@ void train_main(const TrainConfig& cfg) {
     std::optional<data::TokenDataset> val;
     if (std::filesystem::exists(std::filesystem::path(cfg.data.path) / "val.bin"))
       val = data::TokenDataset::open(cfg.data.path, "val");
-    Trainer t(cfg, ctx, std::move(train), std::move(val));
+    Trainer t(rank_cfg, ctx, std::move(train), std::move(val));
     t.run(ctx.rank == 0 ? stdout : nullptr);
   });
 }
