@@ -1,0 +1,151 @@
+// Data parallelism at R = 2 on the threads backend with the bench-small
+// model (micro-batch 4 rows of 256 per replica, random tokens):
+//   - step time with overlapped bucket all-reduce vs all reductions after
+//     backward, and the exposed communication fraction;
+//   - a bucket-size sweep (stage 0);
+//   - persistent and peak memory per rank for ZeRO stages 0-3 next to the
+//     formulas (29.7)-(29.10).
+// Medians over the timed steps; the machine is shared: compare ratios.
+//   build/bench/dp_bench [--steps N]
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "meshtrain/comm/launch.h"
+#include "meshtrain/core/rng.h"
+#include "meshtrain/train/trainer.h"
+
+using namespace meshtrain;
+
+namespace {
+
+// Random tokens over the whole 8192-id vocabulary.
+class RandomVocab final : public data::Tokenizer {
+ public:
+  std::vector<int32_t> encode(std::string_view) const override { return {}; }
+  std::string decode(std::span<const int32_t>) const override { return {}; }
+  int64_t vocab_size() const override { return 8192; }
+  int32_t bos_id() const override { return 0; }
+  int32_t eos_id() const override { return 1; }
+  int32_t pad_id() const override { return 2; }
+  nlohmann::json describe() const override { return {{"type", "random"}, {"vocab_size", 8192}}; }
+};
+
+data::TokenDataset random_documents(int n, int len) {
+  CounterRng rng(7);
+  std::vector<std::vector<int32_t>> docs(size_t(n), std::vector<int32_t>(size_t(len), 0));
+  for (int d = 0; d < n; ++d)
+    for (int i = 0; i < len; ++i) docs[size_t(d)][size_t(i)] = int32_t(3 + rng.bits(uint64_t(d), uint64_t(i))[0] % 8189);
+  return data::TokenDataset::from_documents(docs, std::make_unique<RandomVocab>());
+}
+
+train::TrainConfig bench_small(int stage, bool overlap, double bucket_mb) {
+  train::TrainConfig c;
+  c.model.vocab_size = 8192;
+  c.model.d_model = 512;
+  c.model.n_layers = 8;
+  c.model.n_heads = 8;
+  c.model.n_kv_heads = 4;
+  c.model.ffn_hidden = 1408;
+  c.model.max_seq_len = 256;
+  c.data.path = "<memory>";
+  c.data.seq_len = 256;
+  c.training.micro_batch = 4;
+  c.optimizer.lr = 3e-4;
+  c.optimizer.weight_decay = 0.1;
+  c.parallel.dp = 2;
+  c.parallel.zero_stage = stage;
+  c.parallel.overlap = overlap;
+  c.parallel.bucket_mb = bucket_mb;
+  return c;
+}
+
+struct Result {
+  double step_s = 0, exposed_s = 0;
+  int buckets = 0;
+  MemorySnapshot mem;
+  parallel::ShardPlan::Persistent formula;
+};
+
+Result run(const train::TrainConfig& cfg, const data::TokenDataset& ds, int steps) {
+  Result r;
+  std::mutex mu;
+  comm::LaunchOptions o;
+  o.world_size = 2;
+  o.mesh.dp = 2;
+  comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
+    train::Trainer t(cfg, ctx, ds, std::nullopt);
+    std::vector<double> times, exposed;
+    train::StepMetrics m;
+    for (int s = 0; s < steps + 1; ++s) {
+      m = t.step();
+      if (s == 0) continue;  // warm-up: primitives, allocator cache
+      times.push_back(m.seconds);
+      exposed.push_back(m.comm_exposed_s);
+    }
+    std::sort(times.begin(), times.end());
+    std::sort(exposed.begin(), exposed.end());
+    if (ctx.rank == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      r.step_s = times[times.size() / 2];
+      r.exposed_s = exposed[exposed.size() / 2];
+      r.buckets = m.comm_buckets;
+      r.mem = m.memory;
+      r.formula = t.engine().plan().persistent_bytes(4);
+    }
+  });
+  return r;
+}
+
+std::string mib(int64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", double(b) / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 3;
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+  const auto ds = random_documents(256, 257);
+  std::printf("dp_bench: bench-small model, R=2 threads ranks (1 compute thread each), micro-batch 4 x 256 per "
+              "replica, median of %d steps\n\n",
+              steps);
+
+  std::printf("overlap (stage 0, 4 MiB buckets):\n");
+  const Result on = run(bench_small(0, true, 4), ds, steps), off = run(bench_small(0, false, 4), ds, steps);
+  std::printf("  overlapped: step %.3f s, exposed comm %.3f s (%.1f%%), %d buckets\n", on.step_s, on.exposed_s,
+              100 * on.exposed_s / on.step_s, on.buckets);
+  std::printf("  after backward: step %.3f s, exposed comm %.3f s (%.1f%%)\n", off.step_s, off.exposed_s,
+              100 * off.exposed_s / off.step_s);
+  std::printf("  speedup from overlap: %.3fx\n\n", off.step_s / on.step_s);
+
+  std::printf("bucket sweep (stage 0, overlapped):\n");
+  for (double mb : {1.0, 4.0, 16.0, 64.0}) {
+    const Result r = run(bench_small(0, true, mb), ds, steps);
+    std::printf("  %5.0f MiB: %2d buckets, step %.3f s, exposed %.3f s (%.1f%%)\n", mb, r.buckets, r.step_s,
+                r.exposed_s, 100 * r.exposed_s / r.step_s);
+  }
+
+  std::printf("\nmemory per rank (MiB), ZeRO stages, R=2 (formula on padded sizes | measured current after step "
+              "| peak this step):\n");
+  std::printf("  stage | params formula/meas | grads formula/meas | optimizer formula/meas | gathered peak | grad "
+              "buffers peak | activations peak | total peak | step s\n");
+  for (int stage : {0, 1, 2, 3}) {
+    const Result r = run(bench_small(stage, true, 4), ds, steps);
+    const auto& m = r.mem;
+    auto cur = [&](MemCategory c) { return m.current[int(c)]; };
+    auto peak = [&](MemCategory c) { return m.peak[int(c)]; };
+    std::printf("  %5d | %8s / %-8s | %8s / %-8s | %8s / %-8s | %8s | %8s | %8s | %8s | %.3f\n", stage,
+                mib(r.formula.params).c_str(), mib(cur(MemCategory::Params)).c_str(), mib(r.formula.grads).c_str(),
+                mib(cur(MemCategory::Grads)).c_str(), mib(r.formula.optimizer).c_str(),
+                mib(cur(MemCategory::Optimizer)).c_str(), mib(peak(MemCategory::Gathered)).c_str(),
+                mib(peak(MemCategory::Comm)).c_str(), mib(peak(MemCategory::Activations)).c_str(),
+                mib(m.total_peak).c_str(), r.step_s);
+  }
+  return 0;
+}
