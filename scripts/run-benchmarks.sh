@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every benchmark against an existing build directory (default build/).
+# Figures are medians; the machine is shared, so compare ratios within a run.
+set -euo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+
+echo "== kernels (GEMM on bench-small shapes, elementwise) =="
+"$build/bench/kernels_bench" --benchmark_min_time=0.2
+echo "== attention =="
+"$build/bench/attention_bench" --benchmark_min_time=0.2
+echo "== bench-small end-to-end step =="
+"$build/bench/bench_small"
+echo "== data parallelism / ZeRO (R=2, threads) =="
+"$build/bench/dp_bench"
+echo "== collectives (threads backend) =="
+for n in 2 4; do "$build/bin/meshtrain" bench comm --ranks "$n"; done
+if command -v mpirun >/dev/null; then
+  echo "== collectives (MPI backend) =="
+  for n in 2 4; do
+    mpirun -np "$n" --oversubscribe --allow-run-as-root "$build/bin/meshtrain" bench comm --backend mpi
+  done
+fi
+if [ -x "$build/bench/checkpoint_bench" ]; then
+  echo "== checkpoints =="
+  "$build/bench/checkpoint_bench"
+fi
