@@ -1,0 +1,64 @@
+#include "meshtrain/checkpoint/export_import.h"
+
+#include <filesystem>
+
+#include "meshtrain/checkpoint/fs_util.h"
+#include "meshtrain/checkpoint/model_config_json.h"
+#include "meshtrain/checkpoint/model_weights.h"
+#include "meshtrain/checkpoint/safetensors.h"
+#include "meshtrain/checkpoint/writer.h"
+#include "meshtrain/comm/launch.h"
+#include "meshtrain/data/tokenizer.h"
+
+namespace meshtrain::checkpoint {
+
+ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path) {
+  const model::ModelConfig cfg = model_config_of(reader);
+  ExportResult r;
+  r.arch = hf_arch_for(cfg);  // fails before anything is written
+  const std::vector<NamedTensor> hf = to_hf_tensors(cfg, read_param_values(reader, cfg));
+  std::vector<SafetensorsTensor> views;
+  for (const auto& t : hf) {
+    views.push_back({t.name, DType::F32, t.shape, t.values.data()});
+    r.bytes += t.values.size() * sizeof(float);
+  }
+  std::map<std::string, std::string> meta = {{"format", "pt"},
+                                             {"meshtrain.model_config", model_config_to_json(cfg).dump()},
+                                             {"meshtrain.step", std::to_string(reader.step())}};
+  if (reader.metadata().contains(kMetaTokenizer)) meta["meshtrain.tokenizer"] = reader.metadata()[kMetaTokenizer].dump();
+  const fs::path out(out_path);
+  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  write_safetensors(out_path, views, meta);
+  r.safetensors_path = out_path;
+  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  atomic_write_file(dir, "config.json", hf_config_json(cfg).dump(2) + "\n");
+  r.config_path = (dir / "config.json").string();
+  r.tensors = hf.size();
+  return r;
+}
+
+std::string import_safetensors(const std::string& path, const std::string& out_root) {
+  const SafetensorsReader file = SafetensorsReader::open(path);
+  const model::ModelConfig cfg = model_config_of(file);
+  const ParamValues values = read_param_values(file, cfg);
+  const model::ModelSpec spec = model::build_model_spec(cfg);
+
+  SaveRequest req;
+  req.step = 0;
+  req.metadata = {{"step", 0},
+                  {"imported", {{"from", path}, {"arch", to_string(hf_arch_for(cfg))}, {"contents", "parameters"}}},
+                  {kMetaModelConfig, model_config_to_json(cfg)}};
+  auto tok = file.metadata().find("meshtrain.tokenizer");
+  if (tok != file.metadata().end()) {
+    req.metadata[kMetaTokenizer] = nlohmann::json::parse(tok->second);
+  } else if (cfg.vocab_size == data::ByteTokenizer::kVocab) {
+    req.metadata[kMetaTokenizer] = data::ByteTokenizer().describe();
+  }
+  for (const auto& p : spec.params)
+    req.pieces.push_back({p.name, p.shape, DType::F32, full_box(p.shape), values.at(p.name).data()});
+  std::string dir;
+  comm::launch_threads(1, [&](comm::ParallelContext& ctx) { dir = save_checkpoint(*ctx.world, out_root, req); });
+  return dir;
+}
+
+}  // namespace meshtrain::checkpoint

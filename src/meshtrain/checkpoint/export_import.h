@@ -1,0 +1,30 @@
+// Training checkpoint <-> deployment artifact (SPEC S10: different formats).
+// Export consolidates the parameters of a checkpoint into one safetensors
+// file with HF names plus config.json beside it; import turns such a file
+// into a step-00000000 checkpoint holding parameters only, which training
+// can start from (metadata "imported" tells the trainer to start the
+// optimizer, data position and schedule fresh).
+#pragma once
+
+#include <string>
+
+#include "meshtrain/checkpoint/hf_format.h"
+#include "meshtrain/checkpoint/reader.h"
+
+namespace meshtrain::checkpoint {
+
+struct ExportResult {
+  std::string safetensors_path, config_path;
+  HfArch arch = HfArch::Llama;
+  size_t tensors = 0;
+  uint64_t bytes = 0;
+};
+
+// Needs metadata "model_config" in the checkpoint.
+ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path);
+
+// Needs config.json beside `path`. Returns the checkpoint directory written
+// under out_root (which also gets its `latest` pointer).
+std::string import_safetensors(const std::string& path, const std::string& out_root);
+
+}  // namespace meshtrain::checkpoint
