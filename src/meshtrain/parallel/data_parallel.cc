@@ -144,6 +144,23 @@ T* DataParallel<T>::owned_params_mutable(int u) {
 }
 
 template <typename T>
+T* DataParallel<T>::param_at(int u, int64_t unit_offset) {
+  const UnitShard& s = plan_.unit(u);
+  if (!plan_.shards_params()) return ptr<T>(full_params_[u]) + unit_offset;
+  MT_CHECK(unit_offset >= s.owned_begin && unit_offset < s.owned_end, "unit ", u, " offset ", unit_offset,
+           " is not in this rank's shard");
+  return ptr<T>(param_shard_[u]) + (unit_offset - s.owned_begin);
+}
+
+template <typename T>
+T* DataParallel<T>::moment_at(int which, int u, int64_t unit_offset) {
+  const UnitShard& s = plan_.unit(u);
+  MT_CHECK(unit_offset >= s.owned_begin && unit_offset < s.owned_end, "unit ", u, " offset ", unit_offset,
+           " is not in this rank's optimizer shard");
+  return moment(which, u) + (unit_offset - s.owned_begin);
+}
+
+template <typename T>
 T* DataParallel<T>::moment(int which, int u) {
   return ptr<T>(which == 0 ? adamw_->m(u) : adamw_->v(u));
 }

@@ -68,6 +68,11 @@ class DataParallel {
   // This rank's owned slice of unit u: params, reduced grads, moments.
   const T* owned_params(int u) const;
   T* owned_params_mutable(int u);
+  // Parameter element at flat `unit_offset` of unit u (full buffers under
+  // stage 0-2, the owned shard under stage 3) and Adam moment `which`
+  // (0 = m, 1 = v) of an owned element: checkpoint reads and writes.
+  T* param_at(int u, int64_t unit_offset);
+  T* moment_at(int which, int u, int64_t unit_offset);
   T* owned_grad(int u);  // owned slice of the reduced gradient (after finish_grads)
   T* moment(int which, int u);  // which: 0 = m, 1 = v
   void publish_params();  // all-gather owned slices into full buffers (stage 1, 2)

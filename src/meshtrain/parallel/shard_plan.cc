@@ -37,11 +37,14 @@ ShardPlan::ShardPlan(const model::ModelSpec& spec, int dp_size, int dp_rank, int
 }
 
 std::vector<OwnedPiece> ShardPlan::owned_pieces(int u) const {
+  return pieces_in(u, unit(u).owned_begin, unit(u).owned_end);
+}
+
+std::vector<OwnedPiece> ShardPlan::pieces_in(int u, int64_t begin, int64_t end) const {
   std::vector<OwnedPiece> out;
-  const UnitShard& s = unit(u);
   for (int i : spec_.units[size_t(u)].params) {
     const auto& p = spec_.params[size_t(i)];
-    const int64_t b = std::max(s.owned_begin, p.unit_offset), e = std::min(s.owned_end, p.unit_offset + p.numel());
+    const int64_t b = std::max(begin, p.unit_offset), e = std::min(end, p.unit_offset + p.numel());
     if (b < e) out.push_back({i, b - p.unit_offset, e - p.unit_offset, b});
   }
   return out;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "meshtrain/kernels/cpu/elementwise.h"
@@ -44,6 +45,13 @@ class ShardPlan {
   int num_units() const { return int(units_.size()); }
   int64_t owned_numel(int u) const { return unit(u).owned_end - unit(u).owned_begin; }
   std::vector<OwnedPiece> owned_pieces(int u) const;
+  // Parameters' elements inside the flat unit range [begin, end).
+  std::vector<OwnedPiece> pieces_in(int u, int64_t begin, int64_t end) const;
+  // The 1/R of unit u this rank writes to a checkpoint: its shard range
+  // under every stage (stage 0 replicas split the writing).
+  std::pair<int64_t, int64_t> save_range(int u) const {
+    return {int64_t(rank_) * unit(u).shard, int64_t(rank_ + 1) * unit(u).shard};
+  }
   int64_t padded_total() const;  // sum of padded unit sizes
 
   // Persistent bytes per rank of (29.7)-(29.10) with element size `bytes`

@@ -96,6 +96,16 @@ void read_comm(TomlSection s, CommConfig& c) {
   s.finish();
 }
 
+void read_checkpoint(TomlSection s, CheckpointConfig& c) {
+  s.read("dir", c.dir);
+  s.read("every", c.every);
+  s.read("keep_last", c.keep_last);
+  s.read("async", c.async);
+  s.read("resume", c.resume);
+  s.read("init_from", c.init_from);
+  s.finish();
+}
+
 const toml::table* section(const toml::table& root, const char* name) {
   const toml::node* n = root.get(name);
   if (!n) return nullptr;
@@ -134,7 +144,14 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, comm.backend == "threads" || comm.backend == "mpi", "comm.backend = \"", comm.backend,
              "\": expected \"threads\" or \"mpi\"");
   MT_REQUIRE(ConfigError, comm.timeout_s > 0, "comm.timeout_s = ", comm.timeout_s, ": expected > 0");
+  MT_REQUIRE(ConfigError, checkpoint.every >= 0, "checkpoint.every = ", checkpoint.every, ": expected >= 0");
+  MT_REQUIRE(ConfigError, checkpoint.keep_last >= 1, "checkpoint.keep_last = ", checkpoint.keep_last,
+             ": expected >= 1 (the newest complete checkpoint is always kept)");
   MT_REQUIRE(ConfigError, metrics.log_every > 0, "metrics.log_every = ", metrics.log_every, ": expected > 0");
+}
+
+std::string CheckpointConfig::resolved_dir(const std::string& run_dir) const {
+  return dir.empty() ? (std::filesystem::path(run_dir) / "checkpoints").string() : dir;
 }
 
 TrainConfig parse_config(const std::string& toml_text, const std::vector<std::string>& overrides,
@@ -151,9 +168,9 @@ TrainConfig parse_config(const std::string& toml_text, const std::vector<std::st
     const std::string key(k.str());
     MT_REQUIRE(ConfigError,
                key == "model" || key == "data" || key == "training" || key == "optimizer" || key == "metrics" ||
-                   key == "parallel" || key == "comm",
+                   key == "parallel" || key == "comm" || key == "checkpoint",
                "unknown section [", key, "] in ", source,
-               " (known: model, data, training, optimizer, metrics, parallel, comm)");
+               " (known: model, data, training, optimizer, metrics, parallel, comm, checkpoint)");
   }
   TrainConfig cfg;
   read_model(TomlSection(section(root, "model"), "model"), cfg.model);
@@ -163,6 +180,7 @@ TrainConfig parse_config(const std::string& toml_text, const std::vector<std::st
   read_metrics(TomlSection(section(root, "metrics"), "metrics"), cfg.metrics);
   read_parallel(TomlSection(section(root, "parallel"), "parallel"), cfg.parallel);
   read_comm(TomlSection(section(root, "comm"), "comm"), cfg.comm);
+  read_checkpoint(TomlSection(section(root, "checkpoint"), "checkpoint"), cfg.checkpoint);
   cfg.validate();
   return cfg;
 }

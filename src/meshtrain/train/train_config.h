@@ -46,6 +46,16 @@ struct CommConfig {
   bool check = false;               // verify every collective's fingerprint
 };
 
+struct CheckpointConfig {
+  std::string dir;           // "" : <metrics.run_dir>/checkpoints
+  int64_t every = 0;         // save every N steps and at the end; 0: never
+  int keep_last = 3;         // complete checkpoints kept
+  bool async = false;        // stage, keep training, commit in the background
+  bool resume = true;        // continue from <dir>/latest when present
+  std::string init_from;     // weights to start from: checkpoint dir or .safetensors
+  std::string resolved_dir(const std::string& run_dir) const;
+};
+
 struct TrainConfig {
   model::ModelConfig model;
   DataConfig data;
@@ -54,6 +64,7 @@ struct TrainConfig {
   MetricsConfig metrics;
   parallel::ParallelConfig parallel;
   CommConfig comm;
+  CheckpointConfig checkpoint;
   void validate();  // finalizes the model config too
 };
 

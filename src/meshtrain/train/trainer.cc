@@ -109,8 +109,11 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
       engine_->step(m.lr, m.clip_coef);
     }
   }
-  // 6. Commit.
+  // 6. Commit the update count and the consumed data position.
   ++step_;
+  consumed_rows_ += cfg_.training.grad_accum * cfg_.training.micro_batch * dp_.size();
+  consumed_tokens_ += m.non_pad_tokens;
+  if (async_ckpt_) async_ckpt_->poll();
   m.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   m.tokens_per_s = double(N) / m.seconds;
   m.gflops = m.skipped ? 0 : flops_per_token_ * double(m.computed_positions) / m.seconds * 1e-9;
@@ -153,6 +156,8 @@ EvalResult Trainer::evaluate() {
 }
 
 void Trainer::run(std::FILE* console) {
+  const std::string resumed = resume_or_init();
+  if (console && !resumed.empty()) std::fprintf(console, "%s\n", resumed.c_str());
   std::unique_ptr<MetricsWriter> writer;
   if (console) {
     std::filesystem::create_directories(cfg_.metrics.run_dir);
@@ -186,7 +191,14 @@ void Trainer::run(std::FILE* console) {
         val_ && ((cfg_.training.eval_every > 0 && m.step % cfg_.training.eval_every == 0) || m.step == total);
     EvalResult e;
     if (eval_now) e = evaluate();
+    const int64_t every = cfg_.checkpoint.every;
+    const bool save_now = every > 0 && (m.step % every == 0 || m.step == total);
+    if (save_now) save_checkpoint();
     if (!console) continue;
+    if (save_now)
+      std::fprintf(console, "checkpoint step %lld -> %s%s\n", static_cast<long long>(m.step),
+                   cfg_.checkpoint.resolved_dir(cfg_.metrics.run_dir).c_str(),
+                   cfg_.checkpoint.async ? " (async)" : "");
     writer->write(m.to_json());
     if (m.step % cfg_.metrics.log_every == 0 || m.step == total || m.skipped)
       std::fprintf(console, "%s\n", m.console_line(total).c_str());
@@ -197,6 +209,7 @@ void Trainer::run(std::FILE* console) {
     }
     std::fflush(console);
   }
+  finish_checkpoints();
 }
 
 void train_main(const TrainConfig& cfg) {

@@ -17,6 +17,8 @@
 #include <memory>
 #include <optional>
 
+#include "meshtrain/checkpoint/async_checkpointer.h"
+#include "meshtrain/checkpoint/reader.h"
 #include "meshtrain/comm/parallel_context.h"
 #include "meshtrain/data/batch.h"
 #include "meshtrain/data/dataset.h"
@@ -54,6 +56,24 @@ class Trainer {
   const TrainConfig& config() const { return cfg_; }
   const data::TokenDataset& train_data() const { return train_; }
   comm::ParallelContext& context() { return ctx_; }
+  // ---- checkpoints (trainer_checkpoint.cc) ----
+  // This rank's share of the state (parameters and Adam moments: 1/R of
+  // every unit) plus the run metadata, for save_checkpoint.
+  checkpoint::SaveRequest save_request() const;
+  // Collective: saves now (synchronously, or staged when checkpoint.async).
+  void save_checkpoint();
+  // Collective: restores what this rank's layout owns from `reader` (all
+  // shapes checked before anything is copied). Weights-only checkpoints
+  // (imports) leave the optimizer and data position fresh. Returns which
+  // claim of SPEC S9 holds for continuing.
+  std::string restore(const checkpoint::CheckpointReader& reader);
+  // Weights from a .safetensors file (HF names), optimizer fresh.
+  void init_from_safetensors(const std::string& path);
+  // Resumes from <checkpoint dir>/latest when present, else applies
+  // checkpoint.init_from; returns a line for the log ("" if nothing).
+  std::string resume_or_init();
+  void finish_checkpoints();  // waits for an async save
+
   // Called after gradients are reduced, before the norm (fault injection in
   // tests, debugging tools).
   void set_after_reduction(std::function<void(Trainer&)> fn) { after_reduction_ = std::move(fn); }
@@ -72,6 +92,8 @@ class Trainer {
   int64_t step_ = 0;
   double flops_per_token_ = 0;
   std::function<void(Trainer&)> after_reduction_;
+  std::unique_ptr<checkpoint::AsyncCheckpointer> async_ckpt_;
+  int64_t consumed_rows_ = 0, consumed_tokens_ = 0;
 };
 
 // Opens cfg.data.path (rank 0 prepares it from cfg.data.sources first if
