@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "meshtrain/checkpoint/compare.h"
 #include "meshtrain/checkpoint/reader.h"
 #include "support/numeric.h"
 #include "train/train_fixtures.h"
@@ -76,6 +77,21 @@ TEST(TrainerCheckpoint, ExactResumeIsBitwise) {
     });
     EXPECT_EQ(tensors_of(a), tensors_of(b)) << "parameters and Adam moments after 2+2 steps";
     EXPECT_EQ(loader_state_of(a), loader_state_of(b)) << "data cursor";
+    const auto diff = checkpoint::compare_checkpoints(checkpoint::CheckpointReader::open(a.string()),
+                                                      checkpoint::CheckpointReader::open(b.string()));
+    EXPECT_TRUE(diff.identical()) << diff.str();
+    EXPECT_GT(diff.tensors_compared, 0);
+    // The comparison sees a difference: one more step on B.
+    with_trainers(config_for(2, stage, b), ds, std::nullopt, [&](train::Trainer& t) {
+      t.resume_or_init();
+      t.step();
+      t.save_checkpoint();
+    });
+    const auto moved = checkpoint::compare_checkpoints(checkpoint::CheckpointReader::open(a.string()),
+                                                       checkpoint::CheckpointReader::open(b.string()));
+    EXPECT_FALSE(moved.identical());
+    EXPECT_FALSE(moved.position_equal);
+    EXPECT_FALSE(moved.differing.empty());
   }
 }
 
