@@ -1,5 +1,6 @@
 #include "meshtrain/comm/launch.h"
 
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -103,6 +104,12 @@ void launch_mpi(const LaunchOptions& o, const RankFn& fn) {
 
 void launch(const LaunchOptions& o, const RankFn& fn) {
   if (o.backend == Backend::Mpi) return launch_mpi(o, fn);
+  // N processes each running their own threads world would silently train
+  // N independent models.
+  const char* np = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!np) np = std::getenv("PMI_SIZE");
+  MT_REQUIRE(ConfigError, !np || std::atoi(np) <= 1, "started by mpirun with ", np,
+             " processes but backend = threads; use backend = mpi (or run without mpirun)");
   launch_threads(o, fn);
 }
 

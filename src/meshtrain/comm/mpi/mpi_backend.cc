@@ -1,5 +1,7 @@
 // MPI backend runtime: initialization (MPI_THREAD_MULTIPLE, malloc
 // tuning), the watchdog, abort and finalize. Ops are in mpi_ops.cc.
+#include <climits>
+
 #include "meshtrain/comm/mpi/mpi_group.h"
 
 namespace meshtrain::comm {
@@ -14,11 +16,15 @@ std::shared_ptr<ProcessGroup> mpi_world(GroupOptions options) {
   MT_REQUIRE(CommError, !r.finalized, "MPI was already finalized");
   if (!r.initialized) {
     // Large temporaries must come from reused heap memory: a first touch
-    // costs ~15 us per 4 KiB page, and malloc's mmap for big blocks made
-    // every large MPI_Allreduce fault in fresh pages.
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    mallopt(M_TOP_PAD, 64 << 20);
+    // costs ~15 us per 4 KiB page, and with malloc's default mmap for big
+    // blocks every large MPI_Allreduce faulted in fresh pages for its
+    // temporary buffer. M_MMAP_THRESHOLD caps at 32 MiB, so mmap is turned
+    // off for large blocks altogether and freed memory is kept (no trim).
+    if (!std::getenv("MESHTRAIN_KEEP_MALLOC")) {
+      mallopt(M_MMAP_MAX, 0);
+      mallopt(M_TRIM_THRESHOLD, INT_MAX);
+      mallopt(M_TOP_PAD, 64 << 20);
+    }
     int flag = 0;
     MPI_Initialized(&flag);
     int provided = MPI_THREAD_SINGLE;
