@@ -12,6 +12,7 @@ packages=(
   libssl-dev                  # SHA-256 digests
   openmpi-bin libopenmpi-dev  # multi-process backend
   fortunes fortunes-min       # demo corpus
+  clang libclang-rt-14-dev    # libFuzzer targets of the checkpoint parsers
 )
 
 missing=()

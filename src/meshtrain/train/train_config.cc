@@ -46,6 +46,7 @@ void read_data(TomlSection s, DataConfig& d) {
 
 void read_training(TomlSection s, TrainingConfig& t) {
   s.read("steps", t.steps);
+  s.read("stop_at", t.stop_at);
   s.read("micro_batch", t.micro_batch);
   s.read("grad_accum", t.grad_accum);
   s.read("eval_every", t.eval_every);
@@ -131,6 +132,8 @@ void TrainConfig::validate() {
              " exceeds model.max_seq_len = ", model.max_seq_len);
   MT_REQUIRE(ConfigError, data.bucket_pool >= 1, "data.bucket_pool = ", data.bucket_pool, ": expected >= 1");
   MT_REQUIRE(ConfigError, training.steps >= 0, "training.steps = ", training.steps, ": expected >= 0");
+  MT_REQUIRE(ConfigError, training.stop_at >= 0 && training.stop_at <= training.steps, "training.stop_at = ",
+             training.stop_at, ": expected 0 <= stop_at <= training.steps = ", training.steps);
   MT_REQUIRE(ConfigError, training.micro_batch > 0, "training.micro_batch = ", training.micro_batch,
              ": expected > 0");
   MT_REQUIRE(ConfigError, training.grad_accum > 0, "training.grad_accum = ", training.grad_accum, ": expected > 0");

@@ -24,7 +24,8 @@ struct DataConfig {
 };
 
 struct TrainingConfig {
-  int64_t steps = 100;
+  int64_t steps = 100;       // updates of the run (and of the LR schedule)
+  int64_t stop_at = 0;       // end this process after that step (0: steps); resume continues
   int64_t micro_batch = 8;   // rows per micro-batch
   int64_t grad_accum = 1;    // micro-batches per update (G)
   int64_t eval_every = 0;    // 0: only at the end

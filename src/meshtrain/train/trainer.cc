@@ -185,14 +185,18 @@ void Trainer::run(std::FILE* console) {
     std::fflush(console);
   }
   const int64_t total = cfg_.training.steps;
-  while (step_ < total) {
+  const int64_t stop = cfg_.training.stop_at > 0 ? cfg_.training.stop_at : total;
+  if (console && step_ >= stop)
+    std::fprintf(console, "nothing to train: at step %lld of %lld\n", static_cast<long long>(step_),
+                 static_cast<long long>(stop));
+  while (step_ < stop) {
     StepMetrics m = step();
     const bool eval_now =
         val_ && ((cfg_.training.eval_every > 0 && m.step % cfg_.training.eval_every == 0) || m.step == total);
     EvalResult e;
     if (eval_now) e = evaluate();
     const int64_t every = cfg_.checkpoint.every;
-    const bool save_now = every > 0 && (m.step % every == 0 || m.step == total);
+    const bool save_now = every > 0 && (m.step % every == 0 || m.step == stop);
     if (save_now) save_checkpoint();
     if (!console) continue;
     if (save_now)
