@@ -19,13 +19,18 @@ configure: deps
 build: configure
 	@ninja -C $(BUILD_DIR) -j $(JOBS)
 
+# Trains (resuming from runs/demo/checkpoints when present), then samples.
 train: build
 	$(MESHTRAIN) train configs/demo.toml
+	$(MESHTRAIN) generate --from runs/demo/checkpoints --prompt "The " --tokens 200 --temperature 0.8 --top-k 40 --seed 1
+	$(MESHTRAIN) generate --from runs/demo/checkpoints --prompt "Q: " --tokens 200 --temperature 0.8 --top-k 40 --seed 2
 
-# Unit, multi-rank and MPI tests, then the ThreadSanitizer build of the comm tests.
+# Unit, multi-rank and MPI tests, then the ThreadSanitizer build of the comm
+# tests and a short libFuzzer run of the checkpoint parsers.
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 	bash scripts/tsan-comm.sh
+	bash scripts/fuzz-smoke.sh 15
 
 test-fast: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE "slow|mpi"
