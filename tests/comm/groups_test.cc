@@ -120,6 +120,29 @@ TEST(Groups, AsyncOverlapsComputation) {
     GTEST_SKIP();
 }
 
+TEST(TensorOverloads, AllReduceReduceScatterAllGatherBroadcast) {
+  if (!for_each_rank(3, [](ProcessGroup& g) {
+        auto alloc = CachingAllocator::create();
+        const int me = g.rank();
+        Tensor t = tensor_from<float>({1.0f * me, 2.0f, 3.0f, 4.0f, 5.0f}, Shape{5}, alloc);
+        g.all_reduce(t);
+        EXPECT_EQ(to_vector<float>(t), (std::vector<float>{3, 6, 9, 12, 15}));
+        // 5 elements over 3 ranks: chunks of 2, 2, 1.
+        Tensor part = Tensor::zeros(Shape{int64_t(chunk_size(5, 3, me))}, DType::F32, alloc, MemCategory::Other);
+        g.reduce_scatter(t, part, ReduceOp::Max);
+        EXPECT_EQ(to_vector<float>(part)[0], float(3 * (chunk_offset(5, 3, me) + 1)));
+        Tensor full = Tensor::zeros(Shape{5}, DType::F32, alloc, MemCategory::Other);
+        g.all_gather(part, full);
+        EXPECT_EQ(to_vector<float>(full), (std::vector<float>{3, 6, 9, 12, 15}));
+        Tensor wrong = Tensor::zeros(Shape{4}, DType::F32, alloc, MemCategory::Other);
+        EXPECT_THROW(g.all_gather(wrong, full), CommError);  // checked before any communication
+        Tensor b = tensor_from<int64_t>({me == 1 ? int64_t(42) : int64_t(0)}, Shape{1}, alloc);
+        g.broadcast(b, 1);
+        EXPECT_EQ(to_vector<int64_t>(b)[0], 42);
+      }))
+    GTEST_SKIP();
+}
+
 // Every single axis and every pair: the group holds exactly the ranks that
 // agree on all other coordinates, ordered by the axis coordinates.
 TEST(MeshGroups, EveryAxisAndPair) {
