@@ -22,6 +22,7 @@
 #include "meshtrain/core/rng.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/kernels/cpu/gemm.h"
+#include "meshtrain/model/presets.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/optim/adamw.h"
 
@@ -29,22 +30,6 @@ using namespace meshtrain;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-model::ModelConfig bench_small_config() {
-  model::ModelConfig c;
-  c.vocab_size = 8192;
-  c.d_model = 512;
-  c.n_layers = 8;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.head_dim = 64;
-  c.ffn_hidden = 1408;
-  c.max_seq_len = 256;
-  c.norm_eps = 1e-5;
-  c.rope_theta = 10000;
-  c.finalize();
-  return c;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -90,7 +75,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const model::ModelConfig cfg = bench_small_config();
+  const model::ModelConfig cfg = model::bench_small_config();
   const int64_t rows = 8, seq = 256, n = rows * seq;
   const double flops_per_token = model::model_flops_per_token(cfg, seq);
 

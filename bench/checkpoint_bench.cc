@@ -21,6 +21,7 @@
 #include "meshtrain/checkpoint/writer.h"
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/model/param_spec.h"
+#include "meshtrain/model/presets.h"
 
 namespace {
 
@@ -30,18 +31,7 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-meshtrain::model::ModelConfig bench_small() {
-  meshtrain::model::ModelConfig c;
-  c.vocab_size = 8192;
-  c.d_model = 512;
-  c.n_layers = 8;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.ffn_hidden = 1408;
-  c.max_seq_len = 256;
-  c.finalize();
-  return c;
-}
+meshtrain::model::ModelConfig bench_small() { return meshtrain::model::bench_small_config(); }
 
 struct State {
   std::vector<std::string> names;

@@ -15,6 +15,7 @@
 
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/core/rng.h"
+#include "meshtrain/model/presets.h"
 #include "meshtrain/train/trainer.h"
 
 using namespace meshtrain;
@@ -43,13 +44,7 @@ data::TokenDataset random_documents(int n, int len) {
 
 train::TrainConfig bench_small(int stage, bool overlap, double bucket_mb) {
   train::TrainConfig c;
-  c.model.vocab_size = 8192;
-  c.model.d_model = 512;
-  c.model.n_layers = 8;
-  c.model.n_heads = 8;
-  c.model.n_kv_heads = 4;
-  c.model.ffn_hidden = 1408;
-  c.model.max_seq_len = 256;
+  c.model = model::bench_small_config();
   c.data.path = "<memory>";
   c.data.seq_len = 256;
   c.training.micro_batch = 4;

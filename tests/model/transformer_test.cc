@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "meshtrain/model/presets.h"
 #include "model/model_fixtures.h"
 #include "support/numeric.h"
 
@@ -115,15 +116,7 @@ TEST(Transformer, PackedDocumentsDoNotSeeEachOther) {
 }
 
 TEST(Transformer, SpecNamesAndFlops) {
-  model::ModelConfig c;  // bench-small
-  c.vocab_size = 8192;
-  c.d_model = 512;
-  c.n_layers = 8;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.ffn_hidden = 1408;
-  c.max_seq_len = 256;
-  c.finalize();
+  const model::ModelConfig c = model::bench_small_config();
   const auto spec = model::build_model_spec(c);
   EXPECT_NO_THROW(spec.find("model.layers.3.mlp.up_proj.weight"));
   EXPECT_EQ(spec.find("model.layers.0.self_attn.k_proj.weight").shape, (Shape{256, 512}));

@@ -21,12 +21,6 @@ struct Outcome {
   std::vector<double> grads;   // gathered reduced gradients of the last step
 };
 
-std::vector<double> gather_all(train::Trainer& t, bool grads) {
-  std::vector<double> out;
-  for (int u = 0; u < t.model().num_units(); ++u)
-    for (float v : grads ? t.engine().gather_unit_grads(u) : t.engine().gather_unit_params(u)) out.push_back(v);
-  return out;
-}
 
 train::TrainConfig layout(int R, int G, int B, int stage, bool reshard) {
   auto cfg = tiny_train_config();
@@ -51,8 +45,8 @@ Outcome run_layout(const train::TrainConfig& cfg, int steps = 3) {
       losses.push_back(m.loss);
       counts.push_back(m.supervised);
     }
-    auto g = gather_all(t, true);
-    auto p = gather_all(t, false);
+    auto g = gathered(t, true);
+    auto p = gathered(t);
     if (t.context().rank == 0) {
       std::lock_guard<std::mutex> lock(mu);
       o = {losses, counts, p, g};
@@ -118,7 +112,7 @@ TEST(DataParallel, ReplicaWithZeroTargets) {
         EXPECT_FALSE(m.skipped);
         EXPECT_EQ(m.supervised, window.supervised_targets);
       }
-      auto p = gather_all(t, false);
+      auto p = gathered(t);
       std::lock_guard<std::mutex> lock(mu);
       params = p;
     });
@@ -190,17 +184,17 @@ TEST(DataParallel, NonFiniteOnOneRankSkipsEverywhere) {
     with_trainers(cfg, varied_documents(64, 3), std::nullopt, [&](train::Trainer& t) {
       const int r = t.context().rank;
       t.step();
-      const auto after_first = gather_all(t, false);
+      const auto after_first = gathered(t);
       t.set_after_reduction([&](train::Trainer& tr) {
         if (r == 1) tr.engine().owned_grad(0)[0] = std::nanf("");  // this rank's reduced grad only
       });
       const auto m = t.step();
       EXPECT_TRUE(m.skipped) << "rank " << r;
-      EXPECT_EQ(gather_all(t, false), after_first);
+      EXPECT_EQ(gathered(t), after_first);
       t.set_after_reduction({});
       const auto m3 = t.step();
       EXPECT_FALSE(m3.skipped);
-      params[size_t(r)] = gather_all(t, false);
+      params[size_t(r)] = gathered(t);
       opt_steps[size_t(r)] = t.engine().optimizer_steps();
       windows[size_t(r)] = t.loader().state().windows;
       EXPECT_EQ(t.steps_done(), 3);

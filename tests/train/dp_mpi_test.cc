@@ -13,12 +13,6 @@ using namespace meshtrain::testing;
 
 namespace {
 
-std::vector<double> params_of(train::Trainer& t) {
-  std::vector<double> out;
-  for (int u = 0; u < t.model().num_units(); ++u)
-    for (float v : t.engine().gather_unit_params(u)) out.push_back(v);
-  return out;
-}
 
 train::TrainConfig layout(int R, int G, int stage, parallel::GradReduce reduce) {
   auto cfg = tiny_train_config();
@@ -36,7 +30,7 @@ std::vector<double> run_single_rank(const train::TrainConfig& cfg, const data::T
   std::vector<double> p;
   with_trainers(cfg, ds, std::nullopt, [&](train::Trainer& t) {
     for (int s = 0; s < 3; ++s) t.step();
-    p = params_of(t);
+    p = gathered(t);
   });
   return p;
 }
@@ -62,7 +56,7 @@ TEST(DataParallelMpi, EquivalentToSingleRank) {
         ctx.allocator = CachingAllocator::create();
         train::Trainer t(layout(R, G, stage, reduce), ctx, ds, std::nullopt);
         for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
-        EXPECT_LT(max_abs_diff(params_of(t), ref), 1e-6);
+        EXPECT_LT(max_abs_diff(gathered(t), ref), 1e-6);
       }
     }
   }

@@ -49,6 +49,12 @@ inline train::TrainConfig tiny_train_config() {
   return c;
 }
 
+// Gathered full parameters (or reduced gradients) as doubles, for comparisons.
+inline std::vector<double> gathered(train::Trainer& t, bool grads = false) {
+  const auto v = grads ? t.engine().gather_grads() : t.engine().gather_params();
+  return {v.begin(), v.end()};
+}
+
 // Runs fn on every rank of a dp-sized threads world, each with its Trainer
 // on the same datasets.
 inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDataset& train_ds,

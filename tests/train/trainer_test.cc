@@ -12,12 +12,6 @@ using namespace meshtrain::testing;
 
 namespace {
 
-std::vector<double> all_params(train::Trainer& t) {
-  std::vector<double> out;
-  for (int u = 0; u < t.model().num_units(); ++u)
-    for (float v : t.engine().gather_unit_params(u)) out.push_back(v);
-  return out;
-}
 
 struct RunResult {
   std::vector<double> losses;
@@ -34,7 +28,7 @@ RunResult run(train::TrainConfig cfg, const std::string& mode) {
       r.losses.push_back(m.loss);
       r.counts.push_back(m.supervised);
     }
-    r.params = all_params(t);
+    r.params = gathered(t);
   });
   return r;
 }
@@ -114,11 +108,11 @@ TEST(Trainer, WindowWithoutTargetsSkipsTheUpdate) {
     std::fill(w.targets.begin(), w.targets.end(), data::kIgnore);
     w.recount();
     ASSERT_EQ(w.supervised_targets, 0);
-    const auto before = all_params(t);
+    const auto before = gathered(t);
     const auto m = t.step_on(w);
     EXPECT_TRUE(m.skipped);
     EXPECT_EQ(m.supervised, 0);
-    EXPECT_EQ(all_params(t), before);
+    EXPECT_EQ(gathered(t), before);
     EXPECT_EQ(t.engine().optimizer_steps(), 0);
     EXPECT_EQ(t.steps_done(), 1);
   });

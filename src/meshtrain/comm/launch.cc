@@ -1,5 +1,6 @@
 #include "meshtrain/comm/launch.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -88,7 +89,15 @@ void launch_threads(const LaunchOptions& o, const RankFn& fn) {
 void launch_mpi(const LaunchOptions& o, const RankFn& fn) {
   auto world = mpi_world(o.group);
   const int rank = world->rank();
-  set_compute_threads(threads_per_rank(1));
+  // Processes sharing this node share its cores (OpenMPI and PMIx export
+  // the local rank count).
+  int local = 1;
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
+    if (const char* v = std::getenv(var)) {
+      local = std::max(1, std::atoi(v));
+      break;
+    }
+  set_compute_threads(threads_per_rank(local));
   try {
     {
       ParallelContext ctx = make_context(o, world);

@@ -386,6 +386,26 @@ std::vector<T> DataParallel<T>::gather_unit_grads(int u) {
   return full;
 }
 
+template <typename T>
+std::vector<T> DataParallel<T>::gather_params() {
+  std::vector<T> all;
+  for (int u = 0; u < nu_; ++u) {
+    const auto v = gather_unit_params(u);
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+template <typename T>
+std::vector<T> DataParallel<T>::gather_grads() {
+  std::vector<T> all;
+  for (int u = 0; u < nu_; ++u) {
+    const auto v = gather_unit_grads(u);
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
 template class DataParallel<float>;
 template class DataParallel<double>;
 

@@ -65,6 +65,9 @@ class DataParallel {
   // Full logical values on every rank (collective): verification, export.
   std::vector<T> gather_unit_params(int u);
   std::vector<T> gather_unit_grads(int u);  // after finish_grads()
+  // All units concatenated in unit order.
+  std::vector<T> gather_params();
+  std::vector<T> gather_grads();
   // This rank's owned slice of unit u: params, reduced grads, moments.
   const T* owned_params(int u) const;
   T* owned_params_mutable(int u);

@@ -19,15 +19,6 @@ struct Trace {
   std::vector<std::vector<float>> grads, params;  // per step, all units concatenated
 };
 
-std::vector<float> gather(Trainer& t, bool grads) {
-  std::vector<float> out;
-  for (int u = 0; u < t.model().num_units(); ++u) {
-    const auto v = grads ? t.engine().gather_unit_grads(u) : t.engine().gather_unit_params(u);
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
-
 Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_data) {
   Trace trace;
   std::mutex mu;
@@ -42,8 +33,8 @@ Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_
       const StepMetrics m = t.step();
       local.loss.push_back(m.loss);
       local.counts.push_back(m.supervised);
-      local.grads.push_back(gather(t, true));
-      local.params.push_back(gather(t, false));
+      local.grads.push_back(t.engine().gather_grads());
+      local.params.push_back(t.engine().gather_params());
     }
     if (ctx.rank == 0) {
       std::lock_guard<std::mutex> lock(mu);
