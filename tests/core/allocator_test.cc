@@ -1,4 +1,5 @@
 #include "meshtrain/core/allocator.h"
+#include "meshtrain/core/memory_tracker.h"
 
 #include <gtest/gtest.h>
 

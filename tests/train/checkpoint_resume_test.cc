@@ -1,4 +1,4 @@
-// Trainer checkpoints: exact resume and resharding across data-parallel
+// Trainer checkpoints (train/trainer_checkpoint.cc): exact resume and resharding across data-parallel
 // layouts (SPEC S9).
 #include <gtest/gtest.h>
 

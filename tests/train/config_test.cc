@@ -62,3 +62,51 @@ TEST(Config, ImpossibleShapes) {
   EXPECT_NE(error_of("[model]\nd_model = 64\n").find("data.path is required"), std::string::npos);
   EXPECT_NE(error_of("[model\n").find("<string>:1"), std::string::npos);
 }
+
+// toml_reader: strict typed reads of one table.
+#include "meshtrain/train/toml_reader.h"
+
+TEST(TomlReader, TypedReadsAndUnknownKeys) {
+  toml::table t = toml::parse("a = 3\nb = 2.5\nc = \"x\"\nd = [\"p\", \"q\"]\ne = true\nf = 4\n");
+  train::TomlSection s(&t, "sec");
+  int64_t a = 0;
+  double b = 0, f = 0;
+  std::string c;
+  std::vector<std::string> d;
+  bool e = false;
+  s.read("a", a);
+  s.read("b", b);
+  s.read("c", c);
+  s.read("d", d);
+  s.read("e", e);
+  s.read("f", f);  // an integer is accepted where a number is expected
+  EXPECT_EQ(a, 3);
+  EXPECT_DOUBLE_EQ(b, 2.5);
+  EXPECT_EQ(c, "x");
+  EXPECT_EQ(d, (std::vector<std::string>{"p", "q"}));
+  EXPECT_TRUE(e);
+  EXPECT_DOUBLE_EQ(f, 4.0);
+  EXPECT_NO_THROW(s.finish());
+  train::TomlSection partial(&t, "sec");
+  partial.read("a", a);
+  try {
+    partial.finish();
+    FAIL();
+  } catch (const ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("unknown key sec.b"), std::string::npos) << err.what();
+  }
+  train::TomlSection wrong(&t, "sec");
+  EXPECT_THROW(wrong.read("c", a), ConfigError);  // a string where an integer belongs
+}
+
+TEST(TomlReader, OverridesParseValuesAndBareWords) {
+  toml::table root;
+  train::apply_override(root, "model.d_model=64");
+  train::apply_override(root, "data.mode=padded");  // bare word -> string
+  train::apply_override(root, "optimizer.lr=1e-3");
+  EXPECT_EQ(root["model"]["d_model"].value<int64_t>(), 64);
+  EXPECT_EQ(root["data"]["mode"].value<std::string>(), "padded");
+  EXPECT_DOUBLE_EQ(*root["optimizer"]["lr"].value<double>(), 1e-3);
+  EXPECT_THROW(train::apply_override(root, "nodot=1"), ConfigError);
+  EXPECT_THROW(train::apply_override(root, "model.d_model"), ConfigError);
+}

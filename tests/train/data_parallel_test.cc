@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "meshtrain/comm/thread_world.h"
+#include "meshtrain/parallel/data_parallel.h"
 #include "support/numeric.h"
 #include "support/run_ranks.h"
 #include "train/train_fixtures.h"
