@@ -26,6 +26,7 @@ nlohmann::json StepMetrics::to_json() const {
                       {"lr", lr},
                       {"comm_exposed_s", comm_exposed_s},
                       {"comm_buckets", comm_buckets},
+                      {"comm_bytes", comm_bytes},
                       {"skipped", skipped},
                       {"peak_memory_bytes", mem}};
   if (skipped) j["skip_reason"] = skip_reason;

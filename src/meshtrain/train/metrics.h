@@ -29,6 +29,7 @@ struct StepMetrics {
   double lr = 0;
   double comm_exposed_s = 0;   // time waiting on gradient/parameter collectives
   int comm_buckets = 0;        // gradient collectives launched
+  int64_t comm_bytes = 0;      // gradient bytes reduced
   MemorySnapshot memory;
   nlohmann::json to_json() const;
   std::string console_line(int64_t total_steps) const;
