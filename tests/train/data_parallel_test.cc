@@ -236,3 +236,28 @@ TEST(DataParallel, PersistentMemoryMatchesFormulas) {
     });
   }
 }
+
+// Validation splits the rows over replicas; a replica that runs out of rows
+// keeps joining the collectives (stage 3 gathers) and the loss equals the
+// single-rank one.
+TEST(DataParallel, ValidationLossMatchesSingleRank) {
+  const auto train_ds = varied_documents(32, 3), val_ds = varied_documents(7, 11);
+  auto eval = [&](int R, int stage) {
+    auto cfg = layout(R, 1, 1, stage, true);
+    train::EvalResult r;
+    std::mutex mu;
+    with_trainers(cfg, train_ds, val_ds, [&](train::Trainer& t) {
+      const auto e = t.evaluate();
+      std::lock_guard<std::mutex> lock(mu);
+      r = e;
+    });
+    return r;
+  };
+  const auto ref = eval(1, 0);
+  EXPECT_GT(ref.targets, 0);
+  for (int stage : {0, 3}) {
+    const auto got = eval(4, stage);
+    EXPECT_EQ(got.targets, ref.targets);
+    EXPECT_NEAR(got.loss, ref.loss, 1e-6 * ref.loss);
+  }
+}

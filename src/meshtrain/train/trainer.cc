@@ -143,10 +143,11 @@ EvalResult Trainer::evaluate() {
       sums[0] += ce.loss_sum;
       sums[1] += double(ce.count);
     } else {
-      // Nothing left for this rank: run an empty pass so stage-3 gathers match.
-      data::Batch empty = b;
-      empty.reset(1, b.seq > 0 ? b.seq : 1, 0);
-      model_->forward_loss(rows_of(empty, 0, 1));
+      // Nothing left for this rank: a padding-only row keeps its collectives
+      // (stage-3 gathers) in step with the other ranks; it adds no target.
+      data::Batch pad;
+      pad.reset(1, cfg_.data.seq_len, val_->tokenizer().pad_id());
+      model_->forward_loss(rows_of(pad, 0, 1));
     }
   }
   engine_->release_gathered();
