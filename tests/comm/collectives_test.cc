@@ -1,11 +1,16 @@
 // Every op x dtype x group size 1-8 x counts (0, 1, non-divisible) against
 // a serial reference; in-place forms. Runs on threads and under mpirun.
+// Under mpirun (comm_mpi_test, harness_mpi.cc) these bodies are what covers
+// the MPI backend: mpi/mpi_backend.cc (mpi_world, groups, split),
+// mpi/mpi_ops.cc (every collective and send/recv) and mpi/mpi_raw.cc (the
+// raw-call timings checked by MpiRaw below).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "harness.h"
+#include "meshtrain/comm/mpi_world.h"
 
 namespace meshtrain::comm {
 namespace {
@@ -219,6 +224,18 @@ TEST_P(Collectives, LargeCountsAllReduceReduceScatterAllGather) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GroupSizes, Collectives, ::testing::Range(1, 9));
+
+// mpi/mpi_raw.cc: median over iterations of the slowest rank's raw MPI
+// call; collective over MPI_COMM_WORLD, so only meaningful under mpirun.
+TEST(MpiRaw, SecondsArePositiveAndBounded) {
+  if (!testing::mpi_mode()) GTEST_SKIP() << "raw MPI timings need mpirun (comm_mpi_test)";
+  for (OpKind k : {OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather, OpKind::AllToAll,
+                   OpKind::Broadcast, OpKind::Barrier}) {
+    const double s = mpi_raw_seconds(k, 4096, 3);
+    EXPECT_GT(s, 0.0) << op_kind_name(k);
+    EXPECT_LT(s, 10.0) << op_kind_name(k);
+  }
+}
 
 }  // namespace
 }  // namespace meshtrain::comm
