@@ -101,13 +101,11 @@ TEST(DtypeConvert, F64AndF32) {
   EXPECT_EQ(std::bit_cast<uint64_t>(nan_out), 0x7ff8000000000123ull);
 }
 
-// f64 -> bf16 goes through f32 (float(v) then bf16 rounding). Two roundings
-// can differ from rounding the double directly: 1 + 2^-8 + 2^-30 lies above
-// the midpoint between bf16 1.0 and 1 + 2^-7, so the nearest bf16 is
-// 1 + 2^-7; rounding to f32 first lands exactly on the midpoint, and the
-// tie then goes to the even 1.0. Disabled: the conversion double-rounds
-// (off by one bf16 ulp for such values).
-TEST(DtypeConvert, DISABLED_F64ToBf16RoundsOnceToNearest) {
+// f64 -> bf16 must round once: 1 + 2^-8 + 2^-30 lies above the midpoint
+// between bf16 1.0 and 1 + 2^-7, so the nearest bf16 is 1 + 2^-7; rounding
+// to f32 first would land exactly on the midpoint and the tie would go to
+// the even 1.0.
+TEST(DtypeConvert, F64ToBf16RoundsOnceToNearest) {
   const double v = 1.0 + 0x1p-8 + 0x1p-30;
   bf16 out;
   convert(&v, DType::F64, &out, DType::BF16, 1);

@@ -216,14 +216,9 @@ TEST(CliCkpt, DiffExitCodeFollowsTheValues) {
   EXPECT_NE(differ.find("values differ: layer.weight (11 elements"), std::string::npos) << differ;  // 0 * s equal
 }
 
-// `ckpt diff` compares every tensor by reading it as f64
-// (checkpoint/compare.cc), and the reader refuses i64 -> f64
-// (dtype_convert: integers convert only to integers), so any checkpoint
-// holding an integer tensor makes diff throw "cannot convert i64 to f64"
-// instead of comparing. Disabled until compare_checkpoints handles integer
-// dtypes (comparing them as integers would also keep i64 values above 2^53
-// exact).
-TEST(CliCkpt, DISABLED_DiffComparesIntegerTensors) {
+// `ckpt diff` on checkpoints holding integer tensors: compared as integers
+// (the reader converts integers only to integers; i64 above 2^53 stays exact).
+TEST(CliCkpt, DiffComparesIntegerTensors) {
   TempDir dir;
   save_small_checkpoint(dir / "a", 3, 0.5f, true);
   save_small_checkpoint(dir / "a2", 3, 0.5f, true);

@@ -38,15 +38,28 @@ CheckpointDiff compare_checkpoints(const CheckpointReader& a, const CheckpointRe
       continue;
     }
     const size_t count = size_t(ta.shape.numel());
-    std::vector<double> va(count), vb(count);
-    a.read_all(n, va.data(), DType::F64);
-    b.read_all(n, vb.data(), DType::F64);
     TensorDiff td{n, 0, 0};
-    for (size_t i = 0; i < count; ++i) {
-      // Bitwise on the stored values: NaN equals NaN only with the same bits.
-      if (va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i]))) continue;
-      ++td.differing;
-      td.max_abs = std::max(td.max_abs, std::abs(va[i] - vb[i]));
+    if (ta.dtype == DType::I32 || ta.dtype == DType::I64) {
+      // Integers compare exactly in i64 (f64 would lose values above 2^53).
+      std::vector<int64_t> va(count), vb(count);
+      a.read_all(n, va.data(), DType::I64);
+      b.read_all(n, vb.data(), DType::I64);
+      for (size_t i = 0; i < count; ++i)
+        if (va[i] != vb[i]) {
+          ++td.differing;
+          td.max_abs = std::max(td.max_abs, std::abs(double(va[i]) - double(vb[i])));
+        }
+    } else {
+      // Every float dtype widens to f64 exactly, so equal f64 means equal bits
+      // (NaN equals NaN here).
+      std::vector<double> va(count), vb(count);
+      a.read_all(n, va.data(), DType::F64);
+      b.read_all(n, vb.data(), DType::F64);
+      for (size_t i = 0; i < count; ++i) {
+        if (va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i]))) continue;
+        ++td.differing;
+        td.max_abs = std::max(td.max_abs, std::abs(va[i] - vb[i]));
+      }
     }
     if (td.differing) d.differing.push_back(td);
     ++d.tensors_compared;

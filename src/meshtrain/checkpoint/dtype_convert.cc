@@ -1,5 +1,7 @@
 #include "meshtrain/checkpoint/dtype_convert.h"
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -19,11 +21,23 @@ double load_float(const void* p, DType t, size_t i) {
   }
 }
 
+// A double rounded to bf16 once: first to float toward zero with a sticky
+// low bit (round to odd), then to nearest even. float keeps 16 more bits than
+// bf16, so this equals direct rounding (double -> float -> bf16 would round twice).
+bf16 bf16_from_double(double v) {
+  float f = float(v);
+  if (std::isfinite(f) && double(f) != v) {
+    if (std::abs(double(f)) > std::abs(v)) f = std::nextafter(f, 0.0f);
+    f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+  }
+  return bf16(f);
+}
+
 void store_float(void* p, DType t, size_t i, double v) {
   switch (t) {
     case DType::F32: static_cast<float*>(p)[i] = float(v); break;
     case DType::F64: static_cast<double*>(p)[i] = v; break;
-    default: static_cast<bf16*>(p)[i] = bf16(float(v)); break;
+    default: static_cast<bf16*>(p)[i] = bf16_from_double(v); break;
   }
 }
 
