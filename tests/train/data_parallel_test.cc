@@ -261,3 +261,28 @@ TEST(DataParallel, ValidationLossMatchesSingleRank) {
     EXPECT_NEAR(got.loss, ref.loss, 1e-6 * ref.loss);
   }
 }
+
+// GPT-2 style (tied embeddings: the head is unit 0, used again after the
+// last block; LayerNorm, learned positions, GELU, biases) under every stage.
+TEST(DataParallel, TiedEmbeddingsUnderEveryStage) {
+  auto gpt2 = [](train::TrainConfig c) {
+    c.model.norm = model::NormKind::LayerNorm;
+    c.model.positions = model::PositionKind::Learned;
+    c.model.mlp = model::MlpKind::Gelu;
+    c.model.tied_embeddings = true;
+    c.model.bias = true;
+    c.model.n_kv_heads = c.model.n_heads;
+    return c;
+  };
+  const Outcome ref = run_layout(gpt2(layout(1, 1, 4, 0, true)));
+  Outcome stage0;
+  for (int stage : {0, 1, 2, 3})
+    for (bool reshard : {true, false}) {
+      if (stage != 3 && !reshard) continue;
+      SCOPED_TRACE(::testing::Message() << "stage=" << stage << " reshard=" << reshard);
+      const Outcome o = run_layout(gpt2(layout(2, 2, 1, stage, reshard)));
+      EXPECT_LT(max_abs_diff(o.params, ref.params), 1e-6);
+      if (stage == 0) stage0 = o;
+      else EXPECT_EQ(o.params, stage0.params);
+    }
+}
