@@ -69,5 +69,21 @@ if [ "$np" -gt 0 ]; then
   "$bin" ckpt diff "$work/a/checkpoints" "$work/t/checkpoints"
 fi
 "$bin" generate --from "$work/b/checkpoints" --prompt "document" --tokens 20 --seed 3 > "$work/gen.txt"
+
+# Deployment round trip: export to safetensors, start new runs from it
+# (directly, and through an imported checkpoint); weights only, step 0.
+if [ "$np" -eq 0 ]; then
+  "$bin" ckpt export "$work/b/checkpoints" --out "$work/model.safetensors"
+  "$bin" ckpt import "$work/model.safetensors" --out "$work/imported"
+  "$bin" train "$work/cfg.toml" --set training.steps=1 --set metrics.run_dir="$work/c" \
+    --set checkpoint.init_from="$work/model.safetensors" > "$work/c.log"
+  grep -q "initialized weights from $work/model.safetensors" "$work/c.log"
+  grep -q "step     1/1" "$work/c.log"
+  "$bin" train "$work/cfg.toml" --set training.steps=1 --set metrics.run_dir="$work/d" \
+    --set checkpoint.init_from="$work/imported" > "$work/d.log"
+  grep -q "initialized from checkpoint" "$work/d.log"
+  # Same weights, same first batch: the same first loss.
+  test "$(grep -o 'loss [0-9.]*' "$work/c.log" | head -1)" = "$(grep -o 'loss [0-9.]*' "$work/d.log" | head -1)"
+fi
 test -s "$work/gen.txt"
 echo "resume_cli_test: PASS (np=$np)"
