@@ -25,12 +25,13 @@ train: build
 	$(MESHTRAIN) generate --from runs/demo/checkpoints --prompt "The " --tokens 200 --temperature 0.8 --top-k 40 --seed 1
 	$(MESHTRAIN) generate --from runs/demo/checkpoints --prompt "Q: " --tokens 200 --temperature 0.8 --top-k 40 --seed 2
 
-# Unit, multi-rank and MPI tests, then the ThreadSanitizer build of the comm
-# tests and a short libFuzzer run of the checkpoint parsers.
+# The ThreadSanitizer build of the comm tests and a short libFuzzer run of
+# the checkpoint parsers, then every unit, multi-rank and MPI test (ctest
+# last, so its summary closes the output).
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 	bash scripts/tsan-comm.sh
 	bash scripts/fuzz-smoke.sh 15
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 test-fast: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE "slow|mpi"
