@@ -22,9 +22,10 @@
 #include "meshtrain/core/rng.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/kernels/cpu/gemm.h"
+#include "meshtrain/comm/thread_world.h"
 #include "meshtrain/model/presets.h"
 #include "meshtrain/model/transformer.h"
-#include "meshtrain/optim/adamw.h"
+#include "meshtrain/parallel/data_parallel.h"
 
 using namespace meshtrain;
 using Clock = std::chrono::steady_clock;
@@ -95,22 +96,27 @@ int main(int argc, char** argv) {
               static_cast<long long>(model::build_model_spec(cfg).matmul_params(cfg)));
   for (int threads : thread_counts) {
     set_compute_threads(threads);
+    // The training step as the trainer runs it for one rank: the
+    // data-parallel engine over a group of size 1 (no communication).
     auto alloc = CachingAllocator::create();
-    model::Transformer<float> m(cfg, alloc);
+    auto world = comm::ThreadWorld::create(1);
+    model::Transformer<float> m(cfg, alloc, model::ExecOptions{false, /*materialize_params=*/false});
     optim::OptimizerConfig oc;
     oc.lr = 3e-4;
     oc.weight_decay = 0.1;
-    optim::AdamW<float> opt(m.params(), oc, alloc);
+    parallel::DataParallel<float> engine(m, *world->group(0), parallel::ParallelConfig{}, oc, alloc);
     std::vector<double> times;
     int64_t os_allocs_after_warmup = 0;
     for (int s = 0; s < steps + 2; ++s) {
       if (s == 2) os_allocs_after_warmup = alloc->os_allocations();
       alloc->tracker().reset_peaks();
       const auto t0 = Clock::now();
-      m.params().zero_grads();
-      m.forward_backward(batch, 1.0f / float(n));
-      const double norm = std::sqrt(optim::grad_sum_squares(m.params()));
-      opt.step(3e-4, optim::clip_coefficient(norm, 1.0));
+      engine.begin_window(1);
+      engine.begin_micro(0);
+      m.forward_backward(batch, float(engine.loss_coefficient(n)));
+      engine.finish_grads();
+      const double norm = std::sqrt(engine.grad_sum_squares());
+      engine.step(3e-4, optim::clip_coefficient(norm, 1.0));
       if (s >= 2) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     const double t = median(times);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "meshtrain/kernels/cpu/adamw.h"
-#include "meshtrain/model/parameters.h"
+#include "meshtrain/core/tensor.h"
 #include "meshtrain/optim/optimizer_config.h"
 
 namespace meshtrain::optim {
@@ -39,8 +39,6 @@ class AdamW {
   // General form: moment buffers of moment_numel[u] elements per unit.
   AdamW(const OptimizerConfig& cfg, const std::vector<int64_t>& moment_numel, const std::vector<Slice>& slices,
         const std::shared_ptr<CachingAllocator>& alloc);
-  // Unsharded: every parameter of the store, moments laid out like its units.
-  AdamW(model::ParameterStore<T>& params, const OptimizerConfig& cfg, const std::shared_ptr<CachingAllocator>& alloc);
   // One update with learning rate `lr`; grads are multiplied by grad_scale
   // (the clip coefficient) on the fly.
   void step(double lr, double grad_scale);
@@ -56,11 +54,6 @@ class AdamW {
   int64_t steps_ = 0;
 };
 
-// Sum over parameters, in parameter-index order, of kernels::sum_squares of
-// each gradient: a canonical order independent of threads (and of sharding,
-// when shards report per-parameter block sums in the same order).
-template <typename T>
-double grad_sum_squares(model::ParameterStore<T>& params);
 // min(1, max_norm / (norm + 1e-6)); 1 when max_norm is 0 (clipping off).
 double clip_coefficient(double norm, double max_norm);
 
