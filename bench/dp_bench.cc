@@ -58,7 +58,7 @@ train::TrainConfig bench_small(int stage, bool overlap, double bucket_mb) {
 }
 
 struct Result {
-  double step_s = 0, exposed_s = 0;
+  double step_s = 0, comm_s = 0, exposed_s = 0;
   int buckets = 0;
   MemorySnapshot mem;
   parallel::ShardPlan::Persistent formula;
@@ -72,20 +72,23 @@ Result run(const train::TrainConfig& cfg, const data::TokenDataset& ds, int step
   o.mesh.dp = 2;
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
     train::Trainer t(cfg, ctx, ds, std::nullopt);
-    std::vector<double> times, exposed;
+    std::vector<double> times, exposed, comm;
     train::StepMetrics m;
     for (int s = 0; s < steps + 1; ++s) {
       m = t.step();
       if (s == 0) continue;  // warm-up: primitives, allocator cache
       times.push_back(m.seconds);
       exposed.push_back(m.comm_exposed_s);
+      comm.push_back(m.comm_s);
     }
+    std::sort(comm.begin(), comm.end());
     std::sort(times.begin(), times.end());
     std::sort(exposed.begin(), exposed.end());
     if (ctx.rank == 0) {
       std::lock_guard<std::mutex> lock(mu);
       r.step_s = times[times.size() / 2];
       r.exposed_s = exposed[exposed.size() / 2];
+      r.comm_s = comm[comm.size() / 2];
       r.buckets = m.comm_buckets;
       r.mem = m.memory;
       r.formula = t.engine().plan().persistent_bytes(4);
@@ -113,17 +116,17 @@ int main(int argc, char** argv) {
 
   std::printf("overlap (stage 0, 4 MiB buckets):\n");
   const Result on = run(bench_small(0, true, 4), ds, steps), off = run(bench_small(0, false, 4), ds, steps);
-  std::printf("  overlapped: step %.3f s, exposed comm %.3f s (%.1f%%), %d buckets\n", on.step_s, on.exposed_s,
-              100 * on.exposed_s / on.step_s, on.buckets);
-  std::printf("  after backward: step %.3f s, exposed comm %.3f s (%.1f%%)\n", off.step_s, off.exposed_s,
-              100 * off.exposed_s / off.step_s);
+  std::printf("  overlapped: step %.3f s, comm %.3f s, exposed %.3f s (%.1f%% of the step), %d buckets\n", on.step_s,
+              on.comm_s, on.exposed_s, 100 * on.exposed_s / on.step_s, on.buckets);
+  std::printf("  after backward: step %.3f s, comm %.3f s, exposed %.3f s (%.1f%% of the step)\n", off.step_s,
+              off.comm_s, off.exposed_s, 100 * off.exposed_s / off.step_s);
   std::printf("  speedup from overlap: %.3fx\n\n", off.step_s / on.step_s);
 
   std::printf("bucket sweep (stage 0, overlapped):\n");
   for (double mb : {1.0, 4.0, 16.0, 64.0}) {
     const Result r = run(bench_small(0, true, mb), ds, steps);
-    std::printf("  %5.0f MiB: %2d buckets, step %.3f s, exposed %.3f s (%.1f%%)\n", mb, r.buckets, r.step_s,
-                r.exposed_s, 100 * r.exposed_s / r.step_s);
+    std::printf("  %5.0f MiB: %2d buckets, step %.3f s, comm %.3f s, exposed %.3f s (%.1f%%)\n", mb, r.buckets,
+                r.step_s, r.comm_s, r.exposed_s, 100 * r.exposed_s / r.step_s);
   }
 
   std::printf("\nmemory per rank (MiB), ZeRO stages, R=2 (formula on padded sizes | measured current after step "

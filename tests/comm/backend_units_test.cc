@@ -324,3 +324,27 @@ TEST(CommBench, ParseArgs) {
 
 }  // namespace
 }  // namespace meshtrain::comm
+
+// ---- work.cc: the time an operation itself took ----------------------------
+
+namespace meshtrain::comm {
+namespace {
+
+TEST(WorkTiming, BusySecondsCoverExecutionNotQueueing) {
+  const auto errors = on_ranks(2, GroupOptions{}, [](ProcessGroup& g, int) {
+    std::vector<float> a(1 << 20, 1.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    Work w = g.iall_reduce(a.data(), a.data(), a.size(), DType::F32);
+    w.wait();
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GT(w.busy_seconds(), 0.0);
+    EXPECT_LE(w.busy_seconds(), elapsed);
+    EXPECT_EQ(a[12345], 2.0f);
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_LT(Work::completed().busy_seconds(), 1e-3);  // finished as it was made
+  EXPECT_EQ(Work().busy_seconds(), 0.0);
+}
+
+}  // namespace
+}  // namespace meshtrain::comm

@@ -8,7 +8,10 @@ using Clock = std::chrono::steady_clock;
 
 void WorkImpl::complete() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (state_ == WorkState::Pending) state_ = WorkState::Done;
+  if (state_ == WorkState::Pending) {
+    state_ = WorkState::Done;
+    finished_ = Clock::now();
+  }
   cv_.notify_all();
 }
 
@@ -17,8 +20,20 @@ void WorkImpl::fail(std::exception_ptr error) {
   if (state_ == WorkState::Pending) {
     state_ = WorkState::Failed;
     error_ = std::move(error);
+    finished_ = Clock::now();
   }
   cv_.notify_all();
+}
+
+void WorkImpl::mark_started() {
+  std::lock_guard<std::mutex> lock(mu_);
+  started_ = Clock::now();
+}
+
+double WorkImpl::busy_seconds() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == WorkState::Pending) return 0;
+  return std::chrono::duration<double>(finished_ - started_).count();
 }
 
 WorkState WorkImpl::state() {
@@ -73,6 +88,7 @@ bool Work::wait(std::chrono::milliseconds timeout) {
 }
 
 bool Work::is_completed() const { return impl_ && impl_->state() != WorkState::Pending; }
+double Work::busy_seconds() const { return impl_ ? impl_->busy_seconds() : 0.0; }
 WorkState Work::state() const { return impl_ ? impl_->state() : WorkState::Done; }
 std::exception_ptr Work::error() const { return impl_ ? impl_->error() : nullptr; }
 

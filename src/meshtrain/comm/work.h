@@ -21,6 +21,10 @@ class WorkImpl {
   virtual ~WorkImpl() = default;
   void complete();                       // marks Done, wakes waiters
   void fail(std::exception_ptr error);   // marks Failed, wakes waiters
+  // When the operation began executing (default: when it was issued; the
+  // threads backend marks when its progress thread picks it up) and ended.
+  void mark_started();
+  double busy_seconds();  // ended - began; 0 while pending
   WorkState state();
   std::exception_ptr error();
   // Blocks until finished or `deadline`; returns false on the deadline.
@@ -38,6 +42,7 @@ class WorkImpl {
   std::condition_variable cv_;
   WorkState state_ = WorkState::Pending;
   std::exception_ptr error_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now(), finished_{};
 };
 
 class Work {
@@ -53,6 +58,9 @@ class Work {
   // if still pending. Does not cancel anything.
   bool wait(std::chrono::milliseconds timeout);
   bool is_completed() const;  // finished, successfully or not
+  // Time the operation itself took (start of execution to completion): the
+  // communication time of (29.6), whether or not anyone waited for it.
+  double busy_seconds() const;
   WorkState state() const;
   std::exception_ptr error() const;  // null unless Failed
   bool valid() const { return impl_ != nullptr; }

@@ -124,6 +124,7 @@ void DataParallel<T>::wait_timed(comm::Work& w) {
   const auto t0 = Clock::now();
   w.wait();
   stats_.exposed_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  stats_.comm_s += w.busy_seconds();
   w = comm::Work();
 }
 
@@ -278,6 +279,7 @@ void DataParallel<T>::reap_transient() {
   for (int u = 0; u < nu_; ++u)
     if (reduce_work_[u].valid() && reduce_work_[u].is_completed()) {
       reduce_work_[u].wait();  // rethrows a failure
+      stats_.comm_s += reduce_work_[u].busy_seconds();
       reduce_work_[u] = comm::Work();
       full_grad_[u] = Tensor();
     }

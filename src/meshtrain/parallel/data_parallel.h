@@ -27,6 +27,7 @@
 namespace meshtrain::parallel {
 
 struct GradSyncStats {
+  double comm_s = 0;     // time the gradient/parameter collectives took (overlapped or not)
   double exposed_s = 0;  // time this rank waited on gradient/parameter communication
   int buckets = 0;       // gradient collectives launched this step
   int64_t bytes = 0;     // gradient bytes reduced this step

@@ -24,6 +24,7 @@ nlohmann::json StepMetrics::to_json() const {
                       {"grad_norm", grad_norm},
                       {"clip_coef", clip_coef},
                       {"lr", lr},
+                      {"comm_s", comm_s},
                       {"comm_exposed_s", comm_exposed_s},
                       {"comm_buckets", comm_buckets},
                       {"comm_bytes", comm_bytes},

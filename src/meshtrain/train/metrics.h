@@ -27,7 +27,8 @@ struct StepMetrics {
   double grad_norm = 0;        // before clipping
   double clip_coef = 1;
   double lr = 0;
-  double comm_exposed_s = 0;   // time waiting on gradient/parameter collectives
+  double comm_s = 0;           // time the gradient/parameter collectives took
+  double comm_exposed_s = 0;   // part of it this rank waited for (not overlapped)
   int comm_buckets = 0;        // gradient collectives launched
   int64_t comm_bytes = 0;      // gradient bytes reduced
   MemorySnapshot memory;

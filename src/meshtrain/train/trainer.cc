@@ -117,6 +117,7 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
   m.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   m.tokens_per_s = double(N) / m.seconds;
   m.gflops = m.skipped ? 0 : flops_per_token_ * double(m.computed_positions) / m.seconds * 1e-9;
+  m.comm_s = engine_->sync_stats().comm_s;
   m.comm_exposed_s = engine_->sync_stats().exposed_s;
   m.comm_buckets = engine_->sync_stats().buckets;
   m.comm_bytes = engine_->sync_stats().bytes;

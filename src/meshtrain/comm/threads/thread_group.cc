@@ -105,6 +105,7 @@ void ThreadGroup::progress_loop() {
       busy_ = true;
     }
     try {
+      task.work->mark_started();
       execute(task.d);
       task.work->complete();
     } catch (...) {
