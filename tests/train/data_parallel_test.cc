@@ -286,3 +286,26 @@ TEST(DataParallel, TiedEmbeddingsUnderEveryStage) {
       else EXPECT_EQ(o.params, stage0.params);
     }
 }
+
+// A rank that fails mid-step fails the job on every rank with its error;
+// the peers blocked in the step's collectives wake up instead of hanging.
+TEST(DataParallel, ARankFailingMidStepStopsEveryRank) {
+  for (int stage : {0, 3}) {
+    auto cfg = layout(2, 1, 2, stage, true);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      with_trainers(cfg, varied_documents(32, 3), std::nullopt, [&](train::Trainer& t) {
+        t.step();
+        t.set_after_reduction([&](train::Trainer& tr) {
+          if (tr.context().rank == 1) MT_THROW(DataError, "shard 7 of rank 1 is unreadable");
+        });
+        t.step();
+        t.step();
+      });
+      FAIL() << "the failure must reach the caller";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("shard 7 of rank 1"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "peers must not wait for the timeout";
+  }
+}
