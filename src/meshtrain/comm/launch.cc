@@ -21,6 +21,16 @@ MeshShape effective_mesh(MeshShape m, int world) {
   return m;
 }
 
+bool is_abort(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const CommAborted&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 ParallelContext make_context(const LaunchOptions& o, const std::shared_ptr<ProcessGroup>& world) {
   ParallelContext ctx;
   ctx.rank = world->rank();
@@ -74,8 +84,10 @@ void launch_threads(const LaunchOptions& o, const RankFn& fn) {
       }
       if (error) {
         {
+          // The root cause wins over the CommAborted errors it caused on
+          // peers, whichever reached this point first.
           std::lock_guard<std::mutex> lock(mu);
-          if (!first) first = error;
+          if (!first || (is_abort(first) && !is_abort(error))) first = error;
         }
         world->abort(failure);
       }

@@ -1,5 +1,7 @@
 #include "meshtrain/comm/work.h"
 
+#include <exception>
+
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::comm {
@@ -52,6 +54,19 @@ bool WorkImpl::wait_until(Clock::time_point deadline) {
   return cv_.wait_until(lock, deadline, [&] { return state_ != WorkState::Pending; });
 }
 
+Work::Work(std::shared_ptr<WorkImpl> impl) {
+  if (impl) handle_ = std::make_shared<Handle>(Handle{std::move(impl)});
+}
+
+Work::Handle::~Handle() {
+  // Only a rank unwinding an exception with a collective in flight: abort the
+  // group so the op ends promptly, and wait for it before the buffers go.
+  if (!impl || std::uncaught_exceptions() == 0 || !impl->on_abandon) return;
+  if (impl->state() != WorkState::Pending) return;
+  impl->on_abandon();
+  impl->wait_until(Clock::time_point::max());
+}
+
 Work Work::completed() {
   auto impl = std::make_shared<WorkImpl>();
   impl->complete();
@@ -70,26 +85,27 @@ static bool wait_impl(WorkImpl& w, Clock::time_point deadline) {
 }
 
 void Work::wait() {
-  MT_REQUIRE(CommError, impl_ != nullptr, "wait() on an empty Work");
-  const auto deadline = impl_->deadline == Clock::time_point{} ? Clock::time_point::max() : impl_->deadline;
-  if (!wait_impl(*impl_, deadline)) {
+  MT_REQUIRE(CommError, valid(), "wait() on an empty Work");
+  WorkImpl& w = *impl();
+  const auto deadline = w.deadline == Clock::time_point{} ? Clock::time_point::max() : w.deadline;
+  if (!wait_impl(w, deadline)) {
     // The backend decides what a missed deadline means (and may find the
     // op finished meanwhile: then on_timeout returns null).
-    auto err = impl_->on_timeout ? impl_->on_timeout() : nullptr;
-    if (!impl_->on_timeout) err = std::make_exception_ptr(CommTimeout("operation did not finish within its timeout"));
+    auto err = w.on_timeout ? w.on_timeout() : nullptr;
+    if (!w.on_timeout) err = std::make_exception_ptr(CommTimeout("operation did not finish within its timeout"));
     if (err) std::rethrow_exception(err);
-    wait_impl(*impl_, Clock::time_point::max());
+    wait_impl(w, Clock::time_point::max());
   }
 }
 
 bool Work::wait(std::chrono::milliseconds timeout) {
-  MT_REQUIRE(CommError, impl_ != nullptr, "wait() on an empty Work");
-  return wait_impl(*impl_, Clock::now() + timeout);
+  MT_REQUIRE(CommError, valid(), "wait() on an empty Work");
+  return wait_impl(*impl(), Clock::now() + timeout);
 }
 
-bool Work::is_completed() const { return impl_ && impl_->state() != WorkState::Pending; }
-double Work::busy_seconds() const { return impl_ ? impl_->busy_seconds() : 0.0; }
-WorkState Work::state() const { return impl_ ? impl_->state() : WorkState::Done; }
-std::exception_ptr Work::error() const { return impl_ ? impl_->error() : nullptr; }
+bool Work::is_completed() const { return valid() && impl()->state() != WorkState::Pending; }
+double Work::busy_seconds() const { return valid() ? impl()->busy_seconds() : 0.0; }
+WorkState Work::state() const { return valid() ? impl()->state() : WorkState::Done; }
+std::exception_ptr Work::error() const { return valid() ? impl()->error() : nullptr; }
 
 }  // namespace meshtrain::comm

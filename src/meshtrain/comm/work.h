@@ -34,6 +34,10 @@ class WorkImpl {
   // Called once by the waiting thread when the op finished, e.g. to record
   // the time spent waiting in the group's CommStats.
   std::function<void(double wait_seconds)> on_waited;
+  // Called when the last handle is dropped while the op is pending during
+  // stack unwinding (the rank is failing): the backend aborts the group so
+  // the op ends promptly. Set by the threads backend for collectives.
+  std::function<void()> on_abandon;
   std::chrono::steady_clock::time_point deadline{};
 
  protected:
@@ -48,7 +52,7 @@ class WorkImpl {
 class Work {
  public:
   Work() = default;
-  explicit Work(std::shared_ptr<WorkImpl> impl) : impl_(std::move(impl)) {}
+  explicit Work(std::shared_ptr<WorkImpl> impl);
   static Work completed();  // an already finished Work (e.g. a size-1 group)
 
   // Waits up to the op's own timeout; throws the op's error (CommAborted,
@@ -63,11 +67,20 @@ class Work {
   double busy_seconds() const;
   WorkState state() const;
   std::exception_ptr error() const;  // null unless Failed
-  bool valid() const { return impl_ != nullptr; }
-  WorkImpl* impl() const { return impl_.get(); }
+  bool valid() const { return handle_ != nullptr; }
+  WorkImpl* impl() const { return handle_ ? handle_->impl.get() : nullptr; }
 
  private:
-  std::shared_ptr<WorkImpl> impl_;
+  // Copies of a Work share one Handle. When the last one is dropped while a
+  // collective is pending because the rank is unwinding an exception, the
+  // backend aborts the group and the handle waits for the op to end: peers
+  // may be reading this rank's buffers, which must not be freed under them.
+  // (Dropping a pending Work in normal flow does not block.)
+  struct Handle {
+    std::shared_ptr<WorkImpl> impl;
+    ~Handle();
+  };
+  std::shared_ptr<Handle> handle_;
 };
 
 }  // namespace meshtrain::comm

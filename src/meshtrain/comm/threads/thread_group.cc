@@ -79,6 +79,10 @@ Work ThreadGroup::start(OpDesc& d, bool async) {
   WorkImpl* raw = work.get();
   const std::string what = detail::concat("group '", name(), "' ", op_kind_name(d.kind), " seq ", d.seq,
                                           " at rank ", rank_, " did not finish within its timeout");
+  work->on_abandon = [weak, name = name(), rank = rank_]() {
+    if (auto s = weak.lock())
+      s->abort(detail::concat("rank ", rank, " of group '", name, "' failed with an operation in flight"));
+  };
   work->on_timeout = [weak, raw, what]() -> std::exception_ptr {
     if (auto s = weak.lock()) s->abort(what, AbortKind::Timeout);
     raw->wait_until(Clock::time_point::max());  // the op fails promptly once aborted
