@@ -39,6 +39,9 @@ TEST(ShardPlan, PaddingAndOwnershipCoverEveryElementOnce) {
           EXPECT_EQ(plan.save_range(u).first, r * s.shard);
           for (const auto& p : plan.pieces_in(u, plan.save_range(u).first, plan.save_range(u).second))
             for (int64_t e = p.param_begin; e < p.param_end; ++e) owners[size_t(p.param)][size_t(e)]++;
+          const auto [pb, pe] = plan.param_range(u);
+          const auto held = stage == 3 ? std::pair(s.owned_begin, s.owned_end) : std::pair(int64_t(0), s.numel);
+          EXPECT_EQ(std::pair(pb, pe), held);
           if (stage == 0) EXPECT_EQ(plan.owned_numel(u), s.padded);
           else EXPECT_EQ(plan.owned_numel(u), s.shard);
         }

@@ -232,7 +232,9 @@ TEST(DataParallel, PersistentMemoryMatchesFormulas) {
       EXPECT_NEAR(double(tr.current(MemCategory::Optimizer)), double(want.optimizer), double(slack));
       EXPECT_EQ(tr.current(MemCategory::Gathered), 0);
       EXPECT_EQ(tr.current(MemCategory::Comm), 0);
-      if (stage == 3) EXPECT_GT(tr.peak(MemCategory::Gathered), 0);
+      if (stage == 3) {
+        EXPECT_GT(tr.peak(MemCategory::Gathered), 0);
+      }
     });
   }
 }

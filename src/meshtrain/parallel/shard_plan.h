@@ -47,6 +47,11 @@ class ShardPlan {
   std::vector<OwnedPiece> owned_pieces(int u) const;
   // Parameters' elements inside the flat unit range [begin, end).
   std::vector<OwnedPiece> pieces_in(int u, int64_t begin, int64_t end) const;
+  // The flat range of unit u whose parameter values this rank holds: the
+  // whole unit under stages 0-2, the owned shard under stage 3.
+  std::pair<int64_t, int64_t> param_range(int u) const {
+    return shards_params() ? std::pair{unit(u).owned_begin, unit(u).owned_end} : std::pair{int64_t(0), unit(u).numel};
+  }
   // The 1/R of unit u this rank writes to a checkpoint: its shard range
   // under every stage (stage 0 replicas split the writing).
   std::pair<int64_t, int64_t> save_range(int u) const {

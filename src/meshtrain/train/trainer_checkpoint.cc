@@ -126,8 +126,7 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
   // 2. Parameters: full units where this layout keeps them (stage 0-2), the
   // owned shard under stage 3; moments: the owned (optimizer) range.
   for (int u = 0; u < plan.num_units(); ++u) {
-    const auto& s = plan.unit(u);
-    const int64_t pb = plan.shards_params() ? s.owned_begin : 0, pe = plan.shards_params() ? s.owned_end : s.numel;
+    const auto [pb, pe] = plan.param_range(u);
     for (const auto& p : plan.pieces_in(u, pb, pe))
       reader.read_flat(spec.params[size_t(p.param)].name, p.param_begin, p.param_end,
                        engine.param_at(u, p.unit_offset), DType::F32);
@@ -172,8 +171,7 @@ void Trainer::init_from_safetensors(const std::string& path) {
   const auto& plan = engine.plan();
   const auto& spec = model_->params().spec();
   for (int u = 0; u < plan.num_units(); ++u) {
-    const auto& s = plan.unit(u);
-    const int64_t pb = plan.shards_params() ? s.owned_begin : 0, pe = plan.shards_params() ? s.owned_end : s.numel;
+    const auto [pb, pe] = plan.param_range(u);
     for (const auto& p : plan.pieces_in(u, pb, pe)) {
       const std::vector<float>& v = values.at(spec.params[size_t(p.param)].name);
       std::copy(v.begin() + p.param_begin, v.begin() + p.param_end, engine.param_at(u, p.unit_offset));
