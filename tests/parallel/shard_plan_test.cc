@@ -68,6 +68,6 @@ TEST(ParallelConfig, Validation) {
   c.zero_stage = 4;
   EXPECT_THROW(c.validate(), ConfigError);
   parallel::ParallelConfig d;
-  d.dp = 0;
+  d.dp = -1;  // 0 means "the world size" (mpirun)
   EXPECT_THROW(d.validate(), ConfigError);
 }

@@ -3,7 +3,7 @@
 
 #include "meshtrain/cli/commands.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/train/trainer.h"
+#include "meshtrain/train/run.h"
 
 namespace meshtrain::cli {
 

@@ -36,7 +36,9 @@ ParallelContext make_context(const LaunchOptions& o, const std::shared_ptr<Proce
   ctx.rank = world->rank();
   ctx.world_size = world->size();
   ctx.world = world;
-  ctx.mesh = Mesh::create(effective_mesh(o.mesh, world->size()), world);
+  const MeshShape shape = o.mesh_from_world ? o.mesh_from_world(world->size()) : effective_mesh(o.mesh, world->size());
+  shape.validate(world->size());
+  ctx.mesh = Mesh::create(shape, world);
   ctx.allocator = CachingAllocator::create();
   ctx.rng = CounterRng(o.seed);
   return ctx;

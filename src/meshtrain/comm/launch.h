@@ -21,6 +21,9 @@ struct LaunchOptions {
   Backend backend = Backend::Threads;
   int world_size = 1;        // threads only; MPI takes it from mpirun
   MeshShape mesh{};          // all ones: everything goes to dp
+  // Under MPI the world size is known only once started: when set, the
+  // mesh is computed from it (and may throw ConfigError on a mismatch).
+  std::function<MeshShape(int world_size)> mesh_from_world;
   GroupOptions group{};      // timeout, check mode
   uint64_t seed = 0;
 };

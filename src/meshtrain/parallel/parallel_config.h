@@ -10,7 +10,7 @@ namespace meshtrain::parallel {
 enum class GradReduce { Sum, Avg };
 
 struct ParallelConfig {
-  int dp = 1;
+  int dp = 1;  // 0: take it from the world size (mpirun)
   int zero_stage = 0;                // 0 (DDP), 1, 2, 3
   bool reshard_after_forward = true;  // stage 3: free gathered units after forward
   double bucket_mb = 4.0;            // stage 0 gradient bucket size

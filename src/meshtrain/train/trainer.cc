@@ -4,9 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "meshtrain/comm/launch.h"
 #include "meshtrain/core/threading.h"
-#include "meshtrain/data/stats.h"
 #include "meshtrain/optim/adamw.h"
 #include "meshtrain/train/data_setup.h"
 
@@ -156,91 +154,6 @@ EvalResult Trainer::evaluate() {
   r.targets = int64_t(sums[1]);
   r.loss = r.targets ? sums[0] / sums[1] : 0.0;
   return r;
-}
-
-void Trainer::run(std::FILE* console) {
-  const std::string resumed = resume_or_init();
-  if (console && !resumed.empty()) std::fprintf(console, "%s\n", resumed.c_str());
-  std::unique_ptr<MetricsWriter> writer;
-  if (console) {
-    std::filesystem::create_directories(cfg_.metrics.run_dir);
-    writer = std::make_unique<MetricsWriter>(
-        cfg_.metrics.jsonl.empty() ? std::string()
-                                   : (std::filesystem::path(cfg_.metrics.run_dir) / cfg_.metrics.jsonl).string());
-    const auto& spec = model_->params().spec();
-    std::fprintf(console, "model: %s | %.2fM parameters | %.1f MFLOP/token\n", cfg_.model.describe().c_str(),
-                 double(spec.total_params()) * 1e-6, flops_per_token_ * 1e-6);
-    std::fprintf(console,
-                 "precision: params f32, matmul inputs f32, accumulate f32, outputs f32, optimizer state f32\n"
-                 "layout: %s backend, dp=%d, zero_stage=%d, grad_reduce=%s | %d compute threads per rank | "
-                 "global window %lld rows x %lld (G=%lld, micro-batch %lld) | %s\n",
-                 cfg_.comm.backend.c_str(), dp_.size(), cfg_.parallel.zero_stage,
-                 parallel::to_string(cfg_.parallel.grad_reduce), compute_threads(),
-                 static_cast<long long>(cfg_.training.micro_batch * cfg_.training.grad_accum * dp_.size()),
-                 static_cast<long long>(cfg_.data.seq_len), static_cast<long long>(cfg_.training.grad_accum),
-                 static_cast<long long>(cfg_.training.micro_batch), cfg_.data.mode.c_str());
-    if (val_) {
-      const double h = data::unigram_entropy(*val_);
-      std::fprintf(console, "validation: %lld documents, %lld tokens | unigram entropy baseline %.4f nats/token\n",
-                   static_cast<long long>(val_->num_documents()), static_cast<long long>(val_->num_tokens()), h);
-      writer->write({{"event", "baseline"}, {"unigram_entropy", h}});
-    }
-    std::fflush(console);
-  }
-  const int64_t total = cfg_.training.steps;
-  const int64_t stop = cfg_.training.stop_at > 0 ? cfg_.training.stop_at : total;
-  if (console && step_ >= stop)
-    std::fprintf(console, "nothing to train: at step %lld of %lld\n", static_cast<long long>(step_),
-                 static_cast<long long>(stop));
-  while (step_ < stop) {
-    StepMetrics m = step();
-    const bool eval_now =
-        val_ && ((cfg_.training.eval_every > 0 && m.step % cfg_.training.eval_every == 0) || m.step == total);
-    EvalResult e;
-    if (eval_now) e = evaluate();
-    const int64_t every = cfg_.checkpoint.every;
-    const bool save_now = every > 0 && (m.step % every == 0 || m.step == stop);
-    if (save_now) save_checkpoint();
-    if (!console) continue;
-    if (save_now)
-      std::fprintf(console, "checkpoint step %lld -> %s%s\n", static_cast<long long>(m.step),
-                   cfg_.checkpoint.resolved_dir(cfg_.metrics.run_dir).c_str(),
-                   cfg_.checkpoint.async ? " (async)" : "");
-    writer->write(m.to_json());
-    if (m.step % cfg_.metrics.log_every == 0 || m.step == total || m.skipped)
-      std::fprintf(console, "%s\n", m.console_line(total).c_str());
-    if (eval_now) {
-      std::fprintf(console, "eval step %lld | val loss %.4f nats/token over %lld targets\n",
-                   static_cast<long long>(m.step), e.loss, static_cast<long long>(e.targets));
-      writer->write({{"event", "eval"}, {"step", m.step}, {"val_loss", e.loss}, {"targets", e.targets}});
-    }
-    std::fflush(console);
-  }
-  finish_checkpoints();
-}
-
-void train_main(const TrainConfig& cfg) {
-  comm::LaunchOptions o;
-  o.backend = comm::parse_backend(cfg.comm.backend);
-  o.world_size = cfg.parallel.dp;
-  o.mesh.dp = cfg.parallel.dp;
-  o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
-  o.group.check = cfg.comm.check;
-  o.seed = cfg.model.seed;
-  comm::launch(o, [&](comm::ParallelContext& ctx) {
-    // Under mpirun the world size comes from the launcher: dp defaults to it.
-    TrainConfig rank_cfg = cfg;
-    if (rank_cfg.parallel.dp == 1) rank_cfg.parallel.dp = ctx.mesh.shape().dp;
-    if (cfg.training.threads > 0) set_compute_threads(cfg.training.threads);
-    if (ctx.rank == 0) ensure_prepared(cfg.data);
-    ctx.world->barrier();
-    auto train = data::TokenDataset::open(cfg.data.path, "train");
-    std::optional<data::TokenDataset> val;
-    if (std::filesystem::exists(std::filesystem::path(cfg.data.path) / "val.bin"))
-      val = data::TokenDataset::open(cfg.data.path, "val");
-    Trainer t(rank_cfg, ctx, std::move(train), std::move(val));
-    t.run(ctx.rank == 0 ? stdout : nullptr);
-  });
 }
 
 }  // namespace meshtrain::train

@@ -46,8 +46,6 @@ class Trainer {
   // One update on this replica's rows of a window (G * micro_batch rows).
   StepMetrics step_on(const data::Batch& local_window);
   EvalResult evaluate();
-  // Runs cfg.training.steps updates; logs to `console` (null: silent).
-  void run(std::FILE* console);
 
   model::Transformer<float>& model() { return *model_; }
   parallel::DataParallel<float>& engine() { return *engine_; }
@@ -55,6 +53,10 @@ class Trainer {
   int64_t steps_done() const { return step_; }
   const TrainConfig& config() const { return cfg_; }
   const data::TokenDataset& train_data() const { return train_; }
+  const data::TokenDataset* validation_data() const { return val_ ? &*val_ : nullptr; }
+  const model::ModelSpec& model_spec() const { return model_->params().spec(); }
+  double flops_per_token() const { return flops_per_token_; }
+  int dp_size() const { return dp_.size(); }
   comm::ParallelContext& context() { return ctx_; }
   // ---- checkpoints (trainer_checkpoint.cc) ----
   // This rank's share of the state (parameters and Adam moments: 1/R of
@@ -95,9 +97,5 @@ class Trainer {
   std::unique_ptr<checkpoint::AsyncCheckpointer> async_ckpt_;
   int64_t consumed_rows_ = 0, consumed_tokens_ = 0;
 };
-
-// Opens cfg.data.path (rank 0 prepares it from cfg.data.sources first if
-// needed) and runs a training job on the configured backend and layout.
-void train_main(const TrainConfig& cfg);
 
 }  // namespace meshtrain::train

@@ -1,0 +1,127 @@
+#include "meshtrain/train/run.h"
+
+#include <filesystem>
+#include <memory>
+
+#include "meshtrain/comm/launch.h"
+#include "meshtrain/core/threading.h"
+#include "meshtrain/data/stats.h"
+#include "meshtrain/train/data_setup.h"
+
+namespace meshtrain::train {
+
+namespace {
+
+void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
+  const TrainConfig& cfg = t.config();
+  const auto& spec = t.model_spec();
+  std::fprintf(console, "model: %s | %.2fM parameters | %.1f MFLOP/token\n", cfg.model.describe().c_str(),
+               double(spec.total_params()) * 1e-6, t.flops_per_token() * 1e-6);
+  const int dp = t.dp_size();
+  std::fprintf(console,
+               "precision: params f32, matmul inputs f32, accumulate f32, outputs f32, optimizer state f32\n"
+               "layout: %s backend, dp=%d, zero_stage=%d, grad_reduce=%s | %d compute threads per rank | "
+               "global window %lld rows x %lld (G=%lld, micro-batch %lld) | %s\n",
+               cfg.comm.backend.c_str(), dp, cfg.parallel.zero_stage, parallel::to_string(cfg.parallel.grad_reduce),
+               compute_threads(), static_cast<long long>(cfg.training.micro_batch * cfg.training.grad_accum * dp),
+               static_cast<long long>(cfg.data.seq_len), static_cast<long long>(cfg.training.grad_accum),
+               static_cast<long long>(cfg.training.micro_batch), cfg.data.mode.c_str());
+  if (const data::TokenDataset* val = t.validation_data()) {
+    const double h = data::unigram_entropy(*val);
+    std::fprintf(console, "validation: %lld documents, %lld tokens | unigram entropy baseline %.4f nats/token\n",
+                 static_cast<long long>(val->num_documents()), static_cast<long long>(val->num_tokens()), h);
+    writer.write({{"event", "baseline"}, {"unigram_entropy", h}});
+  }
+}
+
+}  // namespace
+
+void run_training(Trainer& t, std::FILE* console) {
+  const TrainConfig& cfg = t.config();
+  const std::string resumed = t.resume_or_init();
+  if (console && !resumed.empty()) std::fprintf(console, "%s\n", resumed.c_str());
+  std::unique_ptr<MetricsWriter> writer;
+  if (console) {
+    std::filesystem::create_directories(cfg.metrics.run_dir);
+    writer = std::make_unique<MetricsWriter>(
+        cfg.metrics.jsonl.empty() ? std::string()
+                                  : (std::filesystem::path(cfg.metrics.run_dir) / cfg.metrics.jsonl).string());
+    print_header(t, console, *writer);
+    std::fflush(console);
+  }
+  const int64_t total = cfg.training.steps;
+  const int64_t stop = cfg.training.stop_at > 0 ? cfg.training.stop_at : total;
+  if (console && t.steps_done() >= stop)
+    std::fprintf(console, "nothing to train: at step %lld of %lld\n", static_cast<long long>(t.steps_done()),
+                 static_cast<long long>(stop));
+  while (t.steps_done() < stop) {
+    StepMetrics m = t.step();
+    const bool eval_now = t.validation_data() &&
+                          ((cfg.training.eval_every > 0 && m.step % cfg.training.eval_every == 0) || m.step == total);
+    EvalResult e;
+    if (eval_now) e = t.evaluate();
+    const int64_t every = cfg.checkpoint.every;
+    const bool save_now = every > 0 && (m.step % every == 0 || m.step == stop);
+    if (save_now) t.save_checkpoint();
+    if (!console) continue;
+    if (save_now)
+      std::fprintf(console, "checkpoint step %lld -> %s%s\n", static_cast<long long>(m.step),
+                   cfg.checkpoint.resolved_dir(cfg.metrics.run_dir).c_str(), cfg.checkpoint.async ? " (async)" : "");
+    writer->write(m.to_json());
+    if (m.step % cfg.metrics.log_every == 0 || m.step == total || m.skipped)
+      std::fprintf(console, "%s\n", m.console_line(total).c_str());
+    if (eval_now) {
+      std::fprintf(console, "eval step %lld | val loss %.4f nats/token over %lld targets\n",
+                   static_cast<long long>(m.step), e.loss, static_cast<long long>(e.targets));
+      writer->write({{"event", "eval"}, {"step", m.step}, {"val_loss", e.loss}, {"targets", e.targets}});
+    }
+    std::fflush(console);
+  }
+  t.finish_checkpoints();
+}
+
+comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
+  comm::MeshShape m;
+  m.dp = cfg.parallel.dp;
+  if (m.dp == 0) {
+    MT_REQUIRE(ConfigError, world_size % m.world_size() == 0 || m.world_size() == 0, "world size ", world_size,
+               " is not a multiple of the other axes");
+    m.dp = world_size;
+  }
+  MT_REQUIRE(ConfigError, m.world_size() == world_size, "the layout needs ", m.str(), " = ", m.world_size(),
+             " ranks but the world has ", world_size,
+             " (set parallel.dp to match, or parallel.dp = 0 to take dp from the world size)");
+  return m;
+}
+
+void train_main(const TrainConfig& cfg) {
+  comm::LaunchOptions o;
+  o.backend = comm::parse_backend(cfg.comm.backend);
+  o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
+  o.group.check = cfg.comm.check;
+  o.seed = cfg.model.seed;
+  if (o.backend == comm::Backend::Threads) {
+    MT_REQUIRE(ConfigError, cfg.parallel.dp >= 1,
+               "parallel.dp = 0 (take dp from the world size) needs the mpi backend; the threads backend starts "
+               "exactly the ranks the layout asks for");
+    o.mesh = mesh_for(cfg, cfg.parallel.dp);
+    o.world_size = o.mesh.world_size();
+  } else {
+    o.mesh_from_world = [&cfg](int world) { return mesh_for(cfg, world); };
+  }
+  comm::launch(o, [&](comm::ParallelContext& ctx) {
+    TrainConfig rank_cfg = cfg;
+    rank_cfg.parallel.dp = ctx.mesh.shape().dp;
+    if (cfg.training.threads > 0) set_compute_threads(cfg.training.threads);
+    if (ctx.rank == 0) ensure_prepared(cfg.data);
+    ctx.world->barrier();
+    auto train = data::TokenDataset::open(cfg.data.path, "train");
+    std::optional<data::TokenDataset> val;
+    if (std::filesystem::exists(std::filesystem::path(cfg.data.path) / "val.bin"))
+      val = data::TokenDataset::open(cfg.data.path, "val");
+    Trainer t(rank_cfg, ctx, std::move(train), std::move(val));
+    run_training(t, ctx.rank == 0 ? stdout : nullptr);
+  });
+}
+
+}  // namespace meshtrain::train
