@@ -26,6 +26,8 @@
 #include "meshtrain/model/presets.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/data_parallel.h"
+#include "meshtrain/parallel/executor.h"
+#include "meshtrain/parallel/schedule_gen.h"
 
 using namespace meshtrain;
 using Clock = std::chrono::steady_clock;
@@ -100,20 +102,27 @@ int main(int argc, char** argv) {
     // data-parallel engine over a group of size 1 (no communication).
     auto alloc = CachingAllocator::create();
     auto world = comm::ThreadWorld::create(1);
-    model::Transformer<float> m(cfg, alloc, model::ExecOptions{false, /*materialize_params=*/false});
+    const parallel::LayoutPlan plan(cfg, comm::MeshShape{}, 0, parallel::LayoutOptions{});
+    model::ExecOptions exec;
+    exec.materialize_params = false;
+    model::Transformer m(cfg, alloc, exec, plan.partition());
     optim::OptimizerConfig oc;
     oc.lr = 3e-4;
     oc.weight_decay = 0.1;
-    parallel::DataParallel<float> engine(m, *world->group(0), parallel::ParallelConfig{}, oc, alloc);
+    parallel::DataParallel engine(m, plan, *world->group(0), *world->group(0), parallel::ParallelConfig{}, oc, alloc);
+    parallel::StepExecutor executor(m, &engine, nullptr);
+    const parallel::Program program =
+        parallel::expand(parallel::one_f_one_b_schedule(1, 1), 0, plan.chunks(),
+                         [&](int s) { return m.segment_units(s); }, engine.param_policy());
     std::vector<double> times;
     int64_t os_allocs_after_warmup = 0;
     for (int s = 0; s < steps + 2; ++s) {
       if (s == 2) os_allocs_after_warmup = alloc->os_allocations();
       alloc->tracker().reset_peaks();
       const auto t0 = Clock::now();
-      engine.begin_window(1);
-      engine.begin_micro(0);
-      m.forward_backward(batch, float(engine.loss_coefficient(n)));
+      engine.begin_window();
+      executor.run(program, [&](int) { return batch; },
+                   model::ForwardMode{true, double(float(engine.loss_coefficient(n))), false});
       engine.finish_grads();
       const double norm = std::sqrt(engine.grad_sum_squares());
       engine.step(3e-4, optim::clip_coefficient(norm, 1.0));

@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 // Saves a model's parameters as a training checkpoint from 2 ranks (flat
 // halves), with the metadata the trainer writes.
-std::string save_model(const std::string& root, model::Transformer<float>& m) {
+std::string save_model(const std::string& root, model::Transformer& m) {
   std::string dir;
   comm::launch_threads(2, [&](comm::ParallelContext& ctx) {
     SaveRequest req;
@@ -45,7 +45,7 @@ std::string save_model(const std::string& root, model::Transformer<float>& m) {
   return dir;
 }
 
-void expect_same_params(model::ParameterStore<float>& a, model::ParameterStore<float>& b) {
+void expect_same_params(model::ParameterStore& a, model::ParameterStore& b) {
   ASSERT_EQ(a.size(), b.size());
   for (int i = 0; i < a.size(); ++i) {
     const auto& pa = a.get(i);
@@ -63,7 +63,7 @@ model::ModelConfig finalized(model::ModelConfig c) {
 void round_trip(const model::ModelConfig& cfg, const char* arch) {
   ScratchDir dir;
   const auto alloc = CachingAllocator::create();
-  model::Transformer<float> original(finalized(cfg), alloc);
+  model::Transformer original(finalized(cfg), alloc);
   const std::string ckpt = save_model((dir.path() / "run").string(), original);
 
   const auto reader = CheckpointReader::open(ckpt);
@@ -82,13 +82,13 @@ void round_trip(const model::ModelConfig& cfg, const char* arch) {
   EXPECT_TRUE(back.metadata().contains("imported"));
   const model::ModelConfig cfg2 = model_config_of(back);
   EXPECT_EQ(model_config_to_json(cfg2), model_config_to_json(original.config()));
-  model::Transformer<float> restored(cfg2, alloc);
+  model::Transformer restored(cfg2, alloc);
   restored.params().unit_values(0).zero_();
   load_model_weights(back, restored);
   expect_same_params(original.params(), restored.params());
 
   // Straight from the safetensors file too, with identical logits.
-  model::Transformer<float> from_file(model_config_of(file), alloc);
+  model::Transformer from_file(model_config_of(file), alloc);
   load_model_weights(file, from_file);
   expect_same_params(original.params(), from_file.params());
   const auto batch = testing::tiny_batch();
@@ -156,7 +156,7 @@ TEST(ModelConfigJson, RoundTripsAndRejectsUnknownKeys) {
 
 TEST(Generate, FixedSeedIsDeterministicAndTemperatureZeroIsGreedy) {
   const auto alloc = CachingAllocator::create();
-  model::Transformer<float> m(finalized(testing::tiny_llama()), alloc);
+  model::Transformer m(finalized(testing::tiny_llama()), alloc);
   const std::vector<int32_t> prompt = {1, 4, 7};
   GenerateOptions o;
   o.max_new_tokens = 12;  // runs past max_seq_len = 8: context is truncated

@@ -57,7 +57,7 @@ TEST(Safetensors, MalformedFilesAreRejectedWithTheRuleThatFailed) {
   expect_rejected(file_bytes(ok, 8, 4096), "exceeds the file");
   expect_rejected(file_bytes("{\"x\": \"\xff\xfe\"}", 0), "not valid UTF-8 JSON");
   expect_rejected(file_bytes("[1, 2]", 0), "not a JSON object");
-  expect_rejected(file_bytes(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", 4), "unsupported dtype");
+  expect_rejected(file_bytes(R"({"x":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", 2), "unsupported dtype");
   expect_rejected(file_bytes(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "shape/bytes mismatch");
   expect_rejected(file_bytes(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4), "out of bounds");
   expect_rejected(file_bytes(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"

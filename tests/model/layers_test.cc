@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "meshtrain/core/rng.h"
+#include "meshtrain/kernels/kernel_table.h"
 #include "meshtrain/model/attention_layer.h"
 #include "meshtrain/model/mlp_layer.h"
 #include "meshtrain/model/model_config.h"
@@ -17,6 +18,11 @@ using namespace meshtrain::testing;
 
 namespace {
 
+Tensor wrap(std::vector<double>& v, int64_t n, int64_t d) { return Tensor::wrap(v.data(), Shape{n, d}, DType::F64); }
+Tensor wrap(const std::vector<double>& v, int64_t n, int64_t d) {
+  return wrap(const_cast<std::vector<double>&>(v), n, d);
+}
+
 // Checks dL/dxn of L = sum(w * f(xn)) for a layer f, with w fixed weights.
 template <typename Fwd, typename Bwd>
 void check_input_gradient(int64_t n, int64_t d, Fwd fwd, Bwd bwd) {
@@ -28,60 +34,70 @@ void check_input_gradient(int64_t n, int64_t d, Fwd fwd, Bwd bwd) {
   }
   auto loss = [&](const std::vector<double>& xv) {
     std::vector<double> y(size_t(n * d), 0.0);
-    fwd(xv.data(), y.data());
+    fwd(wrap(xv, n, d), wrap(y, n, d));
     double l = 0;
     for (size_t i = 0; i < y.size(); ++i) l += w[i] * y[i];
     return l;
   };
   std::vector<double> dx(size_t(n * d));
-  bwd(x.data(), w.data(), dx.data());
+  bwd(wrap(x, n, d), wrap(w, n, d), wrap(dx, n, d));
   EXPECT_LT(max_rel_diff(dx, finite_difference(loss, x), 1e-3), 1e-6);
+}
+
+model::ModelConfig finalized(model::ModelConfig c) {
+  c.finalize();
+  return c;
 }
 
 }  // namespace
 
 TEST(Layers, SelfAttentionInputGradientAndResidual) {
-  const auto cfg = [] {
-    auto c = tiny_llama();
-    c.finalize();
-    return c;
-  }();
+  const auto cfg = finalized(tiny_llama());
   auto alloc = CachingAllocator::create();
-  model::ParameterStore<double> ps(model::build_model_spec(cfg), alloc);
+  const auto& k = kernels::kernels_for(Device::Cpu);
+  model::ParameterStore ps(model::build_model_spec(cfg), PrecisionPolicy::uniform(DType::F64), alloc);
   ps.initialize(cfg.seed);
   const auto rope = kernels::make_rope_table(cfg.max_seq_len, cfg.head_dim, cfg.rope_theta);
-  model::SelfAttention<double> attn(cfg, ps, "model.layers.0.self_attn", &rope);
+  model::SelfAttention attn(cfg, ps, "model.layers.0.self_attn", &rope);
   const OwnedBatch b = tiny_batch();
   const model::TokenBatch tb = b.view();
   const int64_t n = tb.n(), d = cfg.d_model;
   check_input_gradient(
-      n, d, [&](const double* x, double* y) { attn.forward(x, tb, y, alloc); },
-      [&](const double* x, const double* w, double* dx) {
+      n, d, [&](const Tensor& x, const Tensor& y) { attn.forward(k, x, tb, y, true, alloc); },
+      [&](const Tensor& x, const Tensor& w, const Tensor& dx) {
         std::vector<double> y(size_t(n * d), 0.0);
-        auto saved = attn.forward(x, tb, y.data(), alloc);
-        attn.backward(x, saved, tb, w, dx, alloc);
+        auto saved = attn.forward(k, x, tb, wrap(y, n, d), true, alloc);
+        model::WeightGrads wg;
+        attn.backward(k, x, saved, tb, w, false, dx, wg, alloc);
       });
-  // forward ADDS into y (the residual stream).
-  std::vector<double> x(size_t(n * d), 0.1), y0(size_t(n * d), 0.0), y1(size_t(n * d), 1.0);
-  attn.forward(x.data(), tb, y0.data(), alloc);
-  attn.forward(x.data(), tb, y1.data(), alloc);
-  for (size_t i = 0; i < y0.size(); ++i) EXPECT_NEAR(y1[i] - y0[i], 1.0, 1e-12);
+  // forward ADDS into y (the residual stream) when fused, and writes it
+  // otherwise: both give the same branch output.
+  std::vector<double> x(size_t(n * d), 0.1), y0(size_t(n * d), 0.0), y1(size_t(n * d), 1.0), y2(size_t(n * d), 7.0);
+  attn.forward(k, wrap(x, n, d), tb, wrap(y0, n, d), true, alloc);
+  attn.forward(k, wrap(x, n, d), tb, wrap(y1, n, d), true, alloc);
+  attn.forward(k, wrap(x, n, d), tb, wrap(y2, n, d), false, alloc);
+  for (size_t i = 0; i < y0.size(); ++i) {
+    EXPECT_NEAR(y1[i] - y0[i], 1.0, 1e-12);
+    EXPECT_NEAR(y2[i], y0[i], 1e-12);
+  }
 }
 
 TEST(Layers, MlpInputGradientSwiGluAndGelu) {
   for (auto c : {tiny_llama(), tiny_gpt2()}) {
     c.finalize();
     auto alloc = CachingAllocator::create();
-    model::ParameterStore<double> ps(model::build_model_spec(c), alloc);
+    const auto& k = kernels::kernels_for(Device::Cpu);
+    model::ParameterStore ps(model::build_model_spec(c), PrecisionPolicy::uniform(DType::F64), alloc);
     ps.initialize(c.seed);
-    model::Mlp<double> mlp(c, ps, "model.layers.1.mlp");
+    model::Mlp mlp(c, ps, "model.layers.1.mlp");
     const int64_t n = 5, d = c.d_model;
     check_input_gradient(
-        n, d, [&](const double* x, double* y) { mlp.forward(x, n, y, alloc); },
-        [&](const double* x, const double* w, double* dx) {
+        n, d, [&](const Tensor& x, const Tensor& y) { mlp.forward(k, x, y, true, alloc); },
+        [&](const Tensor& x, const Tensor& w, const Tensor& dx) {
           std::vector<double> y(size_t(n * d), 0.0);
-          auto saved = mlp.forward(x, n, y.data(), alloc);
-          mlp.backward(x, saved, n, w, dx, alloc);
+          auto saved = mlp.forward(k, x, wrap(y, n, d), true, alloc);
+          model::WeightGrads wg;
+          mlp.backward(k, x, saved, w, false, dx, wg, alloc);
         });
   }
 }

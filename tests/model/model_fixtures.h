@@ -32,6 +32,14 @@ inline model::ModelConfig tiny_gpt2() {
   return c;
 }
 
+// The whole model in f64 (finite-difference checks) or f32.
+inline model::ExecOptions exec_in(DType dtype, bool recompute = false) {
+  model::ExecOptions e;
+  e.recompute = recompute;
+  e.precision = PrecisionPolicy::uniform(dtype);
+  return e;
+}
+
 // Owns the arrays a TokenBatch points into.
 struct OwnedBatch {
   int64_t rows = 0, seq = 0;

@@ -17,7 +17,7 @@ namespace {
 // parameter element (the models are tiny), in f64.
 void gradient_check(const model::ModelConfig& cfg, bool recompute) {
   auto alloc = CachingAllocator::create();
-  model::Transformer<double> m(cfg, alloc, model::ExecOptions{recompute});
+  model::Transformer m(cfg, alloc, exec_in(DType::F64, recompute));
   const OwnedBatch b = tiny_batch();
   m.params().zero_grads();
   const auto ce = m.forward_backward(b.view(), 1.0);
@@ -57,19 +57,19 @@ TEST(Transformer, GradientCheckRecompute) { gradient_check(tiny_llama(), true); 
 
 TEST(Transformer, RecomputeIsBitwiseIdentical) {
   auto alloc = CachingAllocator::create();
-  model::Transformer<float> a(tiny_llama(), alloc, {false});
-  model::Transformer<float> b(tiny_llama(), alloc, {true});
+  model::Transformer a(tiny_llama(), alloc, exec_in(DType::F32, false));
+  model::Transformer b(tiny_llama(), alloc, exec_in(DType::F32, true));
   const OwnedBatch batch = tiny_batch();
   a.params().zero_grads();
   b.params().zero_grads();
-  EXPECT_EQ(a.forward_backward(batch.view(), 0.1f).loss_sum, b.forward_backward(batch.view(), 0.1f).loss_sum);
+  EXPECT_EQ(a.forward_backward(batch.view(), 0.1).loss_sum, b.forward_backward(batch.view(), 0.1).loss_sum);
   for (int u = 0; u < a.params().num_units(); ++u)
     EXPECT_EQ(to_vector<float>(a.params().unit_grads(u)), to_vector<float>(b.params().unit_grads(u)));
 }
 
 TEST(Transformer, LossIsSumAndCountUnderMask) {
   auto alloc = CachingAllocator::create();
-  model::Transformer<double> m(tiny_llama(), alloc);
+  model::Transformer m(tiny_llama(), alloc, exec_in(DType::F64));
   OwnedBatch b = tiny_batch();
   const auto full = m.forward_loss(b.view());
   EXPECT_EQ(full.count, 10);
@@ -92,7 +92,7 @@ TEST(Transformer, PackedDocumentsDoNotSeeEachOther) {
   // B packed in the same row (SPEC S1).
   auto alloc = CachingAllocator::create();
   for (const auto& cfg : {tiny_llama(), tiny_gpt2()}) {
-    model::Transformer<double> m(cfg, alloc);
+    model::Transformer m(cfg, alloc, exec_in(DType::F64));
     OwnedBatch b = tiny_batch();
     for (int i = 3; i < 6; ++i) b.targets[i] = -1;  // supervise only document A in row 0
     m.params().zero_grads();
@@ -144,9 +144,9 @@ TEST(ModelConfig, ImpossibleShapesAreRejected) {
 TEST(Parameters, InitIsAPureFunctionOfNameAndIndex) {
   // A shard initializing a sub-range gets exactly the full tensor's values.
   auto alloc = CachingAllocator::create();
-  model::Transformer<float> m(tiny_llama(), alloc);
+  model::Transformer m(tiny_llama(), alloc);
   const auto& p = m.params().find("model.layers.1.mlp.down_proj.weight");
   std::vector<float> part(20);
-  model::init_param_range<float>(*p.spec, tiny_llama().seed, 30, 20, part.data());
+  model::init_param_range(*p.spec, tiny_llama().seed, 30, Tensor::wrap(part.data(), Shape{20}, DType::F32));
   for (int i = 0; i < 20; ++i) EXPECT_EQ(part[i], p.value.data<float>()[30 + i]);
 }

@@ -17,12 +17,14 @@ TEST(AdamW, SlicesMatchScalarReference) {
   c.beta2 = 0.99;
   c.eps = 1e-8;
   c.weight_decay = 0.5;
-  // Two slices of one unit: [0, 2) decayed, [2, 4) not.
-  optim::AdamW<double> opt(c, {4}, {{p.data(), g.data(), 0, 0, 2, true}, {p.data() + 2, g.data() + 2, 0, 2, 2, false}},
-                           alloc);
+  // Two segments of one unit: [0, 2) decayed, [2, 4) not.
+  optim::AdamW opt(c, {4}, DType::F64, alloc);
+  const std::vector<optim::OptSegment> segments = {{0, 0, 2, true}, {0, 2, 2, false}};
+  const std::vector<Tensor> params = {Tensor::wrap(p.data(), Shape{4}, DType::F64)};
+  const std::vector<Tensor> grads = {Tensor::wrap(g.data(), Shape{4}, DType::F64)};
   std::vector<double> ref = {0.5, -0.25, 1.0, 2.0}, m(4, 0), v(4, 0);
   for (int step = 1; step <= 3; ++step) {
-    opt.step(c.lr, 0.5);  // grad_scale 0.5 (a clip coefficient)
+    opt.step(c.lr, 0.5, segments, params, grads);  // grad_scale 0.5 (a clip coefficient)
     for (int i = 0; i < 4; ++i) {
       const double gi = g[size_t(i)] * 0.5;
       m[i] = 0.9 * m[i] + 0.1 * gi;

@@ -8,7 +8,7 @@
 using namespace meshtrain;
 
 namespace {
-model::ModelSpec tiny_spec() {
+std::shared_ptr<const model::ModelSpec> tiny_spec() {
   model::ModelConfig c;
   c.vocab_size = 300;
   c.d_model = 24;
@@ -18,18 +18,19 @@ model::ModelSpec tiny_spec() {
   c.ffn_hidden = 40;
   c.max_seq_len = 16;
   c.finalize();
-  return model::build_model_spec(c);
+  return std::make_shared<const model::ModelSpec>(model::build_model_spec(c));
 }
 }  // namespace
 
 TEST(ShardPlan, PaddingAndOwnershipCoverEveryElementOnce) {
-  const auto spec = tiny_spec();
+  const auto spec_ptr = tiny_spec();
+  const model::ModelSpec& spec = *spec_ptr;
   for (int R : {1, 2, 3, 4}) {
     for (int stage : {0, 1, 2, 3}) {
       std::vector<std::vector<int>> owners(spec.params.size());
       for (size_t i = 0; i < spec.params.size(); ++i) owners[i].assign(size_t(spec.params[i].numel()), 0);
       for (int r = 0; r < R; ++r) {
-        parallel::ShardPlan plan(spec, R, r, stage);
+        parallel::ShardPlan plan(spec_ptr, R, r, stage);
         for (int u = 0; u < plan.num_units(); ++u) {
           const auto& s = plan.unit(u);
           EXPECT_EQ(s.padded % (int64_t(R) * parallel::kNormBlock), 0);

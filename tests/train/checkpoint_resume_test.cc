@@ -153,9 +153,9 @@ TEST(TrainerCheckpoint, BadCheckpointLeavesTheModelUntouched) {
   auto other = cfg;
   other.model.d_model = 32;
   with_trainers(other, ds, std::nullopt, [&](train::Trainer& t) {
-    std::vector<float> before = t.engine().gather_unit_params(1);
+    const std::vector<double> before = t.engine().gather_unit(1, false);
     EXPECT_THROW(t.restore(checkpoint::CheckpointReader::open(dir.string())), CheckpointError);
-    EXPECT_EQ(t.engine().gather_unit_params(1), before);
+    EXPECT_EQ(t.engine().gather_unit(1, false), before);
     EXPECT_EQ(t.steps_done(), 0);
   });
 }

@@ -13,9 +13,18 @@ TEST(Equivalence, ParsesLayouts) {
   EXPECT_EQ(l.zero_stage, 3);
   EXPECT_FALSE(l.reshard_after_forward);
   EXPECT_EQ(l.grad_reduce, parallel::GradReduce::Avg);
-  EXPECT_THROW(train::parse_layout("dp=2,tp=2"), ConfigError);
+  EXPECT_THROW(train::parse_layout("dp=2,xp=2"), ConfigError);
   EXPECT_THROW(train::parse_layout("zero=5"), ConfigError);
   EXPECT_THROW(train::parse_layout("dp=x"), ConfigError);
+  EXPECT_THROW(train::parse_layout("dp=2x"), ConfigError);
+  EXPECT_THROW(train::parse_layout("dp=2,ep=3"), ConfigError);  // ep is carved out of dp x cp
+  // Every axis of the mesh has a key; axes that do not train yet are
+  // refused by verify, not by the grammar (meshtrain plan takes them).
+  const auto all = train::parse_layout("pp=2,schedule=gpipe,v=1,dp=2,cp=1,tp=2,sp=on,ep=2,zero=1");
+  EXPECT_EQ(all.mesh().world_size(), 8);
+  EXPECT_TRUE(all.options().sequence_parallel);
+  EXPECT_THROW(all.check_runnable(), ConfigError);
+  EXPECT_NO_THROW(train::parse_layout("dp=4,zero=2").check_runnable());
 }
 
 TEST(Equivalence, LayoutsPassAndStrictToleranceFails) {

@@ -68,7 +68,9 @@ TEST(Trainer, MeanOfMeansIsADifferentObjective) {
   data::Batch window;
   loader.next_window(4, 0, 4, &window);
   auto alloc = CachingAllocator::create();
-  model::Transformer<double> m(cfg.model, alloc);
+  model::ExecOptions f64;
+  f64.precision = PrecisionPolicy::uniform(DType::F64);
+  model::Transformer m(cfg.model, alloc, f64);
   const int64_t seq = window.seq;
   auto rows = [&](int64_t first, int64_t n) {
     const int64_t off = first * seq;

@@ -11,33 +11,36 @@ namespace meshtrain::checkpoint {
 
 namespace {
 
-bool is_float(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16; }
+bool is_float(DType t) { return is_floating(t); }
 
 double load_float(const void* p, DType t, size_t i) {
   switch (t) {
     case DType::F32: return double(static_cast<const float*>(p)[i]);
     case DType::F64: return static_cast<const double*>(p)[i];
+    case DType::F16: return double(float(static_cast<const f16*>(p)[i]));
     default: return double(float(static_cast<const bf16*>(p)[i]));
   }
 }
 
-// A double rounded to bf16 once: first to float toward zero with a sticky
-// low bit (round to odd), then to nearest even. float keeps 16 more bits than
-// bf16, so this equals direct rounding (double -> float -> bf16 would round twice).
-bf16 bf16_from_double(double v) {
+// A double rounded to a 16-bit float once: first to float toward zero with
+// a sticky low bit (round to odd), then to nearest even. float keeps at least
+// 13 more bits than bf16 or f16, so this equals direct rounding (double ->
+// float -> 16 bits would round twice).
+float round_to_odd_float(double v) {
   float f = float(v);
   if (std::isfinite(f) && double(f) != v) {
     if (std::abs(double(f)) > std::abs(v)) f = std::nextafter(f, 0.0f);
     f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
   }
-  return bf16(f);
+  return f;
 }
 
 void store_float(void* p, DType t, size_t i, double v) {
   switch (t) {
     case DType::F32: static_cast<float*>(p)[i] = float(v); break;
     case DType::F64: static_cast<double*>(p)[i] = v; break;
-    default: static_cast<bf16*>(p)[i] = bf16_from_double(v); break;
+    case DType::F16: static_cast<f16*>(p)[i] = f16(round_to_odd_float(v)); break;
+    default: static_cast<bf16*>(p)[i] = bf16(round_to_odd_float(v)); break;
   }
 }
 

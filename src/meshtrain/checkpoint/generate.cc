@@ -32,7 +32,7 @@ int32_t sample_token(std::span<const float> logits, double temperature, int64_t 
   return ids[k - 1];
 }
 
-std::vector<int32_t> generate(model::Transformer<float>& model, const std::vector<int32_t>& prompt,
+std::vector<int32_t> generate(model::Transformer& model, const std::vector<int32_t>& prompt,
                               const GenerateOptions& options) {
   const auto& cfg = model.config();
   MT_REQUIRE(ConfigError, !prompt.empty(), "generate: empty prompt (start with BOS)");

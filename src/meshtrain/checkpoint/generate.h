@@ -1,4 +1,4 @@
-// Autoregressive sampling from a Transformer<float> (no KV cache: the
+// Autoregressive sampling from a Transformer (no KV cache: the
 // growing sequence, truncated to max_seq_len, is run each step). Sampling is
 // reproducible: the uniform draw for the token at sequence position p is
 // CounterRng(seed).uniform(stream "generate", p).
@@ -27,7 +27,7 @@ int32_t sample_token(std::span<const float> logits, double temperature, int64_t 
                      uint64_t position);
 
 // Returns only the new tokens (ending with stop_id when it was drawn).
-std::vector<int32_t> generate(model::Transformer<float>& model, const std::vector<int32_t>& prompt,
+std::vector<int32_t> generate(model::Transformer& model, const std::vector<int32_t>& prompt,
                               const GenerateOptions& options);
 
 }  // namespace meshtrain::checkpoint

@@ -147,9 +147,9 @@ void check_coverage(const TensorEntry& t, const std::string& source) {
 }  // namespace
 
 DType dtype_from_name(std::string_view name, const std::string& source) {
-  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::I32, DType::I64})
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I32, DType::I64})
     if (dtype_name(t) == name) return t;
-  fail(source, "unknown dtype '" + std::string(name) + "' (known: f32, f64, bf16, i32, i64)");
+  fail(source, "unknown dtype '" + std::string(name) + "' (known: f32, f64, bf16, f16, i32, i64)");
 }
 
 void check_relative_path(const std::string& path, const std::string& source) {

@@ -34,7 +34,7 @@ ParamValues read_param_values(const SafetensorsReader& file, const ModelConfig& 
   return from_hf_tensors(cfg, tensors);
 }
 
-ParamValues param_values(model::ParameterStore<float>& store) {
+ParamValues param_values(model::ParameterStore& store) {
   ParamValues out;
   for (int i = 0; i < store.size(); ++i) {
     const auto& p = store.get(i);
@@ -43,7 +43,7 @@ ParamValues param_values(model::ParameterStore<float>& store) {
   return out;
 }
 
-void set_param_values(model::ParameterStore<float>& store, const ParamValues& values) {
+void set_param_values(model::ParameterStore& store, const ParamValues& values) {
   for (int i = 0; i < store.size(); ++i) {
     const auto& p = store.get(i);
     auto it = values.find(p.spec->name);
@@ -58,7 +58,7 @@ void set_param_values(model::ParameterStore<float>& store, const ParamValues& va
   }
 }
 
-void load_parameters(const CheckpointReader& reader, model::ParameterStore<float>& store) {
+void load_parameters(const CheckpointReader& reader, model::ParameterStore& store) {
   // Check all shapes before the first copy, then read straight into the views.
   for (int i = 0; i < store.size(); ++i) {
     const auto& p = store.get(i);
@@ -69,15 +69,15 @@ void load_parameters(const CheckpointReader& reader, model::ParameterStore<float
   }
   for (int i = 0; i < store.size(); ++i) {
     const auto& p = store.get(i);
-    reader.read_all(p.spec->name, p.value.data<float>(), DType::F32);
+    reader.read_all(p.spec->name, p.value.raw(), p.value.dtype());
   }
 }
 
-void load_model_weights(const CheckpointReader& reader, model::Transformer<float>& model) {
+void load_model_weights(const CheckpointReader& reader, model::Transformer& model) {
   load_parameters(reader, model.params());
 }
 
-void load_model_weights(const SafetensorsReader& file, model::Transformer<float>& model) {
+void load_model_weights(const SafetensorsReader& file, model::Transformer& model) {
   set_param_values(model.params(), read_param_values(file, model.config()));
 }
 

@@ -16,16 +16,16 @@ namespace meshtrain::checkpoint {
 // Every parameter of `store`, full tensors, converted to f32 (any float
 // dtype in the checkpoint). Shapes are checked first; CheckpointError names
 // the tensor.
-void load_parameters(const CheckpointReader& reader, model::ParameterStore<float>& store);
-void load_model_weights(const CheckpointReader& reader, model::Transformer<float>& model);
+void load_parameters(const CheckpointReader& reader, model::ParameterStore& store);
+void load_model_weights(const CheckpointReader& reader, model::Transformer& model);
 // From a Llama- or GPT-2-named safetensors file (hf_format.h mapping).
-void load_model_weights(const SafetensorsReader& file, model::Transformer<float>& model);
+void load_model_weights(const SafetensorsReader& file, model::Transformer& model);
 
 // All parameters of `cfg` as f32 values keyed by ParamSpec name.
 ParamValues read_param_values(const CheckpointReader& reader, const model::ModelConfig& cfg);
 ParamValues read_param_values(const SafetensorsReader& file, const model::ModelConfig& cfg);
-ParamValues param_values(model::ParameterStore<float>& store);
-void set_param_values(model::ParameterStore<float>& store, const ParamValues& values);
+ParamValues param_values(model::ParameterStore& store);
+void set_param_values(model::ParameterStore& store, const ParamValues& values);
 
 // The model config a checkpoint or safetensors file describes: checkpoint
 // metadata "model_config"; for safetensors, config.json beside the file

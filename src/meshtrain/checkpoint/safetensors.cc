@@ -25,12 +25,12 @@ using nlohmann::json;
   throw CheckpointError("safetensors file " + source + ": " + what);
 }
 
-constexpr DType kAllowed[] = {DType::F32, DType::BF16, DType::F64, DType::I32, DType::I64};
+constexpr DType kAllowed[] = {DType::F32, DType::BF16, DType::F16, DType::F64, DType::I32, DType::I64};
 
 DType parse_st_dtype(const std::string& s, const std::string& source, const std::string& name) {
   for (DType t : kAllowed)
     if (safetensors_dtype_name(t) == s) return t;
-  fail(source, "tensor '" + name + "' has unsupported dtype '" + s + "' (allowed: F32, BF16, F64, I32, I64)");
+  fail(source, "tensor '" + name + "' has unsupported dtype '" + s + "' (allowed: F32, BF16, F16, F64, I32, I64)");
 }
 
 uint64_t read_le64(const unsigned char* p) {
@@ -51,6 +51,7 @@ std::string_view safetensors_dtype_name(DType t) {
   switch (t) {
     case DType::F32: return "F32";
     case DType::BF16: return "BF16";
+    case DType::F16: return "F16";
     case DType::F64: return "F64";
     case DType::I32: return "I32";
     case DType::I64: return "I64";

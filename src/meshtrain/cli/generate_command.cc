@@ -64,19 +64,19 @@ int cmd_generate(const Args& args) {
   if (opts.max_new_tokens < 0) usage_error("--tokens must be >= 0");
   if (opts.temperature < 0) usage_error("--temperature must be >= 0");
 
-  std::unique_ptr<model::Transformer<float>> model;
+  std::unique_ptr<model::Transformer> model;
   std::unique_ptr<data::Tokenizer> tok;
   const auto alloc = CachingAllocator::create();
   if (std::filesystem::is_regular_file(from)) {
     const auto file = ck::SafetensorsReader::open(from);
-    model = std::make_unique<model::Transformer<float>>(ck::model_config_of(file), alloc);
+    model = std::make_unique<model::Transformer>(ck::model_config_of(file), alloc);
     ck::load_model_weights(file, *model);
     auto it = file.metadata().find("meshtrain.tokenizer");
     const nlohmann::json desc = it != file.metadata().end() ? nlohmann::json::parse(it->second) : nlohmann::json();
     tok = tokenizer_from(desc.is_null() ? nullptr : &desc);
   } else {
     const auto reader = ck::CheckpointReader::open(from);
-    model = std::make_unique<model::Transformer<float>>(ck::model_config_of(reader), alloc);
+    model = std::make_unique<model::Transformer>(ck::model_config_of(reader), alloc);
     ck::load_model_weights(reader, *model);
     const auto& meta = reader.metadata();
     tok = tokenizer_from(meta.contains(ck::kMetaTokenizer) ? &meta[ck::kMetaTokenizer] : nullptr);

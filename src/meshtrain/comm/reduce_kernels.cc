@@ -47,11 +47,14 @@ void store_fence(bool stream) {
 
 template <typename T> struct Acc { using type = T; };
 template <> struct Acc<bf16> { using type = float; };
+template <> struct Acc<f16> { using type = float; };  // 16-bit types accumulate in f32
 
 template <typename T, typename A>
 inline A load(const T* p, size_t i) {
   if constexpr (std::is_same_v<T, bf16>) {
     return std::bit_cast<float>(uint32_t(reinterpret_cast<const uint16_t*>(p)[i]) << 16);
+  } else if constexpr (std::is_same_v<T, f16>) {
+    return f16::to_float(reinterpret_cast<const uint16_t*>(p)[i]);
   } else {
     return p[i];
   }
@@ -87,6 +90,9 @@ void reduce_tiles(const void* const* srcs, int nsrc, void* const* dsts, int ndst
     if constexpr (std::is_same_v<T, bf16>) {
       f32_to_bf16(acc, reinterpret_cast<uint16_t*>(out), m);
       tile = out;
+    } else if constexpr (std::is_same_v<T, f16>) {
+      for (size_t i = 0; i < m; ++i) out[i].bits = f16::from_float(acc[i]);
+      tile = out;
     }
     for (int d = 0; d < ndst; ++d) store(static_cast<T*>(dsts[d]) + base, tile, m * sizeof(T), stream);
   }
@@ -104,6 +110,7 @@ void reduce_to_many(const void* const* srcs, int nsrc, void* const* dsts, int nd
     case DType::F32: return reduce_tiles<float>(srcs, nsrc, dsts, ndst, n, op, stream);
     case DType::F64: return reduce_tiles<double>(srcs, nsrc, dsts, ndst, n, op, stream);
     case DType::BF16: return reduce_tiles<bf16>(srcs, nsrc, dsts, ndst, n, op, stream);
+    case DType::F16: return reduce_tiles<f16>(srcs, nsrc, dsts, ndst, n, op, stream);
     case DType::I32: return reduce_tiles<int32_t>(srcs, nsrc, dsts, ndst, n, op, stream);
     case DType::I64: return reduce_tiles<int64_t>(srcs, nsrc, dsts, ndst, n, op, stream);
   }
@@ -129,6 +136,16 @@ void f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = bf16::from_float(src[i]);
 }
 
+void half_to_f32(DType dtype, const uint16_t* src, float* dst, size_t n) {
+  if (dtype == DType::BF16) return bf16_to_f32(src, dst, n);
+  for (size_t i = 0; i < n; ++i) dst[i] = f16::to_float(src[i]);
+}
+
+void f32_to_half(DType dtype, const float* src, uint16_t* dst, size_t n) {
+  if (dtype == DType::BF16) return f32_to_bf16(src, dst, n);
+  for (size_t i = 0; i < n; ++i) dst[i] = f16::from_float(src[i]);
+}
+
 template <typename T>
 static void divide_typed(T* p, size_t n, int d) {
   for (size_t i = 0; i < n; ++i) p[i] = T(p[i] / T(d));
@@ -144,6 +161,11 @@ void divide_in_place(void* buf, size_t n, DType dtype, int divisor) {
       auto* p = static_cast<uint16_t*>(buf);
       for (size_t i = 0; i < n; ++i)
         p[i] = bf16::from_float(std::bit_cast<float>(uint32_t(p[i]) << 16) / float(divisor));
+      return;
+    }
+    case DType::F16: {
+      auto* p = static_cast<uint16_t*>(buf);
+      for (size_t i = 0; i < n; ++i) p[i] = f16::from_float(f16::to_float(p[i]) / float(divisor));
       return;
     }
   }

@@ -27,6 +27,11 @@ void copy_to_many(const void* src, void* const* dsts, int ndst, size_t bytes, in
 inline constexpr size_t kStreamBytes = size_t(4) << 20;
 
 // Helpers for backends that reduce in another type (MPI + bf16).
+// 16-bit floats (bf16, f16) widened to f32 and rounded back (nearest even):
+// the reductions of both run in f32.
+void half_to_f32(DType dtype, const uint16_t* src, float* dst, size_t n);
+void f32_to_half(DType dtype, const float* src, uint16_t* dst, size_t n);
+inline bool is_half(DType t) { return t == DType::BF16 || t == DType::F16; }
 void bf16_to_f32(const uint16_t* src, float* dst, size_t n);
 void f32_to_bf16(const float* src, uint16_t* dst, size_t n);
 // buf[i] /= divisor (Avg after a Sum), in the buffer's own dtype.

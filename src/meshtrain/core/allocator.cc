@@ -7,6 +7,28 @@
 
 namespace meshtrain {
 
+namespace {
+
+void* host_allocate(size_t bytes) { return std::aligned_alloc(64, bytes); }
+void host_release(void* p) { std::free(p); }
+
+std::mutex registry_mu;
+DeviceMemory registry[2] = {{host_allocate, host_release}, {}};
+
+}  // namespace
+
+void register_device_memory(Device device, DeviceMemory memory) {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  registry[int(device)] = memory;
+}
+
+CachingAllocator::CachingAllocator(Device device) : device_(device) {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  memory_ = registry[int(device)];
+  MT_REQUIRE(ConfigError, memory_.allocate && memory_.release, "no memory backend for device ", device_name(device),
+             " in this build");
+}
+
 CachingAllocator::~CachingAllocator() { empty_cache(); }
 
 size_t CachingAllocator::rounded_size(size_t bytes) {
@@ -33,8 +55,8 @@ void* CachingAllocator::allocate(size_t bytes, MemCategory category) {
     tracker_.set_cached(cached_bytes_);
   }
   if (!p) {
-    p = std::aligned_alloc(64, sz);
-    if (!p) MT_THROW(Error, "out of host memory allocating ", format_bytes(int64_t(sz)), " for ",
+    p = memory_.allocate(sz);
+    if (!p) MT_THROW(Error, "out of ", device_name(device_), " memory allocating ", format_bytes(int64_t(sz)), " for ",
                      mem_category_name(category), " (in use: ", format_bytes(tracker_.total_current()), ")");
     ++os_allocations_;
   }
@@ -54,7 +76,7 @@ void CachingAllocator::deallocate(void* p, size_t bytes, MemCategory category) {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [sz, p] : free_) std::free(p);
+  for (auto& [sz, p] : free_) memory_.release(p);
   free_.clear();
   cached_bytes_ = 0;
   tracker_.set_cached(0);

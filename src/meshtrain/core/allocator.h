@@ -10,13 +10,26 @@
 #include <memory>
 #include <mutex>
 
+#include "meshtrain/core/device.h"
 #include "meshtrain/core/memory_tracker.h"
 
 namespace meshtrain {
 
+// How a device hands out and takes back raw memory. The host's is built in;
+// another device's backend registers its own (the allocator above it, its
+// caching and its accounting stay the same).
+struct DeviceMemory {
+  void* (*allocate)(size_t bytes) = nullptr;  // 64-byte aligned, or nullptr when out of memory
+  void (*release)(void* p) = nullptr;
+};
+void register_device_memory(Device device, DeviceMemory memory);
+
 class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
  public:
-  static std::shared_ptr<CachingAllocator> create() { return std::shared_ptr<CachingAllocator>(new CachingAllocator()); }
+  static std::shared_ptr<CachingAllocator> create(Device device = Device::Cpu) {
+    return std::shared_ptr<CachingAllocator>(new CachingAllocator(device));
+  }
+  Device device() const { return device_; }
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
@@ -34,7 +47,9 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
   static size_t rounded_size(size_t bytes);
 
  private:
-  CachingAllocator() = default;
+  explicit CachingAllocator(Device device);
+  Device device_;
+  DeviceMemory memory_;
   std::mutex mu_;
   std::multimap<size_t, void*> free_;  // rounded size -> block
   int64_t cached_bytes_ = 0;

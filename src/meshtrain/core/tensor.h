@@ -26,6 +26,7 @@ class Storage {
   void* data() const { return ptr_; }
   size_t bytes() const { return bytes_; }
   MemCategory category() const { return cat_; }
+  Device device() const { return alloc_ ? alloc_->device() : Device::Cpu; }
 
  private:
   std::shared_ptr<CachingAllocator> alloc_;
@@ -42,7 +43,7 @@ class Tensor {
                       MemCategory cat);
   static Tensor zeros(const Shape& shape, DType dtype, const std::shared_ptr<CachingAllocator>& alloc,
                       MemCategory cat);
-  // Wraps caller-owned memory; the caller keeps it alive.
+  // Wraps caller-owned host memory; the caller keeps it alive.
   static Tensor wrap(void* data, const Shape& shape, DType dtype);
 
   bool defined() const { return storage_ != nullptr; }
@@ -53,6 +54,8 @@ class Tensor {
   int64_t numel() const { return shape_.numel(); }
   size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
   MemCategory category() const { return storage_ ? storage_->category() : MemCategory::Other; }
+  // Where the memory lives (wrapped external memory is host memory).
+  Device device() const { return storage_ ? storage_->device() : Device::Cpu; }
 
   void* raw() const { return static_cast<char*>(storage_->data()) + offset_; }
   template <typename T> T* data() const {

@@ -6,69 +6,70 @@
 
 namespace meshtrain::model {
 
-template <typename T>
-SelfAttention<T>::SelfAttention(const ModelConfig& cfg, ParameterStore<T>& params, const std::string& prefix,
-                                const kernels::RopeTable* rope)
-    : cfg_(cfg),
+SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
+                             const kernels::RopeTable* rope)
+    : head_dim_(cfg.head_dim),
       q_proj_(bind_linear(params, prefix + ".q_proj", cfg.bias)),
       k_proj_(bind_linear(params, prefix + ".k_proj", cfg.bias)),
       v_proj_(bind_linear(params, prefix + ".v_proj", cfg.bias)),
       o_proj_(bind_linear(params, prefix + ".o_proj", cfg.bias)),
+      q_heads_(q_proj_.out / cfg.head_dim),
+      kv_heads_(k_proj_.out / cfg.head_dim),
       rope_(rope) {}
 
-template <typename T>
-kernels::AttentionShape SelfAttention<T>::shape(const TokenBatch& b) const {
-  return {b.rows, b.seq, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim};
+kernels::AttentionShape SelfAttention::shape(const TokenBatch& b) const {
+  return {b.rows, b.seq, q_heads_, kv_heads_, head_dim_};
 }
 
-template <typename T>
-typename SelfAttention<T>::Saved SelfAttention<T>::forward(const T* xn, const TokenBatch& b, T* y,
-                                                           const std::shared_ptr<CachingAllocator>& alloc) const {
+double SelfAttention::scale() const { return 1.0 / std::sqrt(double(head_dim_)); }
+
+SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const Tensor& xn, const TokenBatch& b,
+                                            const Tensor& y, bool accumulate_y,
+                                            const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = b.n();
+  const DType dt = xn.dtype();
   Saved s;
-  s.q = activation<T>(alloc, {n, cfg_.q_dim()});
-  s.k = activation<T>(alloc, {n, cfg_.kv_dim()});
-  s.v = activation<T>(alloc, {n, cfg_.kv_dim()});
-  q_proj_.forward(xn, n, s.q.template data<T>());
-  k_proj_.forward(xn, n, s.k.template data<T>());
-  v_proj_.forward(xn, n, s.v.template data<T>());
+  s.q = activation(alloc, dt, {n, q_proj_.out});
+  s.k = activation(alloc, dt, {n, k_proj_.out});
+  s.v = activation(alloc, dt, {n, v_proj_.out});
+  q_proj_.forward(k, xn, s.q);
+  k_proj_.forward(k, xn, s.k);
+  v_proj_.forward(k, xn, s.v);
   if (rope_) {
-    kernels::rope_apply<T>(s.q.template data<T>(), b.positions, n, cfg_.n_heads, cfg_.head_dim, *rope_, false);
-    kernels::rope_apply<T>(s.k.template data<T>(), b.positions, n, cfg_.n_kv_heads, cfg_.head_dim, *rope_, false);
+    k.rope(s.q, b.positions, q_heads_, head_dim_, *rope_, false);
+    k.rope(s.k, b.positions, kv_heads_, head_dim_, *rope_, false);
   }
-  s.out = activation<T>(alloc, {n, cfg_.q_dim()});
-  s.lse = activation<T>(alloc, {b.rows, cfg_.n_heads, b.seq});
-  const T scale = T(1.0 / std::sqrt(double(cfg_.head_dim)));
-  kernels::attention_forward<T>(shape(b), s.q.template data<T>(), s.k.template data<T>(), s.v.template data<T>(),
-                                b.segments, scale, s.out.template data<T>(), s.lse.template data<T>());
-  o_proj_.forward(s.out.template data<T>(), n, y, /*accumulate_y=*/true);
+  s.out = activation(alloc, dt, {n, q_proj_.out});
+  s.lse = activation(alloc, dt, {b.rows, q_heads_, b.seq});
+  k.attention_forward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse);
+  o_proj_.forward(k, s.out, y, accumulate_y);
   return s;
 }
 
-template <typename T>
-void SelfAttention<T>::backward(const T* xn, const Saved& s, const TokenBatch& b, const T* dy, T* dxn,
-                                const std::shared_ptr<CachingAllocator>& alloc) const {
+void SelfAttention::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const TokenBatch& b,
+                             const Tensor& dy, bool dy_changes, const Tensor& dxn, WeightGrads& wg,
+                             const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = b.n();
-  Tensor dout = activation<T>(alloc, {n, cfg_.q_dim()}, MemCategory::Workspace);
-  o_proj_.backward(s.out.template data<T>(), dy, n, dout.template data<T>(), false);
-  Tensor dq = activation<T>(alloc, {n, cfg_.q_dim()}, MemCategory::Workspace);
-  Tensor dk = activation<T>(alloc, {n, cfg_.kv_dim()}, MemCategory::Workspace);
-  Tensor dv = activation<T>(alloc, {n, cfg_.kv_dim()}, MemCategory::Workspace);
-  const T scale = T(1.0 / std::sqrt(double(cfg_.head_dim)));
-  kernels::attention_backward<T>(shape(b), s.q.template data<T>(), s.k.template data<T>(), s.v.template data<T>(),
-                                 b.segments, scale, s.out.template data<T>(), s.lse.template data<T>(),
-                                 dout.template data<T>(), dq.template data<T>(), dk.template data<T>(),
-                                 dv.template data<T>());
+  const DType dt = xn.dtype();
+  wg.linear(k, o_proj_, s.out, dy, dy_changes);
+  Tensor dout = activation(alloc, dt, {n, q_proj_.out}, MemCategory::Workspace);
+  o_proj_.backward_input(k, dy, dout, false);
+  // Deferred weight grads keep dq, dk, dv: they are activations then.
+  const MemCategory grads_cat = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
+  Tensor dq = activation(alloc, dt, {n, q_proj_.out}, grads_cat);
+  Tensor dk = activation(alloc, dt, {n, k_proj_.out}, grads_cat);
+  Tensor dv = activation(alloc, dt, {n, v_proj_.out}, grads_cat);
+  k.attention_backward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse, dout, dq, dk, dv);
   if (rope_) {
-    kernels::rope_apply<T>(dq.template data<T>(), b.positions, n, cfg_.n_heads, cfg_.head_dim, *rope_, true);
-    kernels::rope_apply<T>(dk.template data<T>(), b.positions, n, cfg_.n_kv_heads, cfg_.head_dim, *rope_, true);
+    k.rope(dq, b.positions, q_heads_, head_dim_, *rope_, true);
+    k.rope(dk, b.positions, kv_heads_, head_dim_, *rope_, true);
   }
-  q_proj_.backward(xn, dq.template data<T>(), n, dxn, false);
-  k_proj_.backward(xn, dk.template data<T>(), n, dxn, true);
-  v_proj_.backward(xn, dv.template data<T>(), n, dxn, true);
+  wg.linear(k, q_proj_, xn, dq, false);
+  q_proj_.backward_input(k, dq, dxn, false);
+  wg.linear(k, k_proj_, xn, dk, false);
+  k_proj_.backward_input(k, dk, dxn, true);
+  wg.linear(k, v_proj_, xn, dv, false);
+  v_proj_.backward_input(k, dv, dxn, true);
 }
-
-template class SelfAttention<float>;
-template class SelfAttention<double>;
 
 }  // namespace meshtrain::model

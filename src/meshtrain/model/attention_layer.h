@@ -1,37 +1,44 @@
-// Self-attention: q/k/v projections, RoPE, blockwise causal attention over
-// packed documents (GQA), output projection.
+// Self-attention: q/k/v projections (column-parallel: this rank's heads),
+// RoPE, blockwise causal attention over packed documents (GQA), output
+// projection (row-parallel). Head counts come from the local weights.
 #pragma once
 
 #include <memory>
 
-#include "meshtrain/kernels/cpu/attention.h"
 #include "meshtrain/kernels/cpu/rope.h"
 #include "meshtrain/model/layers.h"
 #include "meshtrain/model/token_batch.h"
 
 namespace meshtrain::model {
 
-template <typename T>
 class SelfAttention {
  public:
   struct Saved {
-    Tensor q, k, v;  // after RoPE: [n, Hq*D], [n, Hkv*D], [n, Hkv*D]
+    Tensor q, k, v;  // after RoPE: [n, Hq*D], [n, Hkv*D], [n, Hkv*D] (local heads)
     Tensor out;      // attention output before o_proj [n, Hq*D]
     Tensor lse;      // [rows, Hq, seq]
   };
 
-  SelfAttention(const ModelConfig& cfg, ParameterStore<T>& params, const std::string& prefix,
+  SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
                 const kernels::RopeTable* rope);
-  // y += attention(xn) (residual add fused into o_proj).
-  Saved forward(const T* xn, const TokenBatch& b, T* y, const std::shared_ptr<CachingAllocator>& alloc) const;
-  // dxn = d attention / d xn . dy (overwrites); parameter grads accumulate.
-  void backward(const T* xn, const Saved& s, const TokenBatch& b, const T* dy, T* dxn,
+  // y += o_proj(attention(xn)) when accumulate_y (the fused residual add),
+  // else y = o_proj(attention(xn)) (a partial sum under tensor parallelism).
+  Saved forward(const kernels::KernelTable& k, const Tensor& xn, const TokenBatch& b, const Tensor& y,
+                bool accumulate_y, const std::shared_ptr<CachingAllocator>& alloc) const;
+  // B: dxn = d attention / d xn . dy (overwrites); weight grads go to `wg`.
+  // dy_changes: the caller overwrites dy before deferred weight grads run.
+  void backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const TokenBatch& b,
+                const Tensor& dy, bool dy_changes, const Tensor& dxn, WeightGrads& wg,
                 const std::shared_ptr<CachingAllocator>& alloc) const;
+  int64_t q_heads() const { return q_heads_; }
+  int64_t kv_heads() const { return kv_heads_; }
 
  private:
   kernels::AttentionShape shape(const TokenBatch& b) const;
-  const ModelConfig& cfg_;
-  Linear<T> q_proj_, k_proj_, v_proj_, o_proj_;
+  double scale() const;
+  int64_t head_dim_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  int64_t q_heads_, kv_heads_;
   const kernels::RopeTable* rope_;
 };
 

@@ -8,37 +8,50 @@ namespace {
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer); }
 }  // namespace
 
-template <typename T>
-Block<T>::Block(const ModelConfig& cfg, ParameterStore<T>& params, int64_t layer, const kernels::RopeTable* rope)
+Block::Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, const kernels::RopeTable* rope,
+             comm::ProcessGroup* tp, bool fuse_residual)
     : cfg_(cfg),
       norm1_(bind_norm(params, cfg, layer_prefix(layer) + ".input_layernorm")),
       norm2_(bind_norm(params, cfg, layer_prefix(layer) + ".post_attention_layernorm")),
       attn_(cfg, params, layer_prefix(layer) + ".self_attn", rope),
-      mlp_(cfg, params, layer_prefix(layer) + ".mlp") {}
+      mlp_(cfg, params, layer_prefix(layer) + ".mlp"),
+      tp_(tp && tp->size() > 1 ? tp : nullptr),
+      fuse_(fuse_residual && tp_ == nullptr) {}
 
-template <typename T>
-Tensor Block<T>::forward(const Tensor& x, const TokenBatch& b, bool recompute, Saved* saved,
-                         const std::shared_ptr<CachingAllocator>& alloc) const {
+void Block::sum_over_tp(const Tensor& t) const {
+  if (tp_) tp_->all_reduce(t);
+}
+
+Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const TokenBatch& b, bool recompute,
+                      Saved* saved, const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = b.n(), d = cfg_.d_model;
-  const bool layer_norm = cfg_.norm == NormKind::LayerNorm;
+  const DType dt = x.dtype();
   Saved s;
   s.x = x;
-  s.xn1 = activation<T>(alloc, {n, d});
-  s.rstd1 = activation<T>(alloc, {n});
-  if (layer_norm) s.mean1 = activation<T>(alloc, {n});
-  norm1_.forward(x.template data<T>(), n, s.xn1.template data<T>(), layer_norm ? s.mean1.template data<T>() : nullptr,
-                 s.rstd1.template data<T>());
-  s.h = activation<T>(alloc, {n, d});
-  s.h.copy_from(x);
-  s.attn = attn_.forward(s.xn1.template data<T>(), b, s.h.template data<T>(), alloc);
-  s.xn2 = activation<T>(alloc, {n, d});
-  s.rstd2 = activation<T>(alloc, {n});
-  if (layer_norm) s.mean2 = activation<T>(alloc, {n});
-  norm2_.forward(s.h.template data<T>(), n, s.xn2.template data<T>(), layer_norm ? s.mean2.template data<T>() : nullptr,
-                 s.rstd2.template data<T>());
-  Tensor y = activation<T>(alloc, {n, d});
-  y.copy_from(s.h);
-  s.mlp = mlp_.forward(s.xn2.template data<T>(), n, y.template data<T>(), alloc);
+  s.xn1 = activation(alloc, dt, {n, d});
+  s.stats1 = norm1_.forward(k, x, s.xn1, alloc);
+  s.h = activation(alloc, dt, {n, d});
+  k.copy(s.h, x);
+  if (fuse_) {
+    s.attn = attn_.forward(k, s.xn1, b, s.h, /*accumulate_y=*/true, alloc);
+  } else {
+    Tensor part = activation(alloc, dt, {n, d}, MemCategory::Workspace);
+    s.attn = attn_.forward(k, s.xn1, b, part, /*accumulate_y=*/false, alloc);
+    sum_over_tp(part);  // (29.12): partial sums meet before the residual
+    k.add(s.h, part);
+  }
+  s.xn2 = activation(alloc, dt, {n, d});
+  s.stats2 = norm2_.forward(k, s.h, s.xn2, alloc);
+  Tensor y = activation(alloc, dt, {n, d});
+  k.copy(y, s.h);
+  if (fuse_) {
+    s.mlp = mlp_.forward(k, s.xn2, y, /*accumulate_y=*/true, alloc);
+  } else {
+    Tensor part = activation(alloc, dt, {n, d}, MemCategory::Workspace);
+    s.mlp = mlp_.forward(k, s.xn2, part, /*accumulate_y=*/false, alloc);
+    sum_over_tp(part);
+    k.add(y, part);
+  }
   s.full = true;
   if (recompute) {
     s = Saved{};
@@ -48,22 +61,20 @@ Tensor Block<T>::forward(const Tensor& x, const TokenBatch& b, bool recompute, S
   return y;
 }
 
-template <typename T>
-void Block<T>::backward(Saved& saved, const TokenBatch& b, Tensor& dres,
-                        const std::shared_ptr<CachingAllocator>& alloc) const {
-  if (!saved.full) forward(saved.x, b, /*recompute=*/false, &saved, alloc);  // replay (S3)
+void Block::backward(const kernels::KernelTable& k, Saved& saved, const TokenBatch& b, Tensor& dres,
+                     WeightGrads& wg, const std::shared_ptr<CachingAllocator>& alloc) const {
+  if (!saved.full) forward(k, saved.x, b, /*recompute=*/false, &saved, alloc);  // replay (S3)
   const Saved& s = saved;
   const int64_t n = b.n(), d = cfg_.d_model;
-  Tensor dxn = activation<T>(alloc, {n, d}, MemCategory::Workspace);
-  mlp_.backward(s.xn2.template data<T>(), s.mlp, n, dres.template data<T>(), dxn.template data<T>(), alloc);
-  norm2_.backward(s.h.template data<T>(), s.mean2.defined() ? s.mean2.template data<T>() : nullptr,
-                  s.rstd2.template data<T>(), dxn.template data<T>(), n, dres.template data<T>());
-  attn_.backward(s.xn1.template data<T>(), s.attn, b, dres.template data<T>(), dxn.template data<T>(), alloc);
-  norm1_.backward(s.x.template data<T>(), s.mean1.defined() ? s.mean1.template data<T>() : nullptr,
-                  s.rstd1.template data<T>(), dxn.template data<T>(), n, dres.template data<T>());
+  Tensor dxn = activation(alloc, dres.dtype(), {n, d}, MemCategory::Workspace);
+  // dres is updated in place by the norm backward below: deferred weight
+  // grads of the output projections keep a copy of it.
+  mlp_.backward(k, s.xn2, s.mlp, dres, /*dy_changes=*/true, dxn, wg, alloc);
+  sum_over_tp(dxn);  // column-parallel input gradients are partial (S6)
+  norm2_.backward(k, s.h, s.stats2, dxn, dres);
+  attn_.backward(k, s.xn1, s.attn, b, dres, /*dy_changes=*/true, dxn, wg, alloc);
+  sum_over_tp(dxn);
+  norm1_.backward(k, s.x, s.stats1, dxn, dres);
 }
-
-template class Block<float>;
-template class Block<double>;
 
 }  // namespace meshtrain::model

@@ -1,63 +1,64 @@
 #include "meshtrain/model/layers.h"
 
-#include "meshtrain/kernels/cpu/gemm.h"
-#include "meshtrain/kernels/cpu/norm.h"
-
 namespace meshtrain::model {
 
-template <typename T>
-void Linear<T>::forward(const T* x, int64_t n, T* y, bool accumulate_y) const {
-  kernels::gemm<T>(false, true, n, out, in, T(1), x, weight->value.template data<T>(), accumulate_y ? T(1) : T(0), y);
-  if (bias) {
-    const T* b = bias->value.template data<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      T* row = y + i * out;
-#pragma omp simd
-      for (int64_t j = 0; j < out; ++j) row[j] += b[j];
-    }
-  }
+void Linear::forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y, bool accumulate_y) const {
+  k.gemm(false, true, 1.0, x, weight->value, accumulate_y ? 1.0 : 0.0, y);
+  if (bias) k.add_row_bias(y, bias->value);
 }
 
-template <typename T>
-void Linear<T>::backward(const T* x, const T* dy, int64_t n, T* dx, bool accumulate_dx) const {
-  kernels::gemm<T>(true, false, out, in, n, T(1), dy, x, T(1), weight->grad.template data<T>());
-  if (bias) {
-    T* db = bias->grad.template data<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      const T* row = dy + i * out;
-#pragma omp simd
-      for (int64_t j = 0; j < out; ++j) db[j] += row[j];
-    }
-  }
-  if (dx)
-    kernels::gemm<T>(false, false, n, in, out, T(1), dy, weight->value.template data<T>(),
-                     accumulate_dx ? T(1) : T(0), dx);
+void Linear::backward_input(const kernels::KernelTable& k, const Tensor& dy, const Tensor& dx,
+                            bool accumulate_dx) const {
+  k.gemm(false, false, 1.0, dy, weight->value, accumulate_dx ? 1.0 : 0.0, dx);
 }
 
-template <typename T>
-void Norm<T>::forward(const T* x, int64_t n, T* y, T* mean, T* rstd) const {
-  const T* w = weight->value.template data<T>();
-  if (kind == NormKind::RMSNorm) {
-    kernels::rmsnorm_forward<T>(x, w, n, d, eps, y, rstd);
-  } else {
-    kernels::layernorm_forward<T>(x, w, bias->value.template data<T>(), n, d, eps, y, mean, rstd);
-  }
+void Linear::backward_weight(const kernels::KernelTable& k, const Tensor& x, const Tensor& dy) const {
+  k.gemm(true, false, 1.0, dy, x, 1.0, weight->grad);
+  if (bias) k.bias_grad(bias->grad, dy);
 }
 
-template <typename T>
-void Norm<T>::backward(const T* x, const T* mean, const T* rstd, const T* dy, int64_t n, T* dx) const {
-  const T* w = weight->value.template data<T>();
-  T* dw = weight->grad.template data<T>();
-  if (kind == NormKind::RMSNorm) {
-    kernels::rmsnorm_backward<T>(x, w, rstd, dy, n, d, dx, dw);
-  } else {
-    kernels::layernorm_backward<T>(x, w, mean, rstd, dy, n, d, dx, dw, bias->grad.template data<T>());
-  }
+Norm::Stats Norm::forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y,
+                          const std::shared_ptr<CachingAllocator>& alloc) const {
+  const int64_t n = x.numel() / d;
+  Stats s;
+  s.rstd = Tensor::empty(Shape{n}, x.dtype(), alloc, MemCategory::Activations);
+  if (kind == NormKind::LayerNorm) s.mean = Tensor::empty(Shape{n}, x.dtype(), alloc, MemCategory::Activations);
+  k.norm_forward(x, weight->value, bias ? bias->value : Tensor(), eps, y, s.mean, s.rstd);
+  return s;
 }
 
-template struct Linear<float>;
-template struct Linear<double>;
-template struct Norm<float>;
-template struct Norm<double>;
+void Norm::backward(const kernels::KernelTable& k, const Tensor& x, const Stats& s, const Tensor& dy,
+                    const Tensor& dx) const {
+  k.norm_backward(x, weight->value, s.mean, s.rstd, dy, dx, weight->grad, bias ? bias->grad : Tensor());
+}
+
+Tensor WeightGrads::keep(const kernels::KernelTable& k, const Tensor& t, bool changes) const {
+  if (!changes) return t;
+  Tensor copy = Tensor::empty(t.shape(), t.dtype(), alloc_, MemCategory::Activations);
+  k.copy(copy, t);
+  return copy;
+}
+
+void WeightGrads::linear(const kernels::KernelTable& k, const Linear& l, const Tensor& x, const Tensor& dy,
+                         bool dy_changes) {
+  if (!defer_) return l.backward_weight(k, x, dy);
+  jobs_.push_back({&l, nullptr, nullptr, x, keep(k, dy, dy_changes)});
+}
+
+void WeightGrads::embedding(const kernels::KernelTable& k, const Parameter& table, const int32_t* ids,
+                            const Tensor& dout, bool dout_changes) {
+  if (!defer_) return k.embedding_backward(ids, dout, table.grad);
+  jobs_.push_back({nullptr, &table, ids, Tensor(), keep(k, dout, dout_changes)});
+}
+
+void WeightGrads::run(const kernels::KernelTable& k) {
+  for (Job& j : jobs_) {
+    if (j.linear)
+      j.linear->backward_weight(k, j.x, j.dy);
+    else
+      k.embedding_backward(j.ids, j.dy, j.table->grad);
+  }
+  jobs_.clear();
+}
 
 }  // namespace meshtrain::model

@@ -1,39 +1,80 @@
-// Building blocks with explicit forward/backward: Linear and Norm. Backward
-// ACCUMULATES into parameter gradients. Arrays are row-major [n, features].
+// Building blocks with explicit forward/backward: Linear and Norm, over the
+// kernel table of the tensors' device. Backward is split into the input
+// gradient (B) and the weight gradient (W, WeightGrads) so zero-bubble
+// pipeline schedules can run W later; both ACCUMULATE into parameter
+// gradients. Activations are [n, features] tensors.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
+#include "meshtrain/kernels/kernel_table.h"
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/model/parameters.h"
 
 namespace meshtrain::model {
 
-template <typename T>
 struct Linear {
-  Parameter* weight = nullptr;  // [out, in]
+  Parameter* weight = nullptr;  // [out, in] (local)
   Parameter* bias = nullptr;    // [out] or null
   int64_t in = 0, out = 0;
 
-  // y[n, out] = x[n, in] W^T + b, or y += ... when accumulate_y (fuses the
-  // residual add into the GEMM instead of a separate pass).
-  void forward(const T* x, int64_t n, T* y, bool accumulate_y = false) const;
-  // dW += dy^T x, db += colsum(dy); dx = dy W (dx += dy W when accumulate_dx).
-  void backward(const T* x, const T* dy, int64_t n, T* dx, bool accumulate_dx) const;
+  // y = x W^T + b, or y += x W^T + b when accumulate_y (fuses the residual
+  // add into the GEMM instead of a separate pass).
+  void forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y, bool accumulate_y = false) const;
+  // B: dx = dy W (dx += dy W when accumulate_dx).
+  void backward_input(const kernels::KernelTable& k, const Tensor& dy, const Tensor& dx, bool accumulate_dx) const;
+  // W: dW += dy^T x, db += colsum(dy).
+  void backward_weight(const kernels::KernelTable& k, const Tensor& x, const Tensor& dy) const;
 };
 
-template <typename T>
 struct Norm {
   NormKind kind = NormKind::RMSNorm;
   Parameter* weight = nullptr;  // [d]
   Parameter* bias = nullptr;    // [d], LayerNorm only
   int64_t d = 0;
-  T eps = T(1e-5);
+  double eps = 1e-5;
 
-  // mean is unused (may be null) for RMSNorm.
-  void forward(const T* x, int64_t n, T* y, T* mean, T* rstd) const;
-  // dx += d(norm)/dx . dy (residual-stream accumulate), dw/db accumulate.
-  void backward(const T* x, const T* mean, const T* rstd, const T* dy, int64_t n, T* dx) const;
+  struct Stats {
+    Tensor mean, rstd;  // [n]; mean only for LayerNorm
+  };
+  Stats forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y,
+                const std::shared_ptr<CachingAllocator>& alloc) const;
+  // dx += dnorm/dx . dy (the residual stream's gradient is already there);
+  // the weight (and bias) gradients accumulate in the same pass: they are
+  // cheap and their per-micro-batch order is kept by the input-gradient order.
+  void backward(const kernels::KernelTable& k, const Tensor& x, const Stats& s, const Tensor& dy,
+                const Tensor& dx) const;
+};
+
+// Weight gradients of one segment for one micro-batch: run at once (fused
+// backward) or queued and run by backward_weight (B/W split). Each job keeps
+// the tensors it reads alive; `dy_changes` says the caller overwrites dy
+// before the job runs, so a deferred job keeps a copy.
+class WeightGrads {
+ public:
+  WeightGrads() = default;
+  WeightGrads(bool defer, std::shared_ptr<CachingAllocator> alloc) : defer_(defer), alloc_(std::move(alloc)) {}
+  bool deferred() const { return defer_; }
+  void linear(const kernels::KernelTable& k, const Linear& l, const Tensor& x, const Tensor& dy, bool dy_changes);
+  // dtable[ids[i]] += dout[i]
+  void embedding(const kernels::KernelTable& k, const Parameter& table, const int32_t* ids, const Tensor& dout,
+                 bool dout_changes);
+  void run(const kernels::KernelTable& k);  // the queued jobs, in order
+  bool empty() const { return jobs_.empty(); }
+
+ private:
+  struct Job {
+    const Linear* linear = nullptr;
+    const Parameter* table = nullptr;
+    const int32_t* ids = nullptr;
+    Tensor x, dy;
+  };
+  Tensor keep(const kernels::KernelTable& k, const Tensor& t, bool changes) const;
+  bool defer_ = false;
+  std::shared_ptr<CachingAllocator> alloc_;
+  std::vector<Job> jobs_;
 };
 
 }  // namespace meshtrain::model

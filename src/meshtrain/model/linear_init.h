@@ -1,4 +1,5 @@
-// Binds a Linear to its parameters by HF name prefix.
+// Binds a Linear or a Norm to its (local) parameters by HF name prefix: the
+// layer's sizes come from the rank-local spec.
 #pragma once
 
 #include <string>
@@ -7,9 +8,8 @@
 
 namespace meshtrain::model {
 
-template <typename T>
-Linear<T> bind_linear(ParameterStore<T>& params, const std::string& prefix, bool bias) {
-  Linear<T> l;
+inline Linear bind_linear(ParameterStore& params, const std::string& prefix, bool bias) {
+  Linear l;
   l.weight = &params.find(prefix + ".weight");
   l.bias = bias ? &params.find(prefix + ".bias") : nullptr;
   l.out = l.weight->spec->shape[0];
@@ -17,14 +17,13 @@ Linear<T> bind_linear(ParameterStore<T>& params, const std::string& prefix, bool
   return l;
 }
 
-template <typename T>
-Norm<T> bind_norm(ParameterStore<T>& params, const ModelConfig& cfg, const std::string& prefix) {
-  Norm<T> n;
+inline Norm bind_norm(ParameterStore& params, const ModelConfig& cfg, const std::string& prefix) {
+  Norm n;
   n.kind = cfg.norm;
   n.weight = &params.find(prefix + ".weight");
   n.bias = cfg.norm == NormKind::LayerNorm ? &params.find(prefix + ".bias") : nullptr;
   n.d = cfg.d_model;
-  n.eps = T(cfg.norm_eps);
+  n.eps = cfg.norm_eps;
   return n;
 }
 

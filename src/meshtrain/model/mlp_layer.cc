@@ -1,13 +1,12 @@
 #include "meshtrain/model/mlp_layer.h"
 
-#include "meshtrain/kernels/cpu/activation.h"
 #include "meshtrain/model/linear_init.h"
 
 namespace meshtrain::model {
 
-template <typename T>
-Mlp<T>::Mlp(const ModelConfig& cfg, ParameterStore<T>& params, const std::string& prefix) : cfg_(cfg) {
-  if (cfg.mlp == MlpKind::SwiGLU) {
+Mlp::Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix)
+    : swiglu_(cfg.mlp == MlpKind::SwiGLU) {
+  if (swiglu_) {
     in_a_ = bind_linear(params, prefix + ".gate_proj", cfg.bias);
     in_b_ = bind_linear(params, prefix + ".up_proj", cfg.bias);
     out_ = bind_linear(params, prefix + ".down_proj", cfg.bias);
@@ -17,45 +16,48 @@ Mlp<T>::Mlp(const ModelConfig& cfg, ParameterStore<T>& params, const std::string
   }
 }
 
-template <typename T>
-typename Mlp<T>::Saved Mlp<T>::forward(const T* xn, int64_t n, T* y,
-                                       const std::shared_ptr<CachingAllocator>& alloc) const {
-  const int64_t h = cfg_.ffn_hidden;
+Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const Tensor& y, bool accumulate_y,
+                        const std::shared_ptr<CachingAllocator>& alloc) const {
+  const int64_t n = xn.dim(0), h = in_a_.out;
+  const DType dt = xn.dtype();
   Saved s;
-  s.a = activation<T>(alloc, {n, h});
-  s.act = activation<T>(alloc, {n, h});
-  in_a_.forward(xn, n, s.a.template data<T>());
-  if (cfg_.mlp == MlpKind::SwiGLU) {
-    s.b = activation<T>(alloc, {n, h});
-    in_b_.forward(xn, n, s.b.template data<T>());
-    kernels::swiglu_forward<T>(s.a.template data<T>(), s.b.template data<T>(), n * h, s.act.template data<T>());
+  s.a = activation(alloc, dt, {n, h});
+  s.act = activation(alloc, dt, {n, h});
+  in_a_.forward(k, xn, s.a);
+  if (swiglu_) {
+    s.b = activation(alloc, dt, {n, h});
+    in_b_.forward(k, xn, s.b);
+    k.swiglu_forward(s.a, s.b, s.act);
   } else {
-    kernels::gelu_forward<T>(s.a.template data<T>(), n * h, s.act.template data<T>());
+    k.gelu_forward(s.a, s.act);
   }
-  out_.forward(s.act.template data<T>(), n, y, /*accumulate_y=*/true);
+  out_.forward(k, s.act, y, accumulate_y);
   return s;
 }
 
-template <typename T>
-void Mlp<T>::backward(const T* xn, const Saved& s, int64_t n, const T* dy, T* dxn,
-                      const std::shared_ptr<CachingAllocator>& alloc) const {
-  const int64_t h = cfg_.ffn_hidden;
-  Tensor dact = activation<T>(alloc, {n, h}, MemCategory::Workspace);
-  out_.backward(s.act.template data<T>(), dy, n, dact.template data<T>(), false);
-  Tensor da = activation<T>(alloc, {n, h}, MemCategory::Workspace);
-  if (cfg_.mlp == MlpKind::SwiGLU) {
-    Tensor db = activation<T>(alloc, {n, h}, MemCategory::Workspace);
-    kernels::swiglu_backward<T>(s.a.template data<T>(), s.b.template data<T>(), dact.template data<T>(), n * h,
-                                da.template data<T>(), db.template data<T>());
-    in_a_.backward(xn, da.template data<T>(), n, dxn, false);
-    in_b_.backward(xn, db.template data<T>(), n, dxn, true);
+void Mlp::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const Tensor& dy,
+                   bool dy_changes, const Tensor& dxn, WeightGrads& wg,
+                   const std::shared_ptr<CachingAllocator>& alloc) const {
+  const int64_t n = xn.dim(0), h = in_a_.out;
+  const DType dt = xn.dtype();
+  wg.linear(k, out_, s.act, dy, dy_changes);
+  Tensor dact = activation(alloc, dt, {n, h}, MemCategory::Workspace);
+  out_.backward_input(k, dy, dact, false);
+  // Deferred weight grads keep da, db: they are activations then.
+  const MemCategory grads_cat = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
+  Tensor da = activation(alloc, dt, {n, h}, grads_cat);
+  if (swiglu_) {
+    Tensor db = activation(alloc, dt, {n, h}, grads_cat);
+    k.swiglu_backward(s.a, s.b, dact, da, db);
+    wg.linear(k, in_a_, xn, da, false);
+    in_a_.backward_input(k, da, dxn, false);
+    wg.linear(k, in_b_, xn, db, false);
+    in_b_.backward_input(k, db, dxn, true);
   } else {
-    kernels::gelu_backward<T>(s.a.template data<T>(), dact.template data<T>(), n * h, da.template data<T>());
-    in_a_.backward(xn, da.template data<T>(), n, dxn, false);
+    k.gelu_backward(s.a, dact, da);
+    wg.linear(k, in_a_, xn, da, false);
+    in_a_.backward_input(k, da, dxn, false);
   }
 }
-
-template class Mlp<float>;
-template class Mlp<double>;
 
 }  // namespace meshtrain::model

@@ -1,4 +1,6 @@
 // Feed-forward: SwiGLU (gate/up/down, Llama) or GELU (fc_in/fc_out, GPT-2).
+// Gate and up are column-parallel on the same hidden indices, so the product
+// is local; the output projection is row-parallel (S6).
 #pragma once
 
 #include <memory>
@@ -8,7 +10,6 @@
 
 namespace meshtrain::model {
 
-template <typename T>
 class Mlp {
  public:
   struct Saved {
@@ -16,16 +17,17 @@ class Mlp {
     Tensor act;   // input of the output projection [n, hidden]
   };
 
-  Mlp(const ModelConfig& cfg, ParameterStore<T>& params, const std::string& prefix);
-  // y += mlp(xn) (residual add fused into the output projection).
-  Saved forward(const T* xn, int64_t n, T* y, const std::shared_ptr<CachingAllocator>& alloc) const;
-  // dxn = d mlp / d xn . dy (overwrites); parameter grads accumulate.
-  void backward(const T* xn, const Saved& s, int64_t n, const T* dy, T* dxn,
+  Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix);
+  // y += mlp(xn) when accumulate_y (the fused residual add), else y = mlp(xn).
+  Saved forward(const kernels::KernelTable& k, const Tensor& xn, const Tensor& y, bool accumulate_y,
                 const std::shared_ptr<CachingAllocator>& alloc) const;
+  // B: dxn = d mlp / d xn . dy (overwrites); weight grads go to `wg`.
+  void backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const Tensor& dy, bool dy_changes,
+                const Tensor& dxn, WeightGrads& wg, const std::shared_ptr<CachingAllocator>& alloc) const;
 
  private:
-  const ModelConfig& cfg_;
-  Linear<T> in_a_, in_b_, out_;  // SwiGLU: gate, up, down. GELU: fc_in, -, fc_out
+  bool swiglu_;
+  Linear in_a_, in_b_, out_;  // SwiGLU: gate, up, down. GELU: fc_in, -, fc_out
 };
 
 }  // namespace meshtrain::model

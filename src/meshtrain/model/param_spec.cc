@@ -11,22 +11,39 @@ namespace {
 class SpecBuilder {
  public:
   explicit SpecBuilder(ModelSpec& spec) : spec_(spec) {}
-  void begin_unit(std::string name) { spec_.units.push_back({std::move(name), 0, {}}); }
-  void add(std::string name, Shape shape, InitKind init, double std, bool decay) {
+  void begin_unit(std::string name) { spec_.units.push_back({std::move(name), 0, {}, true}); }
+  void add(std::string name, Shape shape, Placement tp, InitKind init, double std, bool decay) {
     ParamUnit& u = spec_.units.back();
-    ParamSpec p{std::move(name), shape, init, std, decay, int(spec_.units.size()) - 1, u.numel};
+    ParamSpec p;
+    p.name = std::move(name);
+    p.shape = p.global_shape = shape;
+    p.global_offset.assign(size_t(shape.rank()), 0);
+    p.tp = tp;
+    p.init = init;
+    p.init_std = std;
+    p.weight_decay = decay;
+    p.unit = int(spec_.units.size()) - 1;
+    p.unit_offset = u.numel;
+    p.global_index = int(spec_.params.size());
     u.numel += p.numel();
     u.params.push_back(int(spec_.params.size()));
     spec_.params.push_back(std::move(p));
   }
-  // Linear layer weight [out, in] (+ bias [out]).
-  void linear(const std::string& prefix, int64_t out, int64_t in, double std, bool bias) {
-    add(prefix + ".weight", Shape{out, in}, InitKind::Normal, std, true);
-    if (bias) add(prefix + ".bias", Shape{out}, InitKind::Zeros, 0, false);
+  // Linear weight [out, in] (+ bias [out]). Column-parallel layers split
+  // `out` (the bias with it); row-parallel ones split `in` and add their
+  // bias once, after the reduction (29.11)-(29.12).
+  void column(const std::string& prefix, int64_t out, int64_t in, double std, bool bias, int64_t granule = 1,
+              int max_pieces = 0) {
+    add(prefix + ".weight", Shape{out, in}, Placement::shard(0, granule, max_pieces), InitKind::Normal, std, true);
+    if (bias) add(prefix + ".bias", Shape{out}, Placement::shard(0, granule, max_pieces), InitKind::Zeros, 0, false);
+  }
+  void row(const std::string& prefix, int64_t out, int64_t in, double std, bool bias, int64_t granule = 1) {
+    add(prefix + ".weight", Shape{out, in}, Placement::shard(1, granule), InitKind::Normal, std, true);
+    if (bias) add(prefix + ".bias", Shape{out}, Placement::replicate(), InitKind::Zeros, 0, false);
   }
   void norm(const std::string& prefix, int64_t d, bool with_bias) {
-    add(prefix + ".weight", Shape{d}, InitKind::Ones, 0, false);
-    if (with_bias) add(prefix + ".bias", Shape{d}, InitKind::Zeros, 0, false);
+    add(prefix + ".weight", Shape{d}, Placement::replicate(), InitKind::Ones, 0, false);
+    if (with_bias) add(prefix + ".bias", Shape{d}, Placement::replicate(), InitKind::Zeros, 0, false);
   }
 
  private:
@@ -34,6 +51,19 @@ class SpecBuilder {
 };
 
 }  // namespace
+
+int64_t ParamSpec::global_flat(int64_t i) const {
+  if (!is_split()) return i;
+  int64_t flat = 0, rest = i, stride = 1;
+  // Row-major: peel local coordinates from the last dim.
+  for (int d = shape.rank() - 1; d >= 0; --d) {
+    const int64_t c = rest % shape[d];
+    rest /= shape[d];
+    flat += (c + global_offset[size_t(d)]) * stride;
+    stride *= global_shape[d];
+  }
+  return flat;
+}
 
 int64_t ModelSpec::total_params() const {
   int64_t n = 0;
@@ -52,9 +82,14 @@ int64_t ModelSpec::matmul_params(const ModelConfig& cfg) const {
   return n;
 }
 
-const ParamSpec& ModelSpec::find(const std::string& name) const {
+const ParamSpec* ModelSpec::find_or_null(const std::string& name) const {
   for (const auto& p : params)
-    if (p.name == name) return p;
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const ParamSpec& ModelSpec::find(const std::string& name) const {
+  if (const ParamSpec* p = find_or_null(name)) return *p;
   MT_THROW(InternalError, "no parameter named '", name, "'");
 }
 
@@ -66,36 +101,86 @@ ModelSpec build_model_spec(const ModelConfig& cfg) {
   // stream's variance does not grow with depth (GPT-2 init).
   const double out_std = std / std::sqrt(2.0 * double(cfg.n_layers));
   const bool layer_norm = cfg.norm == NormKind::LayerNorm;
+  const int64_t hd = cfg.head_dim;
 
   b.begin_unit("embed");
-  b.add("model.embed_tokens.weight", Shape{cfg.vocab_size, cfg.d_model}, InitKind::Normal, std, true);
+  // Vocabulary-parallel: each tensor-parallel rank holds a slice of the rows.
+  b.add("model.embed_tokens.weight", Shape{cfg.vocab_size, cfg.d_model}, Placement::shard(0), InitKind::Normal, std,
+        true);
   if (cfg.positions == PositionKind::Learned)
-    b.add("model.embed_positions.weight", Shape{cfg.max_seq_len, cfg.d_model}, InitKind::Normal, std, true);
+    b.add("model.embed_positions.weight", Shape{cfg.max_seq_len, cfg.d_model}, Placement::replicate(),
+          InitKind::Normal, std, true);
 
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l);
     b.begin_unit("layers." + std::to_string(l));
     b.norm(p + ".input_layernorm", cfg.d_model, layer_norm);
-    b.linear(p + ".self_attn.q_proj", cfg.q_dim(), cfg.d_model, std, cfg.bias);
-    b.linear(p + ".self_attn.k_proj", cfg.kv_dim(), cfg.d_model, std, cfg.bias);
-    b.linear(p + ".self_attn.v_proj", cfg.kv_dim(), cfg.d_model, std, cfg.bias);
-    b.linear(p + ".self_attn.o_proj", cfg.d_model, cfg.q_dim(), out_std, cfg.bias);
+    // Heads are split whole; KV heads fewer than ranks are shared (S6).
+    b.column(p + ".self_attn.q_proj", cfg.q_dim(), cfg.d_model, std, cfg.bias, hd);
+    b.column(p + ".self_attn.k_proj", cfg.kv_dim(), cfg.d_model, std, cfg.bias, hd, int(cfg.n_kv_heads));
+    b.column(p + ".self_attn.v_proj", cfg.kv_dim(), cfg.d_model, std, cfg.bias, hd, int(cfg.n_kv_heads));
+    b.row(p + ".self_attn.o_proj", cfg.d_model, cfg.q_dim(), out_std, cfg.bias, hd);
     b.norm(p + ".post_attention_layernorm", cfg.d_model, layer_norm);
     if (cfg.mlp == MlpKind::SwiGLU) {
-      b.linear(p + ".mlp.gate_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
-      b.linear(p + ".mlp.up_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
-      b.linear(p + ".mlp.down_proj", cfg.d_model, cfg.ffn_hidden, out_std, cfg.bias);
+      // Gate and up split on the same hidden indices; the product stays local.
+      b.column(p + ".mlp.gate_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
+      b.column(p + ".mlp.up_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
+      b.row(p + ".mlp.down_proj", cfg.d_model, cfg.ffn_hidden, out_std, cfg.bias);
     } else {
-      b.linear(p + ".mlp.fc_in", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
-      b.linear(p + ".mlp.fc_out", cfg.d_model, cfg.ffn_hidden, out_std, cfg.bias);
+      b.column(p + ".mlp.fc_in", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
+      b.row(p + ".mlp.fc_out", cfg.d_model, cfg.ffn_hidden, out_std, cfg.bias);
     }
   }
 
   b.begin_unit("final");
   b.norm("model.norm", cfg.d_model, layer_norm);
   if (!cfg.tied_embeddings)
-    b.add("lm_head.weight", Shape{cfg.vocab_size, cfg.d_model}, InitKind::Normal, std, true);
+    b.add("lm_head.weight", Shape{cfg.vocab_size, cfg.d_model}, Placement::shard(0), InitKind::Normal, std, true);
   return spec;
+}
+
+void check_tensor_parallel(const ModelConfig& cfg, int tp) {
+  MT_REQUIRE(ConfigError, tp >= 1, "parallel.tp = ", tp, ": expected >= 1");
+  if (tp == 1) return;
+  MT_REQUIRE(ConfigError, cfg.n_heads % tp == 0, "model.n_heads = ", cfg.n_heads, " does not split over parallel.tp = ",
+             tp, " (", cfg.n_heads, " % ", tp, " = ", cfg.n_heads % tp,
+             "): every tensor-parallel rank needs whole query heads");
+  MT_REQUIRE(ConfigError, cfg.n_kv_heads % tp == 0 || tp % cfg.n_kv_heads == 0, "model.n_kv_heads = ",
+             cfg.n_kv_heads, " and parallel.tp = ", tp, ": neither divides the other (", cfg.n_kv_heads, " % ", tp,
+             " = ", cfg.n_kv_heads % tp, ", ", tp, " % ", cfg.n_kv_heads, " = ", tp % cfg.n_kv_heads,
+             "), so KV heads can be neither split nor shared whole");
+}
+
+ModelSpec localize(const ModelSpec& global, const ModelConfig& cfg, const ModelPartition& part) {
+  check_tensor_parallel(cfg, part.tp_size);
+  MT_CHECK(part.tp_rank >= 0 && part.tp_rank < part.tp_size, "tp rank ", part.tp_rank, " of ", part.tp_size);
+  for (int s : part.segments)
+    MT_CHECK(s >= 0 && s < int(global.units.size()), "segment ", s, " outside the model's ", global.units.size());
+  ModelSpec local;
+  local.partition = part;
+  for (size_t u = 0; u < global.units.size(); ++u) {
+    ParamUnit lu{global.units[u].name, 0, {}, part.holds(int(u))};
+    if (lu.held) {
+      for (int gi : global.units[u].params) {
+        ParamSpec p = global.params[size_t(gi)];
+        if (p.tp.is_shard()) {
+          const int pieces = p.tp.pieces(part.tp_size, p.name);
+          const int piece = p.tp.piece_of(part.tp_size, part.tp_rank);
+          const Extent e = split_extent(p.global_shape[p.tp.dim], p.tp.granule, pieces, piece, p.name);
+          std::vector<int64_t> dims = p.global_shape.dims();
+          dims[size_t(p.tp.dim)] = e.length;
+          p.shape = Shape(dims);
+          p.global_offset[size_t(p.tp.dim)] = e.offset;
+        }
+        p.unit_offset = lu.numel;
+        lu.numel += p.numel();
+        lu.params.push_back(int(local.params.size()));
+        local.params.push_back(std::move(p));
+      }
+    }
+    local.units.push_back(std::move(lu));
+  }
+  return local;
 }
 
 double model_flops_per_token(const ModelConfig& cfg, int64_t seq) {

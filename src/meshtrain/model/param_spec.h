@@ -1,15 +1,22 @@
 // Every parameter is described by a ParamSpec: HF-compatible logical name,
-// global shape, init rule, weight-decay flag and the unit (FSDP-style flat
-// buffer: embedding, each block, final) it lives in. Gradient sync, global
-// norms, ZeRO ownership and checkpoint offsets all derive from these specs.
+// its global shape and how it is placed on the tensor-parallel axis, init
+// rule, weight-decay flag and the unit (FSDP-style flat buffer: embedding,
+// each block, final) it lives in. build_model_spec() gives the whole model
+// (local = global); localize() gives what one rank holds under a partition
+// (local shapes, the box of the global tensor, only the units of its
+// pipeline chunks). Layers are built from the local spec; gradient groups,
+// norms, ZeRO shards and checkpoint boxes are derived from it by the layout
+// plan (parallel/layout_plan.h).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "meshtrain/core/shape.h"
 #include "meshtrain/model/model_config.h"
+#include "meshtrain/model/placement.h"
 
 namespace meshtrain::model {
 
@@ -17,32 +24,50 @@ enum class InitKind { Normal, Ones, Zeros };
 
 struct ParamSpec {
   std::string name;  // e.g. "model.layers.3.mlp.up_proj.weight"
-  Shape shape;
+  Shape shape;       // what this rank stores
+  Shape global_shape;
+  std::vector<int64_t> global_offset;  // where `shape` sits in the global tensor
+  Placement tp;      // placement of the values on the tensor-parallel axis
   InitKind init = InitKind::Normal;
   double init_std = 0.02;
   bool weight_decay = true;
-  int unit = 0;            // index into ModelSpec::units
-  int64_t unit_offset = 0;  // element offset inside the unit's flat buffer
+  int unit = 0;             // index into ModelSpec::units (= segment)
+  int64_t unit_offset = 0;  // element offset inside the unit's (local) flat buffer
+  int global_index = 0;     // index in the whole model's spec
   int64_t numel() const { return shape.numel(); }
+  // Global row-major flat index of local flat element `i`.
+  int64_t global_flat(int64_t i) const;
+  bool is_split() const { return shape != global_shape; }
 };
 
 struct ParamUnit {
   std::string name;  // "embed", "layers.3", "final"
-  int64_t numel = 0;
+  int64_t numel = 0;        // local elements (0 when the unit is not held)
   std::vector<int> params;  // indices into ModelSpec::params, in storage order
+  bool held = true;
 };
 
 struct ModelSpec {
-  std::vector<ParamSpec> params;
-  std::vector<ParamUnit> units;
-  int64_t total_params() const;
+  std::vector<ParamSpec> params;  // held parameters only
+  std::vector<ParamUnit> units;   // every unit of the model (held or not)
+  ModelPartition partition;
+  int64_t total_params() const;  // local elements
   // Parameters that enter matmuls (all but the input embedding, and all of a
   // tied embedding since it is also the head): the 6N of the FLOP formula.
   int64_t matmul_params(const ModelConfig& cfg) const;
   const ParamSpec& find(const std::string& name) const;  // throws
+  const ParamSpec* find_or_null(const std::string& name) const;
 };
 
 ModelSpec build_model_spec(const ModelConfig& cfg);
+
+// What the rank at `partition` holds of `global` (build_model_spec output).
+// ConfigError naming the arithmetic when a count cannot be placed.
+ModelSpec localize(const ModelSpec& global, const ModelConfig& cfg, const ModelPartition& partition);
+
+// Tensor-parallel shape rules of the model as a whole (heads whole per rank,
+// KV heads split or shared); ConfigError naming both numbers.
+void check_tensor_parallel(const ModelConfig& cfg, int tp);
 
 // Model FLOPs per token: 6 * matmul params + 12 * layers * d_model * seq
 // (the formula bench-small reports, comparable across frameworks).

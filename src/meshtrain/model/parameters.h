@@ -1,16 +1,19 @@
 // Parameter storage: one flat value buffer and one flat gradient buffer per
-// unit (FSDP-style), each parameter a view into them. Initialization is a
-// pure function of (seed, parameter name, element index) via the counter
-// RNG, so any sharding of a parameter initializes identically.
+// unit (FSDP-style), each parameter a view into them, in the dtypes of the
+// precision policy (values: params, gradients: grad_accum). Initialization
+// is a pure function of (seed, parameter name, GLOBAL element index) via the
+// counter RNG, so any sharding of a parameter initializes identically.
 //
-// The store either owns its buffers (materialize = true: the single-rank
-// case) or leaves them to a parallel engine that binds, releases and
-// re-binds unit buffers (ZeRO: gathered parameters, transient gradients).
+// The store either owns its buffers (materialize = true: a model on its own)
+// or leaves them to a parallel engine that binds, releases and re-binds unit
+// buffers (ZeRO: gathered parameters, transient gradients). Units the
+// partition does not hold have no buffers.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "meshtrain/core/precision.h"
 #include "meshtrain/core/tensor.h"
 #include "meshtrain/model/param_spec.h"
 
@@ -22,10 +25,10 @@ struct Parameter {
   Tensor grad;   // view into the unit's flat grad buffer
 };
 
-template <typename T>
 class ParameterStore {
  public:
-  ParameterStore(const ModelSpec& spec, const std::shared_ptr<CachingAllocator>& alloc, bool materialize = true);
+  ParameterStore(ModelSpec spec, const PrecisionPolicy& precision, const std::shared_ptr<CachingAllocator>& alloc,
+                 bool materialize = true);
   ParameterStore(const ParameterStore&) = delete;
   ParameterStore& operator=(const ParameterStore&) = delete;
 
@@ -38,25 +41,26 @@ class ParameterStore {
   void bind_unit_grads(int u, const Tensor& flat);
 
   const ModelSpec& spec() const { return spec_; }
-  Parameter& get(int index) { return params_[index]; }
-  const Parameter& get(int index) const { return params_[index]; }
+  const PrecisionPolicy& precision() const { return precision_; }
+  Parameter& get(int index) { return params_[size_t(index)]; }
+  const Parameter& get(int index) const { return params_[size_t(index)]; }
   Parameter& find(const std::string& name);
+  Parameter* find_or_null(const std::string& name);
   int size() const { return int(params_.size()); }
-  Tensor& unit_values(int unit) { return unit_values_[unit]; }
-  Tensor& unit_grads(int unit) { return unit_grads_[unit]; }
+  Tensor& unit_values(int unit) { return unit_values_[size_t(unit)]; }
+  Tensor& unit_grads(int unit) { return unit_grads_[size_t(unit)]; }
   int num_units() const { return int(spec_.units.size()); }
 
  private:
+  void bind(int u, const Tensor& flat, Tensor Parameter::*field, std::vector<Tensor>& unit_buffers);
   ModelSpec spec_;
+  PrecisionPolicy precision_;
   std::vector<Tensor> unit_values_, unit_grads_;
   std::vector<Parameter> params_;
-  static void bind(const std::vector<int>& members, const std::vector<ParamSpec>& specs, const Tensor& flat,
-                   std::vector<Parameter>& params, Tensor Parameter::*field);
 };
 
-// Fills `out` with parameter `spec`'s initial values for its flat element
-// range [begin, begin + n).
-template <typename T>
-void init_param_range(const ParamSpec& spec, uint64_t seed, int64_t begin, int64_t n, T* out);
+// Fills `out` (dtype of the tensor) with parameter `spec`'s initial values
+// for its LOCAL flat element range [begin, begin + out.numel()).
+void init_param_range(const ParamSpec& spec, uint64_t seed, int64_t begin, const Tensor& out);
 
 }  // namespace meshtrain::model

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 
 #include "meshtrain/core/tensor.h"
@@ -19,10 +20,9 @@ struct TokenBatch {
 
 // Activation tensors come from the rank's caching allocator, so the same
 // blocks are reused every step.
-template <typename T>
-Tensor activation(const std::shared_ptr<CachingAllocator>& alloc, std::initializer_list<int64_t> dims,
-                  MemCategory cat = MemCategory::Activations) {
-  return Tensor::empty(Shape(dims), dtype_of<T>, alloc, cat);
+inline Tensor activation(const std::shared_ptr<CachingAllocator>& alloc, DType dtype,
+                         std::initializer_list<int64_t> dims, MemCategory cat = MemCategory::Activations) {
+  return Tensor::empty(Shape(dims), dtype, alloc, cat);
 }
 
 }  // namespace meshtrain::model

@@ -1,79 +1,83 @@
-// Decoder-only transformer with explicit forward/backward. One micro-batch:
-// forward, loss SUM and COUNT (never a mean), backward seeded with the loss
-// coefficient chosen by the trainer (SPEC (29.3)-(29.4)); parameter grads
-// accumulate across micro-batches.
-//
-// Units (the FSDP-style flat buffers of ModelSpec): 0 = embed, 1..L = layers,
-// L+1 = final norm and head. Hooks let data/ZeRO parallelism act around each
-// unit's use (gather before forward, reduce when its grads are complete).
+// Decoder-only transformer with explicit forward/backward, as a list of
+// segments (segments.h) of which a rank builds and allocates only those its
+// partition holds (its pipeline chunks), with layer shapes from the
+// rank-local spec (its tensor-parallel slice). The loss is a SUM and a
+// COUNT (never a mean); backward is seeded with the loss coefficient the
+// trainer chooses (SPEC (29.3)-(29.4)); parameter grads accumulate across
+// micro-batches. A parallel step runs the segments through the schedule
+// executor (parallel/executor.h); the whole-model calls below chain them on
+// one rank (generation, evaluation tools, tests).
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <vector>
 
-#include "meshtrain/kernels/cpu/cross_entropy.h"
+#include "meshtrain/core/precision.h"
 #include "meshtrain/kernels/cpu/rope.h"
-#include "meshtrain/model/block.h"
+#include "meshtrain/model/segments.h"
 
 namespace meshtrain::model {
 
-struct UnitHooks {
-  std::function<void(int unit)> before_forward;      // parameters of `unit` must be present
-  std::function<void(int unit)> after_forward;       // `unit` finished its forward
-  std::function<void(int unit)> before_backward;     // parameters needed again
-  std::function<void(int unit)> grads_ready;         // `unit`'s grads are final for this micro-batch
-};
-
 struct ExecOptions {
-  bool recompute = false;         // activation recomputation per block (SPEC S3)
+  bool recompute = false;          // activation recomputation per block (SPEC S3)
   bool materialize_params = true;  // false: a parallel engine binds unit buffers
+  PrecisionPolicy precision = PrecisionPolicy::uniform(DType::F32);
+  bool fuse_residual = true;       // residual add inside the output GEMMs where exact (no tp reduction)
 };
 
-template <typename T>
 class Transformer {
  public:
-  Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec = {});
+  // tp: this rank's tensor-parallel group (null or size 1: none).
+  Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec = {},
+              ModelPartition partition = ModelPartition::whole(), comm::ProcessGroup* tp = nullptr);
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
 
   const ModelConfig& config() const { return cfg_; }
-  ParameterStore<T>& params() { return params_; }
+  ParameterStore& params() { return params_; }
+  const ParameterStore& params() const { return params_; }
   const std::shared_ptr<CachingAllocator>& allocator() const { return alloc_; }
-  void set_hooks(UnitHooks hooks) { hooks_ = std::move(hooks); }
+  const kernels::KernelTable& kernels() const { return *kernels_; }
+  const ExecOptions& exec() const { return exec_; }
   int num_units() const { return params_.num_units(); }
 
+  // ---- segments (0 = embedding, 1..L = blocks, L + 1 = head) ----
+  int num_segments() const { return int(cfg_.n_layers) + 2; }
+  bool holds(int segment) const { return params_.spec().partition.holds(segment); }
+  bool holds_all() const { return params_.spec().partition.segments.empty(); }
+  // Forward of segment s on input x (ignored by the embedding, which reads
+  // the tokens); the head returns nothing (the loss is in st) or, with
+  // mode.logits, the logits.
+  Tensor forward_segment(int s, const TokenBatch& b, const Tensor& x, SegmentState& st, const ForwardMode& mode);
+  // B of segment s: takes dL/d(output) (ignored by the head, whose gradient
+  // comes from its loss) and returns dL/d(input) (nothing for the
+  // embedding). defer_weights: weight grads wait for backward_weight (W).
+  Tensor backward_segment_input(int s, const TokenBatch& b, Tensor dy, SegmentState& st, bool defer_weights);
+  void backward_segment_weight(int s, SegmentState& st);  // W
+  // Parameter units segment s reads in forward/backward and whose grads it writes.
+  std::vector<int> segment_units(int s) const;
+
+  // ---- the whole model on this rank (holds_all) ----
   // Forward + backward of one micro-batch; grads += loss_coeff * d(loss sum).
-  kernels::CrossEntropyResult forward_backward(const TokenBatch& b, T loss_coeff);
+  kernels::CrossEntropyResult forward_backward(const TokenBatch& b, double loss_coeff);
   // Forward only: loss sum and count (validation).
   kernels::CrossEntropyResult forward_loss(const TokenBatch& b);
   // Logits [n, vocab] of every position (generation, tests).
   Tensor forward_logits(const TokenBatch& b);
 
  private:
-  struct Forward {
-    std::vector<typename Block<T>::Saved> blocks;
-    Tensor x_final, xf, mean_f, rstd_f;
-  };
   void check_batch(const TokenBatch& b) const;
-  Tensor embed(const TokenBatch& b);
-  Forward run_trunk(const TokenBatch& b, bool keep_saved);
-  Tensor head_logits(const Forward& f, int64_t n);
-  void call(const std::function<void(int)>& hook, int unit) const {
-    if (hook) hook(unit);
-  }
+  Tensor forward_chain(const TokenBatch& b, std::vector<SegmentState>& states, const ForwardMode& mode);
 
   ModelConfig cfg_;
   std::shared_ptr<CachingAllocator> alloc_;
   ExecOptions exec_;
-  ParameterStore<T> params_;
+  const kernels::KernelTable* kernels_;
+  ParameterStore params_;
   kernels::RopeTable rope_;
-  std::vector<Block<T>> blocks_;
-  Norm<T> final_norm_;
-  Linear<T> head_;
-  Parameter* tok_emb_;
-  Parameter* pos_emb_ = nullptr;
-  UnitHooks hooks_;
+  std::unique_ptr<EmbeddingSegment> embedding_;
+  std::vector<std::unique_ptr<Block>> blocks_;  // by layer; null where not held
+  std::unique_ptr<HeadSegment> head_;
 };
 
 }  // namespace meshtrain::model

@@ -1,56 +1,47 @@
-// AdamW over flat segments of parameters. A segment is a contiguous range of
-// one parameter (so weight decay is per parameter); the unsharded optimizer
-// has one segment per parameter, a ZeRO shard owns the pieces of its range.
-// Moments live in flat buffers laid out like the parameter units.
+// AdamW over pieces of flat parameter units. The optimizer owns only its
+// moments (per unit, laid out like the unit's owned range) and its step
+// count; which elements it updates comes from the sharding plan as segments
+// (offset ranges with their weight-decay flag) and the parameter and
+// gradient tensors are passed at each step, so it never holds pointers that
+// a re-binding could leave dangling.
 #pragma once
 
 #include <memory>
 #include <vector>
 
-#include "meshtrain/kernels/cpu/adamw.h"
 #include "meshtrain/core/tensor.h"
+#include "meshtrain/kernels/cpu/adamw.h"
 #include "meshtrain/optim/optimizer_config.h"
 
 namespace meshtrain::optim {
 
-template <typename T>
+// Elements [offset, offset + n) of unit `unit`'s owned range, all of one
+// parameter (so weight decay is per parameter).
 struct OptSegment {
-  T* param;
-  const T* grad;
-  T* m;
-  T* v;
-  int64_t n;
-  bool decay;
+  int unit = 0;
+  int64_t offset = 0, n = 0;
+  bool decay = true;
 };
 
-template <typename T>
 class AdamW {
  public:
-  // A slice of parameter elements this rank updates; its moments live at
-  // [moment_offset, moment_offset + n) of unit `unit`'s moment buffers.
-  struct Slice {
-    T* param;
-    const T* grad;
-    int unit;
-    int64_t moment_offset;
-    int64_t n;
-    bool decay;
-  };
-  // General form: moment buffers of moment_numel[u] elements per unit.
-  AdamW(const OptimizerConfig& cfg, const std::vector<int64_t>& moment_numel, const std::vector<Slice>& slices,
+  // Moments of moment_numel[u] elements per unit, in `dtype` (the precision
+  // policy's optimizer state).
+  AdamW(const OptimizerConfig& cfg, const std::vector<int64_t>& moment_numel, DType dtype,
         const std::shared_ptr<CachingAllocator>& alloc);
-  // One update with learning rate `lr`; grads are multiplied by grad_scale
-  // (the clip coefficient) on the fly.
-  void step(double lr, double grad_scale);
+  // One update with learning rate `lr` of every segment; params[u] and
+  // grads[u] hold unit u's owned range. Gradients are multiplied by
+  // grad_scale (the clip coefficient) on the fly.
+  void step(double lr, double grad_scale, const std::vector<OptSegment>& segments, const std::vector<Tensor>& params,
+            const std::vector<Tensor>& grads);
   int64_t steps_taken() const { return steps_; }
   void set_steps_taken(int64_t s) { steps_ = s; }
-  Tensor& m(int unit) { return m_[unit]; }
-  Tensor& v(int unit) { return v_[unit]; }
+  Tensor& m(int unit) { return m_[size_t(unit)]; }
+  Tensor& v(int unit) { return v_[size_t(unit)]; }
 
  private:
   OptimizerConfig cfg_;
   std::vector<Tensor> m_, v_;
-  std::vector<OptSegment<T>> segments_;
   int64_t steps_ = 0;
 };
 

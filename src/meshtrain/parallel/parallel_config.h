@@ -21,4 +21,9 @@ struct ParallelConfig {
 
 const char* to_string(GradReduce r);
 
+// The loss coefficient each replica backpropagates for a window of N
+// supervised targets over R replicas (29.4): 1/N when the gradient
+// collective sums, R/N when it averages.
+double loss_coefficient(GradReduce reduce, int replicas, int64_t N);
+
 }  // namespace meshtrain::parallel

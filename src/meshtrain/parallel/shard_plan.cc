@@ -3,24 +3,14 @@
 #include <algorithm>
 
 #include "meshtrain/core/error.h"
-#include "meshtrain/parallel/parallel_config.h"
 
 namespace meshtrain::parallel {
 
-const char* to_string(GradReduce r) { return r == GradReduce::Sum ? "sum" : "avg"; }
-
-void ParallelConfig::validate() const {
-  MT_REQUIRE(ConfigError, dp >= 0, "parallel.dp = ", dp, ": expected >= 1 (or 0: the world size under mpirun)");
-  MT_REQUIRE(ConfigError, zero_stage >= 0 && zero_stage <= 3, "parallel.zero_stage = ", zero_stage,
-             ": expected 0, 1, 2 or 3");
-  MT_REQUIRE(ConfigError, bucket_mb > 0, "parallel.bucket_mb = ", bucket_mb, ": expected > 0");
-}
-
-ShardPlan::ShardPlan(const model::ModelSpec& spec, int dp_size, int dp_rank, int zero_stage)
-    : spec_(spec), R_(dp_size), rank_(dp_rank), stage_(zero_stage) {
+ShardPlan::ShardPlan(std::shared_ptr<const model::ModelSpec> spec, int dp_size, int dp_rank, int zero_stage)
+    : spec_(std::move(spec)), R_(dp_size), rank_(dp_rank), stage_(zero_stage) {
   MT_CHECK(R_ >= 1 && rank_ >= 0 && rank_ < R_, "bad dp rank ", rank_, " of ", R_);
   const int64_t quantum = int64_t(R_) * kNormBlock;
-  for (const auto& u : spec.units) {
+  for (const auto& u : spec_->units) {
     UnitShard s;
     s.numel = u.numel;
     s.padded = (u.numel + quantum - 1) / quantum * quantum;
@@ -42,8 +32,8 @@ std::vector<OwnedPiece> ShardPlan::owned_pieces(int u) const {
 
 std::vector<OwnedPiece> ShardPlan::pieces_in(int u, int64_t begin, int64_t end) const {
   std::vector<OwnedPiece> out;
-  for (int i : spec_.units[size_t(u)].params) {
-    const auto& p = spec_.params[size_t(i)];
+  for (int i : spec_->units[size_t(u)].params) {
+    const auto& p = spec_->params[size_t(i)];
     const int64_t b = std::max(begin, p.unit_offset), e = std::min(end, p.unit_offset + p.numel());
     if (b < e) out.push_back({i, b - p.unit_offset, e - p.unit_offset, b});
   }

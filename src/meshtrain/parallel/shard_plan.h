@@ -3,10 +3,12 @@
 // of R * kNormBlock; with ZeRO stage >= 1 rank r owns the flat range
 // [r * shard, (r + 1) * shard) of every unit (stage 0: the whole unit).
 // Norm blocks of kNormBlock elements never straddle two owners, so the
-// global gradient norm is summed in the same order under every stage.
+// global gradient norm is summed in the same order under every stage. A unit
+// this rank does not hold (another pipeline stage's) has no elements.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -33,7 +35,10 @@ struct OwnedPiece {
 
 class ShardPlan {
  public:
-  ShardPlan(const model::ModelSpec& spec, int dp_size, int dp_rank, int zero_stage);
+  // The plan shares the (rank-local) spec it describes: it stays valid
+  // whoever else holds the spec.
+  ShardPlan(std::shared_ptr<const model::ModelSpec> spec, int dp_size, int dp_rank, int zero_stage);
+  const model::ModelSpec& spec() const { return *spec_; }
 
   int stage() const { return stage_; }
   int size() const { return R_; }
@@ -68,7 +73,7 @@ class ShardPlan {
   Persistent persistent_bytes(int64_t bytes_per_element) const;
 
  private:
-  const model::ModelSpec& spec_;
+  std::shared_ptr<const model::ModelSpec> spec_;
   int R_, rank_, stage_;
   std::vector<UnitShard> units_;
 };

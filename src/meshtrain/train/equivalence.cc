@@ -1,6 +1,7 @@
 #include "meshtrain/train/equivalence.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -16,7 +17,7 @@ namespace {
 struct Trace {
   std::vector<double> loss;
   std::vector<int64_t> counts;
-  std::vector<std::vector<float>> grads, params;  // per step, all units concatenated
+  std::vector<std::vector<double>> grads, params;  // per step, all units concatenated
 };
 
 Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_data) {
@@ -44,19 +45,27 @@ Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_
   return trace;
 }
 
-double rel_max(const std::vector<float>& a, const std::vector<float>& ref) {
+double rel_max(const std::vector<double>& a, const std::vector<double>& ref) {
   double diff = 0, scale = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    diff = std::max(diff, std::abs(double(a[i]) - double(ref[i])));
-    scale = std::max(scale, std::abs(double(ref[i])));
+    diff = std::max(diff, std::abs(a[i] - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
   }
   return scale > 0 ? diff / scale : diff;
 }
 
 bool parse_bool(const std::string& key, const std::string& v) {
-  if (v == "1" || v == "true") return true;
-  if (v == "0" || v == "false") return false;
-  MT_THROW(ConfigError, "layout ", key, "=", v, ": expected 0/1 or true/false");
+  if (v == "1" || v == "true" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "off") return false;
+  MT_THROW(ConfigError, "layout ", key, "=", v, ": expected on/off, 1/0 or true/false");
+}
+
+int parse_int(const std::string& key, const std::string& v) {
+  int out = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  MT_REQUIRE(ConfigError, ec == std::errc() && end == v.data() + v.size(), "layout ", key, "=", v,
+             ": expected an integer");
+  return out;
 }
 
 }  // namespace
@@ -65,7 +74,39 @@ std::string Layout::str() const {
   std::ostringstream os;
   os << "dp=" << dp << ",zero=" << zero_stage << ",reshard=" << reshard_after_forward
      << ",reduce=" << parallel::to_string(grad_reduce) << ",overlap=" << overlap;
+  if (tp > 1) os << ",tp=" << tp << ",sp=" << (sequence_parallel ? "on" : "off");
+  if (pp > 1) os << ",pp=" << pp << ",schedule=" << schedule << ",v=" << v;
+  if (cp > 1) os << ",cp=" << cp;
+  if (ep > 1) os << ",ep=" << ep;
   return os.str();
+}
+
+comm::MeshShape Layout::mesh() const {
+  comm::MeshShape m;
+  m.pp = pp;
+  m.dp = dp;
+  m.cp = cp;
+  m.tp = tp;
+  m.ep = ep;
+  m.validate(m.world_size());
+  return m;
+}
+
+parallel::LayoutOptions Layout::options() const {
+  parallel::LayoutOptions o;
+  o.zero_stage = zero_stage;
+  o.virtual_stages = v;
+  o.sequence_parallel = sequence_parallel;
+  return o;
+}
+
+void Layout::check_runnable() const {
+  MT_REQUIRE(ConfigError, tp == 1 && !sequence_parallel, "layout ", str(),
+             ": tensor and sequence parallelism are planned (meshtrain plan) but do not train yet");
+  MT_REQUIRE(ConfigError, pp == 1 && v == 1, "layout ", str(),
+             ": pipeline parallelism is planned (meshtrain plan) but does not train yet");
+  MT_REQUIRE(ConfigError, cp == 1 && ep == 1, "layout ", str(),
+             ": context and expert parallelism are planned (meshtrain plan) but do not train yet");
 }
 
 Layout parse_layout(const std::string& text) {
@@ -77,25 +118,34 @@ Layout parse_layout(const std::string& text) {
     const auto eq = item.find('=');
     MT_REQUIRE(ConfigError, eq != std::string::npos, "layout item '", item, "': expected key=value");
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
-    try {
-      if (k == "dp") l.dp = std::stoi(v);
-      else if (k == "zero") l.zero_stage = std::stoi(v);
-      else if (k == "reshard") l.reshard_after_forward = parse_bool(k, v);
-      else if (k == "overlap") l.overlap = parse_bool(k, v);
-      else if (k == "reduce") {
-        MT_REQUIRE(ConfigError, v == "sum" || v == "avg", "layout reduce=", v, ": expected sum or avg");
-        l.grad_reduce = v == "sum" ? parallel::GradReduce::Sum : parallel::GradReduce::Avg;
-      } else {
-        MT_THROW(ConfigError, "unknown layout key '", k, "' (known: dp, zero, reshard, reduce, overlap)");
-      }
-    } catch (const std::invalid_argument&) {
-      MT_THROW(ConfigError, "layout ", k, "=", v, ": expected an integer");
+    if (k == "dp") l.dp = parse_int(k, v);
+    else if (k == "zero") l.zero_stage = parse_int(k, v);
+    else if (k == "reshard") l.reshard_after_forward = parse_bool(k, v);
+    else if (k == "overlap") l.overlap = parse_bool(k, v);
+    else if (k == "tp") l.tp = parse_int(k, v);
+    else if (k == "sp") l.sequence_parallel = parse_bool(k, v);
+    else if (k == "pp") l.pp = parse_int(k, v);
+    else if (k == "v") l.v = parse_int(k, v);
+    else if (k == "cp") l.cp = parse_int(k, v);
+    else if (k == "ep") l.ep = parse_int(k, v);
+    else if (k == "schedule") l.schedule = v;
+    else if (k == "reduce") {
+      MT_REQUIRE(ConfigError, v == "sum" || v == "avg", "layout reduce=", v, ": expected sum or avg");
+      l.grad_reduce = v == "sum" ? parallel::GradReduce::Sum : parallel::GradReduce::Avg;
+    } else {
+      MT_THROW(ConfigError, "unknown layout key '", k,
+               "' (known: dp, zero, reshard, reduce, overlap, tp, sp, pp, schedule, v, cp, ep)");
     }
   }
+  MT_REQUIRE(ConfigError, l.dp >= 1, "layout dp=", l.dp, ": expected >= 1");
   parallel::ParallelConfig pc;
   pc.dp = l.dp;
   pc.zero_stage = l.zero_stage;
   pc.validate();
+  l.mesh();  // axis sizes >= 1, ep carved out of dp x cp
+  MT_REQUIRE(ConfigError, l.v >= 1, "layout v=", l.v, ": expected >= 1");
+  MT_REQUIRE(ConfigError, l.schedule == "1f1b" || l.schedule == "gpipe", "layout schedule=", l.schedule,
+             ": expected 1f1b or gpipe");
   return l;
 }
 
@@ -121,6 +171,7 @@ std::string EquivalenceReport::str() const {
 
 EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout& layout, int steps,
                                            const data::TokenDataset& train_data, double tolerance) {
+  layout.check_runnable();
   TrainConfig par = cfg;
   par.parallel.dp = layout.dp;
   par.parallel.zero_stage = layout.zero_stage;

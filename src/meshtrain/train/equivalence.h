@@ -9,19 +9,28 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/comm/mesh.h"
 #include "meshtrain/data/dataset.h"
+#include "meshtrain/parallel/layout_plan.h"
 #include "meshtrain/train/train_config.h"
 
 namespace meshtrain::train {
 
-// "dp=4,zero=3,reshard=0,reduce=avg,overlap=1"
+// "dp=4,zero=3,reshard=0,reduce=avg,overlap=1,tp=2,sp=on,pp=2,schedule=1f1b,v=1,cp=1,ep=1"
 struct Layout {
   int dp = 1;
   int zero_stage = 0;
   bool reshard_after_forward = true;
   parallel::GradReduce grad_reduce = parallel::GradReduce::Sum;
   bool overlap = true;
+  int tp = 1, pp = 1, cp = 1, ep = 1, v = 1;
+  bool sequence_parallel = false;
+  std::string schedule = "1f1b";
   std::string str() const;
+  comm::MeshShape mesh() const;
+  parallel::LayoutOptions options() const;
+  // ConfigError naming the axes a training run cannot use yet.
+  void check_runnable() const;
 };
 Layout parse_layout(const std::string& text);  // ConfigError on unknown keys / values
 

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "meshtrain/core/precision.h"
 #include "meshtrain/train/toml_reader.h"
 
 namespace meshtrain::train {
@@ -140,8 +141,7 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, training.eval_every >= 0, "training.eval_every = ", training.eval_every,
              ": expected >= 0");
   MT_REQUIRE(ConfigError, training.eval_rows >= 0, "training.eval_rows: expected >= 0");
-  MT_REQUIRE(ConfigError, training.precision == "fp32", "training.precision = \"", training.precision,
-             "\": only \"fp32\" is implemented (bf16 GEMM exists in kernels/, mixed-precision training does not yet)");
+  PrecisionPolicy::from_name(training.precision).validate();
   MT_REQUIRE(ConfigError, training.threads >= 0, "training.threads = ", training.threads, ": expected >= 0");
   parallel.validate();
   MT_REQUIRE(ConfigError, comm.backend == "threads" || comm.backend == "mpi", "comm.backend = \"", comm.backend,

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <filesystem>
 
-#include "meshtrain/core/threading.h"
 #include "meshtrain/optim/adamw.h"
+#include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/data_setup.h"
 
 namespace meshtrain::train {
@@ -27,6 +27,12 @@ TrainConfig validated(TrainConfig cfg) {
 
 }  // namespace
 
+parallel::LayoutOptions layout_options(const TrainConfig& cfg) {
+  parallel::LayoutOptions o;
+  o.zero_stage = cfg.parallel.zero_stage;
+  return o;
+}
+
 Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::TokenDataset train_data,
                  std::optional<data::TokenDataset> val_data)
     : cfg_(validated(cfg)),
@@ -36,16 +42,30 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
       val_(std::move(val_data)),
       schedule_(cfg_.optimizer, cfg_.training.steps),
       loader_(train_, loader_config(cfg_.data)) {
-  MT_REQUIRE(ConfigError, dp_.size() == cfg_.parallel.dp, "parallel.dp = ", cfg_.parallel.dp, " but the mesh's dp axis has ",
-             dp_.size(), " ranks");
+  MT_REQUIRE(ConfigError, dp_.size() == cfg_.parallel.dp, "parallel.dp = ", cfg_.parallel.dp,
+             " but the mesh's dp axis has ", dp_.size(), " ranks");
   MT_REQUIRE(ConfigError, train_.tokenizer().vocab_size() <= cfg_.model.vocab_size, "model.vocab_size = ",
              cfg_.model.vocab_size, " is smaller than the dataset tokenizer's vocabulary (",
              train_.tokenizer().vocab_size(), ")");
   if (val_ && val_->num_documents() == 0) val_.reset();
-  model_ = std::make_unique<model::Transformer<float>>(
-      cfg_.model, ctx_.allocator, model::ExecOptions{cfg_.training.recompute, /*materialize_params=*/false});
-  engine_ = std::make_unique<parallel::DataParallel<float>>(*model_, dp_, cfg_.parallel, cfg_.optimizer,
-                                                            ctx_.allocator);
+  layout_ = std::make_unique<parallel::LayoutPlan>(cfg_.model, ctx_.mesh.shape(), ctx_.rank, layout_options(cfg_));
+  model::ExecOptions exec;
+  exec.recompute = cfg_.training.recompute;
+  exec.materialize_params = false;
+  exec.precision = PrecisionPolicy::from_name(cfg_.training.precision);
+  comm::ProcessGroup* tp = ctx_.mesh.shape().tp > 1 ? &ctx_.group("tp") : nullptr;
+  model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->partition(), tp);
+  engine_ = std::make_unique<parallel::DataParallel>(*model_, *layout_, dp_, ctx_.group({"pp", "tp"}), cfg_.parallel,
+                                                     cfg_.optimizer, ctx_.allocator);
+  comm::ProcessGroup* pp = ctx_.mesh.shape().pp > 1 ? &ctx_.group("pp") : nullptr;
+  executor_ = std::make_unique<parallel::StepExecutor>(*model_, engine_.get(), pp);
+  const int p = ctx_.mesh.shape().pp, pp_rank = layout_->coord("pp");
+  auto units_of = [this](int s) { return model_->segment_units(s); };
+  // 1F1B with one stage is the plain loop F0 BW0 F1 BW1 ... of one device.
+  train_program_ = parallel::expand(parallel::one_f_one_b_schedule(p, int(cfg_.training.grad_accum)), pp_rank,
+                                    layout_->chunks(), units_of, engine_->param_policy());
+  eval_program_ = parallel::expand(parallel::gpipe_schedule(p, 1, /*forward_only=*/true), pp_rank, layout_->chunks(),
+                                   units_of, engine_->param_policy());
   flops_per_token_ = model::model_flops_per_token(cfg_.model, cfg_.data.seq_len);
 }
 
@@ -80,17 +100,17 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
     m.skip_reason = "no supervised targets in the window (N = 0)";
   } else {
     // 3. A replica with no local targets still runs every micro-step, so it
-    // joins every collective.
-    const float coeff = float(engine_->loss_coefficient(N));
-    engine_->begin_window(G);
-    double loss_sum = 0;
-    for (int64_t j = 0; j < G; ++j) {
-      engine_->begin_micro(j);
-      loss_sum += model_->forward_backward(rows_of(window, j * B, B), coeff).loss_sum;
-    }
+    // joins every collective. The coefficient is rounded to the compute
+    // type once, as the loss kernel uses it.
+    const double coeff = float(engine_->loss_coefficient(N));
+    engine_->begin_window();
+    const parallel::WindowResult r = executor_->run(
+        train_program_, [&](int j) { return rows_of(window, j * B, B); }, model::ForwardMode{true, coeff, false});
     engine_->finish_grads();
     if (after_reduction_) after_reduction_(*this);
+    double loss_sum = r.loss_sum;
     dp_.all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
+    if (ctx_.mesh.shape().pp > 1) ctx_.group("pp").all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
     m.loss = loss_sum / double(N);
 
     // 4. Joint finiteness decision over the whole world.
@@ -131,6 +151,7 @@ EvalResult Trainer::evaluate() {
   const int64_t B = cfg_.training.micro_batch, R = dp_.size();
   const int64_t limit = cfg_.training.eval_rows;
   double sums[2] = {0, 0};  // loss sum, targets
+  const model::ForwardMode forward_only{false, 0.0, false};
   for (int64_t rows = 0; limit == 0 || rows < limit; rows += R * B) {
     // Every rank takes part in every window (the same count on all ranks).
     it.next_window(R * B, dp_.rank() * B, B, &b);
@@ -138,19 +159,20 @@ EvalResult Trainer::evaluate() {
     dp_.all_reduce(&any, 1, DType::I64, comm::ReduceOp::Max);
     if (any == 0) break;
     if (b.rows > 0) {
-      const auto ce = model_->forward_loss(rows_of(b, 0, b.rows));
-      sums[0] += ce.loss_sum;
-      sums[1] += double(ce.count);
+      const auto res = executor_->run(eval_program_, [&](int) { return rows_of(b, 0, b.rows); }, forward_only);
+      sums[0] += res.loss_sum;
+      sums[1] += double(res.count);
     } else {
       // Nothing left for this rank: a padding-only row keeps its collectives
       // (stage-3 gathers) in step with the other ranks; it adds no target.
       data::Batch pad;
       pad.reset(1, cfg_.data.seq_len, val_->tokenizer().pad_id());
-      model_->forward_loss(rows_of(pad, 0, 1));
+      executor_->run(eval_program_, [&](int) { return rows_of(pad, 0, 1); }, forward_only);
     }
   }
   engine_->release_gathered();
   dp_.all_reduce(sums, 2, DType::F64, comm::ReduceOp::Sum);
+  if (ctx_.mesh.shape().pp > 1) ctx_.group("pp").all_reduce(sums, 2, DType::F64, comm::ReduceOp::Sum);
   r.targets = int64_t(sums[1]);
   r.loss = r.targets ? sums[0] / sums[1] : 0.0;
   return r;

@@ -1,12 +1,14 @@
-// The training step, SPEC Algorithm 29.1, for a data-parallel layout with
-// ZeRO stages (one code path; a single rank is a group of size 1):
+// The training step, SPEC Algorithm 29.1, for any layout the layout plan
+// describes (one code path; a single rank is a mesh of size 1):
 //   1. every replica holds the same parameter version; each takes its
 //      disjoint rows of the global window and N = sum of supervised targets
 //      is reduced over the data-parallel group (never tp or pp);
 //   2. N = 0: every member skips; else the loss coefficient follows the
 //      gradient collective's semantics (29.4);
-//   3. forward/backward of every micro-batch, grads seeded by the
-//      coefficient, buckets/shards reduced on the last micro-step;
+//   3. the step program (the schedule's actions, expanded with the
+//      engine's parameter actions) runs every micro-batch's forward and
+//      backward, grads seeded by the coefficient, each unit's gradient
+//      reduced once its last backward of the window is done;
 //   4. joint finiteness decision (flag reduced with Max over the world);
 //   5. global norm of the unique parameters in canonical order, one clip
 //      coefficient, owners step AdamW and publish parameters;
@@ -26,6 +28,8 @@
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/optim/lr_schedule.h"
 #include "meshtrain/parallel/data_parallel.h"
+#include "meshtrain/parallel/executor.h"
+#include "meshtrain/parallel/layout_plan.h"
 #include "meshtrain/train/metrics.h"
 #include "meshtrain/train/train_config.h"
 
@@ -35,6 +39,9 @@ struct EvalResult {
   double loss = 0;  // mean loss per supervised target (nats)
   int64_t targets = 0;
 };
+
+// The layout plan options a config asks for.
+parallel::LayoutOptions layout_options(const TrainConfig& cfg);
 
 class Trainer {
  public:
@@ -47,24 +54,27 @@ class Trainer {
   StepMetrics step_on(const data::Batch& local_window);
   EvalResult evaluate();
 
-  model::Transformer<float>& model() { return *model_; }
-  parallel::DataParallel<float>& engine() { return *engine_; }
+  model::Transformer& model() { return *model_; }
+  parallel::DataParallel& engine() { return *engine_; }
+  const parallel::LayoutPlan& layout() const { return *layout_; }
+  const parallel::Program& program() const { return train_program_; }
   data::BatchLoader& loader() { return loader_; }
   int64_t steps_done() const { return step_; }
   const TrainConfig& config() const { return cfg_; }
   const data::TokenDataset& train_data() const { return train_; }
   const data::TokenDataset* validation_data() const { return val_ ? &*val_ : nullptr; }
   const model::ModelSpec& model_spec() const { return model_->params().spec(); }
+  const PrecisionPolicy& precision() const { return model_->params().precision(); }
   double flops_per_token() const { return flops_per_token_; }
   int dp_size() const { return dp_.size(); }
   comm::ParallelContext& context() { return ctx_; }
   // ---- checkpoints (trainer_checkpoint.cc) ----
-  // This rank's share of the state (parameters and Adam moments: 1/R of
-  // every unit) plus the run metadata, for save_checkpoint.
+  // This rank's share of the state (parameter and Adam-moment boxes of
+  // the global tensors, 1/R of every unit it holds) plus the run metadata.
   checkpoint::SaveRequest save_request() const;
   // Collective: saves now (synchronously, or staged when checkpoint.async).
   void save_checkpoint();
-  // Collective: restores what this rank's layout owns from `reader` (all
+  // Collective: restores what this rank's layout holds from `reader` (all
   // shapes checked before anything is copied). Weights-only checkpoints
   // (imports) leave the optimizer and data position fresh. Returns which
   // claim of SPEC S9 holds for continuing.
@@ -86,8 +96,11 @@ class Trainer {
   comm::ProcessGroup& dp_;
   data::TokenDataset train_;
   std::optional<data::TokenDataset> val_;
-  std::unique_ptr<model::Transformer<float>> model_;
-  std::unique_ptr<parallel::DataParallel<float>> engine_;
+  std::unique_ptr<parallel::LayoutPlan> layout_;
+  std::unique_ptr<model::Transformer> model_;
+  std::unique_ptr<parallel::DataParallel> engine_;
+  std::unique_ptr<parallel::StepExecutor> executor_;
+  parallel::Program train_program_, eval_program_;
   optim::LrSchedule schedule_;
   data::BatchLoader loader_;
   data::Batch window_;

@@ -22,19 +22,46 @@ int64_t flat_index(const Shape& shape, const std::vector<int64_t>& offset) {
   return flat;
 }
 
-// The boxes of param range [begin, end) with their data taken from `base`
-// (which holds element `begin`).
-void add_pieces(std::vector<checkpoint::TensorPiece>& out, const std::string& name, const Shape& shape, int64_t begin,
-                int64_t end, const float* base) {
-  for (const checkpoint::Box& box : checkpoint::flat_range_to_boxes(shape, begin, end))
-    out.push_back({name, shape, DType::F32, box, base + (flat_index(shape, box.offset) - begin)});
+// The boxes of the GLOBAL tensor that local flat range [begin, end) of
+// parameter `p` covers, each with the local flat index of its first element.
+struct GlobalBox {
+  checkpoint::Box box;
+  int64_t local_begin = 0;
+};
+std::vector<GlobalBox> global_boxes(const model::ParamSpec& p, int64_t begin, int64_t end) {
+  std::vector<GlobalBox> out;
+  for (checkpoint::Box b : checkpoint::flat_range_to_boxes(p.shape, begin, end)) {
+    const int64_t local = flat_index(p.shape, b.offset);
+    for (size_t d = 0; d < b.offset.size(); ++d) b.offset[d] += p.global_offset[d];
+    out.push_back({std::move(b), local});
+  }
+  return out;
 }
 
-nlohmann::json layout_json(const TrainConfig& cfg, int world) {
-  return {{"dp", cfg.parallel.dp},          {"zero_stage", cfg.parallel.zero_stage},
-          {"tp", 1},                        {"pp", 1},
-          {"world", world},                 {"grad_accum", cfg.training.grad_accum},
-          {"micro_batch", cfg.training.micro_batch}, {"backend", cfg.comm.backend}};
+// Pieces of local range [begin, end) of `p` whose element `begin` is at `base`.
+void add_pieces(std::vector<checkpoint::TensorPiece>& out, const std::string& name, const model::ParamSpec& p,
+                int64_t begin, int64_t end, const Tensor& base) {
+  const size_t es = dtype_size(base.dtype());
+  for (const GlobalBox& g : global_boxes(p, begin, end))
+    out.push_back({name, p.global_shape, base.dtype(), g.box,
+                   static_cast<const char*>(base.raw()) + size_t(g.local_begin - begin) * es});
+}
+
+// Reads local range [begin, end) of `p` from tensor `name` into `dst`
+// (which holds element `begin`).
+void read_pieces(const checkpoint::CheckpointReader& reader, const std::string& name, const model::ParamSpec& p,
+                 int64_t begin, int64_t end, const Tensor& dst) {
+  const size_t es = dtype_size(dst.dtype());
+  for (const GlobalBox& g : global_boxes(p, begin, end))
+    reader.read(name, g.box, static_cast<char*>(dst.raw()) + size_t(g.local_begin - begin) * es, dst.dtype());
+}
+
+nlohmann::json layout_json(const TrainConfig& cfg, const comm::MeshShape& mesh, int world) {
+  return {{"dp", mesh.dp},       {"zero_stage", cfg.parallel.zero_stage},
+          {"tp", mesh.tp},       {"pp", mesh.pp},
+          {"cp", mesh.cp},       {"world", world},
+          {"grad_accum", cfg.training.grad_accum}, {"micro_batch", cfg.training.micro_batch},
+          {"backend", cfg.comm.backend}};
 }
 
 }  // namespace
@@ -42,17 +69,26 @@ nlohmann::json layout_json(const TrainConfig& cfg, int world) {
 checkpoint::SaveRequest Trainer::save_request() const {
   auto& engine = *engine_;
   const auto& plan = engine.plan();
-  const auto& spec = model_->params().spec();
+  const auto& spec = plan.spec();
   checkpoint::SaveRequest r;
   r.step = step_;
   for (int u = 0; u < plan.num_units(); ++u) {
+    if (plan.unit(u).padded == 0) continue;  // another pipeline stage's unit
+    // The data-parallel replicas split the writing (each its 1/R of the unit).
     const auto [begin, end] = plan.save_range(u);
-    for (const auto& p : plan.pieces_in(u, begin, end)) {
-      const auto& ps = spec.params[size_t(p.param)];
-      add_pieces(r.pieces, ps.name, ps.shape, p.param_begin, p.param_end, engine.param_at(u, p.unit_offset));
-      add_pieces(r.pieces, kExpAvg + ps.name, ps.shape, p.param_begin, p.param_end, engine.moment_at(0, u, p.unit_offset));
-      add_pieces(r.pieces, kExpAvgSq + ps.name, ps.shape, p.param_begin, p.param_end,
-                 engine.moment_at(1, u, p.unit_offset));
+    const Tensor values = engine.param_values(u);
+    const int64_t values_begin = engine.param_values_begin(u), owned_begin = plan.unit(u).owned_begin;
+    for (const auto& piece : plan.pieces_in(u, begin, end)) {
+      if (!layout_->param(piece.param).writes_checkpoint) continue;  // a replica's copy
+      const auto& ps = spec.params[size_t(piece.param)];
+      const int64_t n = piece.param_end - piece.param_begin;
+      auto slice = [&](const Tensor& t, int64_t from) {
+        return t.flat_slice(piece.unit_offset - from, piece.unit_offset - from + n);
+      };
+      add_pieces(r.pieces, ps.name, ps, piece.param_begin, piece.param_end, slice(values, values_begin));
+      add_pieces(r.pieces, kExpAvg + ps.name, ps, piece.param_begin, piece.param_end, slice(engine.moment(0, u), owned_begin));
+      add_pieces(r.pieces, kExpAvgSq + ps.name, ps, piece.param_begin, piece.param_end,
+                 slice(engine.moment(1, u), owned_begin));
     }
   }
   nlohmann::json loader_state;
@@ -79,7 +115,7 @@ checkpoint::SaveRequest Trainer::save_request() const {
         {"warmup_steps", cfg_.optimizer.warmup_steps},
         {"total_steps", cfg_.training.steps},
         {"next_step", step_}}},
-      {"layout", layout_json(cfg_, ctx_.world_size)},
+      {"layout", layout_json(cfg_, ctx_.mesh.shape(), ctx_.world_size)},
       {"data", {{"path", cfg_.data.path}, {"mode", cfg_.data.mode}, {"seq_len", cfg_.data.seq_len}}},
       {checkpoint::kMetaModelConfig, checkpoint::model_config_to_json(cfg_.model)},
       {checkpoint::kMetaTokenizer, train_.tokenizer().describe()},
@@ -106,36 +142,45 @@ void Trainer::finish_checkpoints() {
 std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
   auto& engine = *engine_;
   const auto& plan = engine.plan();
-  const auto& spec = model_->params().spec();
-  // 1. Every check before any byte is copied: the model stays untouched on error.
+  const auto& spec = plan.spec();
+  // 1. Every check before any byte is copied: the model stays untouched on
+  // error. Shapes are the global (logical) ones: any layout reads any other's.
   bool has_moments = true;
   for (const auto& p : spec.params) {
-    reader.expect(p.name, p.shape, DType::F32);
+    reader.expect(p.name, p.global_shape, DType::F32);
     has_moments = has_moments && reader.has(kExpAvg + p.name) && reader.has(kExpAvgSq + p.name);
   }
   if (has_moments)
     for (const auto& p : spec.params) {
-      reader.expect(kExpAvg + p.name, p.shape, DType::F32);
-      reader.expect(kExpAvgSq + p.name, p.shape, DType::F32);
+      reader.expect(kExpAvg + p.name, p.global_shape, DType::F32);
+      reader.expect(kExpAvgSq + p.name, p.global_shape, DType::F32);
     }
   const nlohmann::json& meta = reader.metadata();
   const bool has_position = meta.contains("loader_state") && meta.contains("step");
   data::LoaderState loader_state;
   if (has_position) data::from_json(meta.at("loader_state"), loader_state);
 
-  // 2. Parameters: full units where this layout keeps them (stage 0-2), the
-  // owned shard under stage 3; moments: the owned (optimizer) range.
+  // 2. Parameters: the boxes this layout holds (the whole local unit under
+  // stages 0-2, the owned shard under stage 3); moments: the owned range.
   for (int u = 0; u < plan.num_units(); ++u) {
+    if (plan.unit(u).padded == 0) continue;
     const auto [pb, pe] = plan.param_range(u);
-    for (const auto& p : plan.pieces_in(u, pb, pe))
-      reader.read_flat(spec.params[size_t(p.param)].name, p.param_begin, p.param_end,
-                       engine.param_at(u, p.unit_offset), DType::F32);
+    const Tensor values = engine.param_values(u);
+    const int64_t values_begin = engine.param_values_begin(u), owned_begin = plan.unit(u).owned_begin;
+    for (const auto& piece : plan.pieces_in(u, pb, pe)) {
+      const auto& ps = spec.params[size_t(piece.param)];
+      const int64_t off = piece.unit_offset - values_begin;
+      read_pieces(reader, ps.name, ps, piece.param_begin, piece.param_end,
+                  values.flat_slice(off, off + piece.param_end - piece.param_begin));
+    }
     if (!has_moments) continue;
-    for (const auto& p : plan.owned_pieces(u)) {
-      const std::string& name = spec.params[size_t(p.param)].name;
-      reader.read_flat(kExpAvg + name, p.param_begin, p.param_end, engine.moment_at(0, u, p.unit_offset), DType::F32);
-      reader.read_flat(kExpAvgSq + name, p.param_begin, p.param_end, engine.moment_at(1, u, p.unit_offset),
-                       DType::F32);
+    for (const auto& piece : plan.owned_pieces(u)) {
+      const auto& ps = spec.params[size_t(piece.param)];
+      const int64_t off = piece.unit_offset - owned_begin, n = piece.param_end - piece.param_begin;
+      read_pieces(reader, kExpAvg + ps.name, ps, piece.param_begin, piece.param_end,
+                  engine.moment(0, u).flat_slice(off, off + n));
+      read_pieces(reader, kExpAvgSq + ps.name, ps, piece.param_begin, piece.param_end,
+                  engine.moment(1, u).flat_slice(off, off + n));
     }
   }
   if (!has_position) return "assets complete: weights only (optimizer and data position start fresh)";
@@ -152,7 +197,11 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
   const int64_t old_window = old.at("dp").get<int64_t>() * old.at("grad_accum").get<int64_t>() *
                              old.at("micro_batch").get<int64_t>();
   const int64_t new_window = int64_t(cfg_.parallel.dp) * cfg_.training.grad_accum * cfg_.training.micro_batch;
-  const bool same_reduction = old.at("dp") == cfg_.parallel.dp && old.at("grad_accum") == cfg_.training.grad_accum &&
+  // Layouts from before placements recorded no cp; tp and pp were 1.
+  const bool same_model_axes = old.value("tp", 1) == ctx_.mesh.shape().tp && old.value("pp", 1) == ctx_.mesh.shape().pp &&
+                               old.value("cp", 1) == ctx_.mesh.shape().cp;
+  const bool same_reduction = same_model_axes && old.at("dp") == cfg_.parallel.dp &&
+                              old.at("grad_accum") == cfg_.training.grad_accum &&
                               old.at("micro_batch") == cfg_.training.micro_batch &&
                               old.value("backend", std::string("threads")) == "threads" &&
                               cfg_.comm.backend == "threads";
@@ -169,12 +218,18 @@ void Trainer::init_from_safetensors(const std::string& path) {
   const checkpoint::ParamValues values = checkpoint::read_param_values(file, cfg_.model);
   auto& engine = *engine_;
   const auto& plan = engine.plan();
-  const auto& spec = model_->params().spec();
+  const auto& spec = plan.spec();
   for (int u = 0; u < plan.num_units(); ++u) {
+    if (plan.unit(u).padded == 0) continue;
     const auto [pb, pe] = plan.param_range(u);
-    for (const auto& p : plan.pieces_in(u, pb, pe)) {
-      const std::vector<float>& v = values.at(spec.params[size_t(p.param)].name);
-      std::copy(v.begin() + p.param_begin, v.begin() + p.param_end, engine.param_at(u, p.unit_offset));
+    const Tensor dst = engine.param_values(u);
+    MT_CHECK(dst.dtype() == DType::F32, "safetensors import fills f32 parameters");
+    float* base = dst.data<float>() - engine.param_values_begin(u);
+    for (const auto& piece : plan.pieces_in(u, pb, pe)) {
+      const auto& ps = spec.params[size_t(piece.param)];
+      const std::vector<float>& v = values.at(ps.name);  // the global tensor
+      float* out = base + piece.unit_offset;
+      for (int64_t i = piece.param_begin; i < piece.param_end; ++i) out[i - piece.param_begin] = v[size_t(ps.global_flat(i))];
     }
   }
 }

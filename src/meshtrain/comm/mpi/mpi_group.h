@@ -114,6 +114,7 @@ inline MPI_Datatype mpi_type(DType t) {
     case DType::I32: return MPI_INT32_T;
     case DType::I64: return MPI_INT64_T;
     case DType::BF16: return MPI_UINT16_T;  // moved as bits; reduced in f32
+    case DType::F16: return MPI_UINT16_T;
   }
   return MPI_BYTE;
 }

@@ -85,7 +85,7 @@ Work MpiGroup::start(OpDesc& d, bool async) {
     }
     d.waited_s = std::chrono::duration<double>(Clock::now() - t0).count();
   };
-  const bool bf = d.dtype == DType::BF16;
+  const bool bf = is_half(d.dtype);  // MPI has no 16-bit float sums
   switch (d.kind) {
     case OpKind::AllReduce: {
       const MPI_Op op = mpi_op(d.op);
@@ -95,7 +95,7 @@ Work MpiGroup::start(OpDesc& d, bool async) {
       float* f = nullptr;
       if (bf) {  // MPI has no bf16 sum: reduce in f32
         f = reinterpret_cast<float*>(stage(d.count * 4));
-        bf16_to_f32(static_cast<const uint16_t*>(d.send), f, d.count);
+        half_to_f32(d.dtype, static_cast<const uint16_t*>(d.send), f, d.count);
         sp = MPI_IN_PLACE, rp = f, t = MPI_FLOAT;
       }
       const int n = icount(d.count);
@@ -103,7 +103,7 @@ Work MpiGroup::start(OpDesc& d, bool async) {
            [&](MPI_Request* r) { return MPI_Iallreduce(sp, rp, n, t, op, comm_, r); }, "MPI_Allreduce");
       post = [=] {
         if (d.op == ReduceOp::Avg) divide_in_place(rp, d.count, bf ? DType::F32 : d.dtype, R);
-        if (bf) f32_to_bf16(f, static_cast<uint16_t*>(d.recv), d.count);
+        if (bf) f32_to_half(d.dtype, f, static_cast<uint16_t*>(d.recv), d.count);
       };
       break;
     }
@@ -117,7 +117,7 @@ Work MpiGroup::start(OpDesc& d, bool async) {
       const bool in_place = d.recv == static_cast<const char*>(d.send) + chunk_offset(d.count, R, rank_) * es;
       if (bf) {
         float* in = reinterpret_cast<float*>(stage(d.count * 4));
-        bf16_to_f32(static_cast<const uint16_t*>(d.send), in, d.count);
+        half_to_f32(d.dtype, static_cast<const uint16_t*>(d.send), in, d.count);
         sp = in, rp = stage(mine * 4), t = MPI_FLOAT;
       } else if (in_place && mine) {
         rp = stage(mine * es);  // MPI forbids aliased send/recv
@@ -128,7 +128,7 @@ Work MpiGroup::start(OpDesc& d, bool async) {
            "MPI_Reduce_scatter");
       post = [=] {
         if (d.op == ReduceOp::Avg) divide_in_place(rp, mine, bf ? DType::F32 : d.dtype, R);
-        if (bf) f32_to_bf16(static_cast<float*>(rp), static_cast<uint16_t*>(d.recv), mine);
+        if (bf) f32_to_half(d.dtype, static_cast<float*>(rp), static_cast<uint16_t*>(d.recv), mine);
         else if (rp != d.recv && mine) std::memcpy(d.recv, rp, mine * es);
       };
       break;

@@ -1,0 +1,82 @@
+// The device seam: every kernel the layers, the optimizer and the parallel
+// engine call, over tensors whose dtype selects the arithmetic and whose
+// device selects the table. kernels/cpu/ implements it for the host; another
+// device adds its own table beside it (register_kernels) without touching a
+// layer. Shapes are read from the tensors (2-D [rows, features] unless
+// stated); int32 index arrays (token ids, targets, positions, segments) are
+// host pointers. Backward kernels ACCUMULATE into parameter gradients where
+// the comment says "+=".
+#pragma once
+
+#include <cstdint>
+
+#include "meshtrain/core/tensor.h"
+#include "meshtrain/kernels/cpu/adamw.h"
+#include "meshtrain/kernels/cpu/attention.h"
+#include "meshtrain/kernels/cpu/cross_entropy.h"
+#include "meshtrain/kernels/cpu/rope.h"
+
+namespace meshtrain::kernels {
+
+class KernelTable {
+ public:
+  virtual ~KernelTable() = default;
+  virtual Device device() const = 0;
+
+  // ---- dense algebra ----
+  // c[M,N] = alpha op(a) op(b) + beta c; op(a) [M,K] (a stored [K,M] when ta), op(b) [K,N] ([N,K] when tb).
+  virtual void gemm(bool ta, bool tb, double alpha, const Tensor& a, const Tensor& b, double beta,
+                    const Tensor& c) const = 0;
+  virtual void add_row_bias(const Tensor& y, const Tensor& bias) const = 0;   // y[i, :] += bias
+  virtual void bias_grad(const Tensor& dbias, const Tensor& dy) const = 0;    // dbias += sum_i dy[i, :]
+  virtual void add(const Tensor& y, const Tensor& x) const = 0;               // y += x (same numel)
+  virtual void copy(const Tensor& dst, const Tensor& src) const = 0;          // same numel and dtype
+  virtual void fill(const Tensor& y, double value) const = 0;
+  // Sum of squares in f64 over canonical blocks (elementwise.h kSumBlock):
+  // the same value for any thread count.
+  virtual double sum_squares(const Tensor& x) const = 0;
+  virtual bool all_finite(const Tensor& x) const = 0;
+
+  // ---- layers ----
+  virtual void embedding_forward(const int32_t* ids, const Tensor& table, const Tensor& out) const = 0;
+  virtual void embedding_backward(const int32_t* ids, const Tensor& dout, const Tensor& dtable) const = 0;  // +=
+  // RMSNorm (mean undefined) or LayerNorm (bias, mean defined): y = norm(x) w (+ b), per row of [n, d].
+  virtual void norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y,
+                            const Tensor& mean, const Tensor& rstd) const = 0;
+  // dx += dnorm/dx . dy; dw += ...; db += ... (db undefined for RMSNorm).
+  virtual void norm_backward(const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                             const Tensor& dy, const Tensor& dx, const Tensor& dw, const Tensor& db) const = 0;
+  // x [n, heads * head_dim] rotated in place (inverse: the backward).
+  virtual void rope(const Tensor& x, const int32_t* positions, int64_t heads, int64_t head_dim,
+                    const RopeTable& table, bool inverse) const = 0;
+  virtual void swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& out) const = 0;
+  virtual void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
+                               const Tensor& dup) const = 0;
+  virtual void gelu_forward(const Tensor& x, const Tensor& y) const = 0;
+  virtual void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) const = 0;
+  // q/out [n, Hq*D], k/v [n, Hkv*D], lse [B, Hq, T]; backward overwrites dq, dk, dv.
+  virtual void attention_forward(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const int32_t* segments, double scale, const Tensor& out,
+                                 const Tensor& lse) const = 0;
+  virtual void attention_backward(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const int32_t* segments, double scale, const Tensor& out, const Tensor& lse,
+                                  const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) const = 0;
+  // Loss SUM and supervised COUNT over logits [n, V] (targets < 0 are not supervised).
+  virtual CrossEntropyResult cross_entropy(const Tensor& logits, const int32_t* targets) const = 0;
+  // Also dlogits = grad_scale * d(loss sum)/d(logits) (dlogits may alias logits).
+  virtual CrossEntropyResult cross_entropy_backward(const Tensor& logits, const int32_t* targets, double grad_scale,
+                                                    const Tensor& dlogits) const = 0;
+
+  // ---- optimizer ----
+  // One AdamW update of `param` from grad * grad_scale; m, v in the optimizer dtype.
+  virtual void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                     const AdamWHyper& h, double grad_scale) const = 0;
+};
+
+// The table of a device; ConfigError when this build has none for it.
+const KernelTable& kernels_for(Device device);
+inline const KernelTable& kernels_for(const Tensor& t) { return kernels_for(t.device()); }
+// A device backend installs its table (the host's is built in).
+void register_kernels(Device device, const KernelTable* table);
+
+}  // namespace meshtrain::kernels

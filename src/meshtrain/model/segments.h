@@ -1,0 +1,63 @@
+// The model as a list of segments a pipeline stage can own: the embedding
+// (segment 0), each block (segment l + 1) and the head (final norm, LM head
+// and loss; segment n_layers + 1). Segment s reads and writes parameter
+// unit s (the tied head also unit 0). A segment's forward returns its
+// output activations; its backward is split into the input gradient (B)
+// and the weight gradient (W), which a zero-bubble schedule runs later.
+#pragma once
+
+#include <memory>
+
+#include "meshtrain/kernels/cpu/cross_entropy.h"
+#include "meshtrain/model/block.h"
+
+namespace meshtrain::model {
+
+struct ForwardMode {
+  bool backward = true;     // keep what backward needs (training)
+  double loss_coeff = 0.0;  // head: dlogits = coeff * d(loss sum) (29.3)-(29.4)
+  bool logits = false;      // head: return the logits instead of computing the loss
+};
+
+// What one micro-batch keeps of one segment between F, B and W.
+struct SegmentState {
+  Block::Saved block;
+  Tensor x_final, xf, dlogits;  // head: its input, the normed input, dlogits (in the logits' buffer)
+  Norm::Stats final_stats;
+  kernels::CrossEntropyResult loss;  // head: loss SUM and COUNT of the micro-batch
+  WeightGrads weights;
+  bool forward_done = false, input_grad_done = false;
+};
+
+class EmbeddingSegment {
+ public:
+  EmbeddingSegment(const ModelConfig& cfg, ParameterStore& params);
+  Tensor forward(const kernels::KernelTable& k, const TokenBatch& b,
+                 const std::shared_ptr<CachingAllocator>& alloc) const;
+  void backward(const kernels::KernelTable& k, const TokenBatch& b, const Tensor& dx, WeightGrads& wg) const;
+
+ private:
+  int64_t d_;
+  Parameter* tokens_;
+  Parameter* positions_ = nullptr;
+};
+
+class HeadSegment {
+ public:
+  // tied: the LM head is the token embedding (same parameter, same unit 0).
+  HeadSegment(const ModelConfig& cfg, ParameterStore& params);
+  // Training: the loss and dlogits (in place of the logits) in st; returns
+  // nothing. mode.logits: returns the logits [n, vocab].
+  Tensor forward(const kernels::KernelTable& k, const TokenBatch& b, const Tensor& x, SegmentState& st,
+                 const ForwardMode& mode, const std::shared_ptr<CachingAllocator>& alloc) const;
+  // B: the gradient of the head's input; weight grads to st.weights.
+  Tensor backward(const kernels::KernelTable& k, const TokenBatch& b, SegmentState& st,
+                  const std::shared_ptr<CachingAllocator>& alloc) const;
+
+ private:
+  const ModelConfig& cfg_;
+  Norm norm_;
+  Linear head_;
+};
+
+}  // namespace meshtrain::model

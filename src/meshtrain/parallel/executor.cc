@@ -1,0 +1,116 @@
+#include "meshtrain/parallel/executor.h"
+
+namespace meshtrain::parallel {
+
+StepExecutor::StepExecutor(model::Transformer& model, DataParallel* engine, comm::ProcessGroup* pp)
+    : model_(model), engine_(engine), pp_(pp) {}
+
+int StepExecutor::tag(const Action& a, bool gradient) const {
+  // Unique per (kind, micro-batch, chunk) within a window.
+  return ((a.micro * 1024) + a.chunk) * 2 + (gradient ? 1 : 0);
+}
+
+Tensor StepExecutor::recv_buffer(const model::TokenBatch& b) {
+  return Tensor::empty(Shape{b.n(), model_.config().d_model}, model_.params().precision().compute,
+                       model_.allocator(), MemCategory::Activations);
+}
+
+WindowResult StepExecutor::run(const Program& program, const std::function<model::TokenBatch(int)>& micro,
+                               const model::ForwardMode& mode) {
+  MT_CHECK(program.trains == mode.backward, "a ", program.trains ? "training" : "forward-only",
+           " program run in the other mode");
+  WindowResult result;
+  const int last = model_.num_segments() - 1;
+  try {
+    for (const Action& a : program.actions) {
+      const Key key{a.micro, a.segment};
+      switch (a.op) {
+        case Op::Forward: {
+          const model::TokenBatch b = micro(a.micro);
+          model::SegmentState& st = states_[key];
+          Tensor x;
+          if (a.segment > 0) {
+            x = inputs_.at(key);
+            inputs_.erase(key);
+          }
+          Tensor y = model_.forward_segment(a.segment, b, x, st, mode);
+          if (a.segment == last) {
+            result.loss_sum += st.loss.loss_sum;
+            result.count += st.loss.count;
+          } else if (!mode.logits) {
+            inputs_[{a.micro, a.segment + 1}] = std::move(y);
+          }
+          if (!mode.backward) states_.erase(key);
+          break;
+        }
+        case Op::Backward:
+        case Op::BackwardInput: {
+          const model::TokenBatch b = micro(a.micro);
+          if (engine_)
+            for (int u : model_.segment_units(a.segment)) engine_->prepare_grads(u);
+          Tensor dy;
+          if (a.segment < last) {
+            dy = output_grads_.at(key);
+            output_grads_.erase(key);
+          }
+          model::SegmentState& st = states_.at(key);
+          Tensor dx = model_.backward_segment_input(a.segment, b, dy, st, a.op == Op::BackwardInput);
+          if (a.segment > 0) output_grads_[{a.micro, a.segment - 1}] = std::move(dx);
+          if (a.op == Op::Backward) states_.erase(key);
+          break;
+        }
+        case Op::BackwardWeight:
+          model_.backward_segment_weight(a.segment, states_.at(key));
+          states_.erase(key);
+          break;
+        case Op::SendActivation:
+        case Op::SendGradient: {
+          const bool grad = a.op == Op::SendGradient;
+          auto& table = grad ? output_grads_ : inputs_;
+          // The payload: the input of the next chunk's first segment, or the
+          // gradient of the previous chunk's last segment's output.
+          const Key k = grad ? Key{a.micro, a.segment} : Key{a.micro, a.segment + 1};
+          Tensor t = table.at(k);
+          table.erase(k);
+          sends_.push_back(pp_->isend(t.raw(), size_t(t.numel()), t.dtype(), a.peer, {.tag = tag(a, grad)}));
+          in_flight_.push_back(std::move(t));
+          break;
+        }
+        case Op::RecvActivation:
+        case Op::RecvGradient: {
+          const bool grad = a.op == Op::RecvGradient;
+          Tensor t = recv_buffer(micro(a.micro));
+          // A gradient received for chunk c was sent by chunk c + 1; an
+          // activation for chunk c by chunk c - 1: tags name the sender's chunk.
+          Action sender = a;
+          sender.chunk = grad ? a.chunk + 1 : a.chunk - 1;
+          pp_->recv(t.raw(), size_t(t.numel()), t.dtype(), a.peer, {.tag = tag(sender, grad)});
+          (grad ? output_grads_ : inputs_)[grad ? key : Key{a.micro, a.segment + 1}] = std::move(t);
+          break;
+        }
+        case Op::Gather: engine_->gather(a.unit); break;
+        case Op::Require: engine_->require_params(a.unit); break;
+        case Op::Release: engine_->release(a.unit); break;
+        case Op::ReduceGrads: engine_->reduce_grads(a.unit); break;
+      }
+    }
+    for (auto& w : sends_) w.wait();
+  } catch (...) {
+    // Never free a buffer a pending send still reads.
+    for (auto& w : sends_)
+      if (w.valid()) try { w.wait(); } catch (...) {}
+    sends_.clear();
+    in_flight_.clear();
+    states_.clear();
+    inputs_.clear();
+    output_grads_.clear();
+    throw;
+  }
+  sends_.clear();
+  in_flight_.clear();
+  MT_CHECK(states_.empty() && inputs_.empty() && output_grads_.empty(),
+           "the step program left state behind: a missing backward or transfer");
+  return result;
+}
+
+}  // namespace meshtrain::parallel

@@ -1,0 +1,50 @@
+// The one executor: runs a rank's step program (program.h) for one window.
+// Compute actions call the model's segments (forward, input gradient,
+// weight gradient), transfers move a micro-batch's activations or their
+// gradients between pipeline ranks (non-blocking sends, receives matched by
+// (kind, micro-batch, chunk) tags, so a payload can never be paired with
+// another micro-batch), and parameter actions drive the data-parallel
+// engine. A single device runs the trivial schedule through the same code.
+#pragma once
+
+#include <functional>
+#include <map>
+
+#include "meshtrain/comm/process_group.h"
+#include "meshtrain/model/transformer.h"
+#include "meshtrain/parallel/data_parallel.h"
+#include "meshtrain/parallel/program.h"
+
+namespace meshtrain::parallel {
+
+struct WindowResult {
+  double loss_sum = 0;  // over this rank's micro-batches whose head it holds
+  int64_t count = 0;    // supervised targets they contain
+};
+
+class StepExecutor {
+ public:
+  // pp: the pipeline group (peers are pipeline ranks); null when pp = 1.
+  StepExecutor(model::Transformer& model, DataParallel* engine, comm::ProcessGroup* pp);
+
+  // micro(j): micro-batch j of the window (valid until run returns). mode:
+  // training (backward + loss coefficient) or forward-only.
+  WindowResult run(const Program& program, const std::function<model::TokenBatch(int)>& micro,
+                   const model::ForwardMode& mode);
+
+ private:
+  using Key = std::pair<int, int>;  // (micro-batch, segment)
+  int tag(const Action& a, bool gradient) const;
+  Tensor recv_buffer(const model::TokenBatch& b);
+
+  model::Transformer& model_;
+  DataParallel* engine_;
+  comm::ProcessGroup* pp_;
+  std::map<Key, model::SegmentState> states_;
+  std::map<Key, Tensor> inputs_;        // a segment's input activations
+  std::map<Key, Tensor> output_grads_;  // dL/d(a segment's output)
+  std::vector<comm::Work> sends_;
+  std::vector<Tensor> in_flight_;       // buffers of pending sends
+};
+
+}  // namespace meshtrain::parallel

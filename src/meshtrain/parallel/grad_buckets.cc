@@ -1,0 +1,50 @@
+#include "meshtrain/parallel/grad_buckets.h"
+
+namespace meshtrain::parallel {
+
+GradBuckets::GradBuckets(const ShardPlan& plan, const Tensor& flat_grads, const std::vector<int64_t>& unit_offset,
+                         double bucket_mb, comm::ProcessGroup& dp, comm::ReduceOp op, GradSyncStats& stats)
+    : flat_(flat_grads), dp_(dp), op_(op), stats_(stats), bucket_of_(size_t(plan.num_units()), -1) {
+  const int64_t limit = int64_t(bucket_mb * 1024 * 1024);
+  const int64_t esize = int64_t(dtype_size(flat_.dtype()));
+  for (int u = plan.num_units() - 1; u >= 0; --u) {
+    const int64_t n = plan.unit(u).padded;
+    if (n == 0) continue;  // another pipeline stage's unit
+    if (buckets_.empty() || (buckets_.back().end - buckets_.back().begin) * esize >= limit)
+      buckets_.push_back({{}, unit_offset[size_t(u)] + n, unit_offset[size_t(u)] + n, 0, {}});
+    Bucket& b = buckets_.back();
+    b.units.push_back(u);
+    b.begin = unit_offset[size_t(u)];
+    bucket_of_[size_t(u)] = int(buckets_.size()) - 1;
+  }
+}
+
+GradBuckets::~GradBuckets() {
+  for (auto& b : buckets_)
+    if (b.work.valid()) try { b.work.wait(); } catch (...) {}
+}
+
+void GradBuckets::begin_window() {
+  for (auto& b : buckets_) b.ready = 0;
+}
+
+void GradBuckets::unit_ready(int u) {
+  MT_CHECK(bucket_of_[size_t(u)] >= 0, "unit ", u, " has no gradient bucket on this rank");
+  Bucket& b = buckets_[size_t(bucket_of_[size_t(u)])];
+  MT_CHECK(b.ready < int(b.units.size()), "unit ", u, " reported complete twice in one window");
+  if (++b.ready < int(b.units.size())) return;
+  const size_t esize = dtype_size(flat_.dtype());
+  char* p = static_cast<char*>(flat_.raw()) + size_t(b.begin) * esize;
+  b.work = dp_.iall_reduce(p, p, size_t(b.end - b.begin), flat_.dtype(), op_);
+  stats_.buckets += 1;
+  stats_.bytes += (b.end - b.begin) * int64_t(esize);
+}
+
+void GradBuckets::wait_all() {
+  for (auto& b : buckets_) {
+    if (b.work.valid()) wait_timed(b.work, stats_);
+    MT_CHECK(b.ready == 0 || b.ready == int(b.units.size()), "a gradient bucket was left incomplete");
+  }
+}
+
+}  // namespace meshtrain::parallel

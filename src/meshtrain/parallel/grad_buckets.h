@@ -1,0 +1,44 @@
+// DDP gradient buckets (stage 0, S4): whole units of the flat gradient
+// buffer in reverse unit order, closed once they reach bucket_mb; a bucket
+// is all-reduced as soon as every unit in it is reported complete for the
+// window, so reductions overlap the rest of backward.
+#pragma once
+
+#include <vector>
+
+#include "meshtrain/comm/process_group.h"
+#include "meshtrain/parallel/shard_plan.h"
+#include "meshtrain/parallel/sync_stats.h"
+
+namespace meshtrain::parallel {
+
+class GradBuckets {
+ public:
+  // flat_grads holds every held unit's padded gradient at unit_offset[u].
+  GradBuckets(const ShardPlan& plan, const Tensor& flat_grads, const std::vector<int64_t>& unit_offset,
+              double bucket_mb, comm::ProcessGroup& dp, comm::ReduceOp op, GradSyncStats& stats);
+  ~GradBuckets();
+  GradBuckets(const GradBuckets&) = delete;
+  GradBuckets& operator=(const GradBuckets&) = delete;
+
+  void begin_window();
+  void unit_ready(int u);  // launches u's bucket when it is the bucket's last
+  void wait_all();
+  int count() const { return int(buckets_.size()); }
+
+ private:
+  struct Bucket {
+    std::vector<int> units;  // descending
+    int64_t begin = 0, end = 0;  // element range of flat_grads
+    int ready = 0;
+    comm::Work work;
+  };
+  Tensor flat_;
+  comm::ProcessGroup& dp_;
+  comm::ReduceOp op_;
+  GradSyncStats& stats_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_;
+};
+
+}  // namespace meshtrain::parallel

@@ -1,0 +1,100 @@
+// The layout plan: one object, computed once per rank from (model config,
+// mesh, rank, options) without communication, that says for every
+// parameter where its state lives: its placement on every mesh axis, the
+// rank-local shape and the box of the global tensor it is, the group its
+// gradient is summed over, which copy the global norm and the checkpoint
+// count (every logical element exactly once), its ZeRO shard (ShardPlan)
+// and its pipeline stage. The model is built from its local spec; the
+// engine, the optimizer, the gradient norm, checkpoints and `meshtrain plan`
+// all read it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "meshtrain/comm/mesh.h"
+#include "meshtrain/core/precision.h"
+#include "meshtrain/model/param_spec.h"
+#include "meshtrain/parallel/shard_plan.h"
+
+namespace meshtrain::parallel {
+
+struct LayoutOptions {
+  int zero_stage = 0;
+  int virtual_stages = 1;               // pipeline chunks per rank (v)
+  std::vector<int64_t> pp_layers;       // blocks per chunk, in chunk order (empty: balanced)
+  bool sequence_parallel = false;       // replicated norm weights see a sequence shard: partial over tp
+};
+
+// A pipeline chunk: a contiguous range of segments (0 = embedding, l + 1 =
+// block l, n_layers + 1 = head) on one pipeline rank.
+struct Chunk {
+  int first = 0, last = 0;  // segments [first, last]
+  int pp_rank = 0;
+};
+
+// Chunks of the model for pp ranks x v chunks each (chunk c on pp rank
+// c % pp); blocks balanced unless `layers` gives them. ConfigError naming
+// the numbers when there are more chunks than blocks or `layers` does not
+// add up.
+std::vector<Chunk> pipeline_chunks(int64_t n_layers, int pp, int v, const std::vector<int64_t>& layers);
+
+struct ParamLayout {
+  std::vector<int> stages;                // pipeline ranks holding it
+  std::vector<std::string> reduce_axes;   // mesh axes its gradient is summed over
+  int tp_replicas = 1;                    // tp ranks sharing its piece whose gradients are partial
+  bool counts_in_norm = true;             // this copy is the one the global norm counts
+  bool writes_checkpoint = true;          // this copy's boxes go to checkpoints (then split over dp)
+};
+
+class LayoutPlan {
+ public:
+  LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mesh, int rank, const LayoutOptions& options);
+
+  const comm::MeshShape& mesh() const { return mesh_; }
+  int rank() const { return rank_; }
+  int coord(const std::string& axis) const;
+  const LayoutOptions& options() const { return options_; }
+  const model::ModelConfig& model_config() const { return cfg_; }
+  const model::ModelSpec& spec() const { return *spec_; }
+  const std::shared_ptr<const model::ModelSpec>& spec_ptr() const { return spec_; }
+  const model::ModelPartition& partition() const { return spec_->partition; }
+  const ShardPlan& shards() const { return shards_; }
+  const ParamLayout& param(int i) const { return params_[size_t(i)]; }
+  const std::vector<Chunk>& chunks() const { return chunks_; }
+  std::vector<int> my_chunks() const;  // indices into chunks(), ascending
+  // Axes the data-parallel engine shards ZeRO state over and sums every
+  // gradient over (dp; cp joins when context parallelism does).
+  std::vector<std::string> data_axes() const { return {"dp"}; }
+  // Axes whose ranks hold different parameters (or pieces): the global
+  // norm and the non-finite decision sum over them too.
+  std::vector<std::string> model_axes() const { return {"pp", "tp"}; }
+
+ private:
+  model::ModelConfig cfg_;
+  comm::MeshShape mesh_;
+  int rank_;
+  std::map<std::string, int> coords_;
+  LayoutOptions options_;
+  std::vector<Chunk> chunks_;
+  std::shared_ptr<const model::ModelSpec> spec_;
+  ShardPlan shards_;
+  std::vector<ParamLayout> params_;
+};
+
+// Persistent bytes one rank holds for one parameter (values, gradients,
+// Adam moments) under its ZeRO stage, from the exact shard overlap.
+struct ParamBytes {
+  int64_t params = 0, grads = 0, optimizer = 0;
+  int64_t total() const { return params + grads + optimizer; }
+};
+ParamBytes param_bytes(const LayoutPlan& plan, int param, const PrecisionPolicy& precision);
+
+// `meshtrain plan`: the table of every parameter (placement per axis, local
+// shape on each tensor-parallel rank, gradient group, bytes per rank) and
+// the persistent bytes of every rank, for a mesh that need not be running.
+std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mesh, const LayoutOptions& options,
+                       const PrecisionPolicy& precision);
+
+}  // namespace meshtrain::parallel

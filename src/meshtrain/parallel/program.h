@@ -1,0 +1,38 @@
+// A rank's step program: its schedule actions with chunks expanded into
+// segments (forward in ascending, backward in descending segment order) and
+// the data-parallel engine's parameter actions placed by counting:
+//   ReduceGrads(u) right after the last action of the window that writes
+//     unit u's gradient (or, without overlap, all at the end);
+//   ZeRO-3: Require(u) before each use of u's parameters, Gather of the
+//     next compute action's units just before the current one (prefetch in
+//     the schedule's order), Release(u) when the next compute action does
+//     not use u (after forward only with reshard_after_forward).
+// The executor (executor.h) runs it as given.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "meshtrain/parallel/layout_plan.h"
+#include "meshtrain/parallel/schedule.h"
+
+namespace meshtrain::parallel {
+
+struct ParamPolicy {
+  bool gather_params = false;        // ZeRO-3: parameters sharded at rest
+  bool reshard_after_forward = true;
+  bool overlap = true;               // reduce a unit's gradient as soon as it is complete
+};
+
+struct Program {
+  std::vector<Action> actions;
+  int micro_batches = 1;
+  bool trains = true;  // has backward actions
+};
+
+// units_of(segment): the parameter units a segment reads and writes
+// (model::Transformer::segment_units).
+Program expand(const Schedule& schedule, int pp_rank, const std::vector<Chunk>& chunks,
+               const std::function<std::vector<int>(int)>& units_of, const ParamPolicy& policy);
+
+}  // namespace meshtrain::parallel

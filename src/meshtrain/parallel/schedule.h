@@ -1,0 +1,72 @@
+// Pipeline schedules as data (SPEC S7): per pipeline rank, the list of
+// actions of one update window. A schedule names chunks (chunk c holds a
+// contiguous range of segments and sits on pipeline rank chunk_rank[c]);
+// the executor (executor.h) runs each rank's list after expand() has
+// turned chunks into segments and added the engine's parameter actions.
+// validate() rejects a schedule before anything runs: a missing or
+// duplicated compute action, a W before its B, a backward before its
+// forward, data used before it exists, a transfer without its partner, or a
+// deadlock (a cycle of receives waiting on sends that come later).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace meshtrain::parallel {
+
+enum class Op : uint8_t {
+  Forward,         // F(mb, chunk)
+  Backward,        // B + W fused (mb, chunk)
+  BackwardInput,   // B(mb, chunk): the input gradient
+  BackwardWeight,  // W(mb, chunk): the weight gradient
+  SendActivation,  // chunk's output of mb to the rank of chunk + 1
+  RecvActivation,  // chunk's input of mb from the rank of chunk - 1
+  SendGradient,    // d(chunk's input) of mb to the rank of chunk - 1
+  RecvGradient,    // d(chunk's output) of mb from the rank of chunk + 1
+  // Parameter actions (inserted by expand(), on units): start a ZeRO-3
+  // gather, wait for and bind it, free it; this unit's gradient is complete
+  // for the window: reduce it.
+  Gather,
+  Require,
+  Release,
+  ReduceGrads,
+};
+const char* to_string(Op op);
+bool is_compute(Op op);
+
+struct Action {
+  Op op = Op::Forward;
+  int micro = -1;    // micro-batch within the window
+  int chunk = -1;    // schedule level: the chunk; after expand(): also set
+  int segment = -1;  // after expand(): the segment a compute action runs
+  int unit = -1;     // parameter actions: the unit
+  int peer = -1;     // transfers: the other pipeline rank
+  std::string str() const;  // "F(mb=2, chunk=1)"
+  bool operator==(const Action&) const = default;
+};
+
+struct Schedule {
+  std::string name;
+  int ranks = 1;          // pipeline ranks p
+  int micro_batches = 1;  // m
+  std::vector<int> chunk_rank;               // pipeline rank of each chunk
+  std::vector<std::vector<Action>> actions;  // per pipeline rank
+  int chunks() const { return int(chunk_rank.size()); }
+};
+
+// Throws ConfigError naming the first broken action and why.
+void validate(const Schedule& s);
+
+// Unit-time simulation of a valid schedule (every F, B, W takes the given
+// time; fused B+W takes b + w; transfers are free): the makespan, the idle
+// (bubble) fraction over all ranks and the peak number of micro-batches
+// whose activations a rank holds at once (F done, W not yet).
+struct SimResult {
+  double makespan = 0;
+  double bubble = 0;                    // idle time / (ranks * makespan)
+  std::vector<int> peak_live;           // per rank
+};
+SimResult simulate(const Schedule& s, double f = 1, double b = 1, double w = 1);
+
+}  // namespace meshtrain::parallel

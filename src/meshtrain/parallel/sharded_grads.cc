@@ -1,0 +1,84 @@
+#include "meshtrain/parallel/sharded_grads.h"
+
+namespace meshtrain::parallel {
+
+ShardedGrads::ShardedGrads(const ShardPlan& plan, model::ParameterStore& store, comm::ProcessGroup& dp,
+                           comm::ReduceOp op, std::shared_ptr<CachingAllocator> alloc, GradSyncStats& stats,
+                           Tensor flat_grads, std::vector<int64_t> unit_offset)
+    : plan_(plan),
+      store_(store),
+      dp_(dp),
+      op_(op),
+      alloc_(std::move(alloc)),
+      stats_(stats),
+      flat_(std::move(flat_grads)),
+      offset_(std::move(unit_offset)),
+      shard_(size_t(plan.num_units())),
+      full_(size_t(plan.num_units())),
+      work_(size_t(plan.num_units())),
+      window_of_(size_t(plan.num_units()), -1) {
+  if (plan_.shards_grads())
+    for (int u = 0; u < plan_.num_units(); ++u)
+      shard_[size_t(u)] = Tensor::zeros(Shape{plan_.unit(u).shard}, store_.precision().grad_accum, alloc_,
+                                        MemCategory::Grads);
+}
+
+ShardedGrads::~ShardedGrads() {
+  for (auto& w : work_)
+    if (w.valid()) try { w.wait(); } catch (...) {}
+}
+
+Tensor ShardedGrads::owned(int u) {
+  const UnitShard& s = plan_.unit(u);
+  if (plan_.shards_grads()) return shard_[size_t(u)];
+  return flat_.flat_slice(offset_[size_t(u)] + s.owned_begin, offset_[size_t(u)] + s.owned_end);
+}
+
+void ShardedGrads::reap() {
+  for (size_t u = 0; u < work_.size(); ++u)
+    if (work_[u].valid() && work_[u].is_completed()) {
+      work_[u].wait();  // rethrows a failure
+      stats_.comm_s += work_[u].busy_seconds();
+      work_[u] = comm::Work();
+      full_[u] = Tensor();
+    }
+}
+
+void ShardedGrads::prepare(int u) {
+  if (!plan_.shards_grads()) return;
+  reap();
+  if (window_of_[size_t(u)] == window_ && full_[size_t(u)].defined()) return;
+  if (work_[size_t(u)].valid()) wait_timed(work_[size_t(u)], stats_);
+  full_[size_t(u)] = Tensor::zeros(Shape{plan_.unit(u).padded}, store_.precision().grad_accum, alloc_,
+                                   MemCategory::Comm);
+  window_of_[size_t(u)] = window_;
+  store_.bind_unit_grads(u, full_[size_t(u)]);
+}
+
+void ShardedGrads::reduce(int u) {
+  const UnitShard& s = plan_.unit(u);
+  const DType dt = store_.precision().grad_reduce;
+  if (!plan_.shards_grads()) {
+    char* base = static_cast<char*>(flat_.raw()) + size_t(offset_[size_t(u)]) * dtype_size(dt);
+    work_[size_t(u)] =
+        dp_.ireduce_scatter(base, base + size_t(s.owned_begin) * dtype_size(dt), size_t(s.padded), dt, op_);
+  } else {
+    prepare(u);  // a unit no backward touched this window still reduces (zeros)
+    work_[size_t(u)] = dp_.ireduce_scatter(full_[size_t(u)].raw(), shard_[size_t(u)].raw(), size_t(s.padded), dt, op_);
+    store_.bind_unit_grads(u, Tensor());
+  }
+  stats_.buckets += 1;
+  stats_.bytes += s.padded * int64_t(dtype_size(dt));
+}
+
+void ShardedGrads::wait_all() {
+  for (int u = 0; u < plan_.num_units(); ++u) {
+    if (work_[size_t(u)].valid()) wait_timed(work_[size_t(u)], stats_);
+    if (plan_.shards_grads()) {
+      full_[size_t(u)] = Tensor();
+      store_.bind_unit_grads(u, Tensor());
+    }
+  }
+}
+
+}  // namespace meshtrain::parallel
