@@ -306,6 +306,16 @@ TEST(CliTrain, TinyRunWritesMetricsAndACheckpointThatGenerateAndVerifyUse) {
   expect_error([&] { cmd_verify({cfg, "--layout", "dp=2,bogus=1", "--steps", "1"}); },
                {"unknown layout key 'bogus'"});
   expect_error([&] { cmd_verify({cfg, "--layout", "dp=two"}); }, {"layout dp=two: expected an integer"});
+  expect_error([&] { cmd_verify({cfg, "--layout", "tp=2"}); }, {"do not train yet"});
+
+  // plan: the config's layout by default, any mesh with --layout; nothing runs.
+  const std::string own = stdout_of([&] { EXPECT_EQ(cmd_plan({cfg}), 0); });
+  EXPECT_NE(own.find("layout: pp=1 dp=1 cp=1 tp=1 | zero_stage 0"), std::string::npos) << own;
+  const std::string wide = stdout_of([&] { EXPECT_EQ(cmd_plan({cfg, "--layout", "tp=2,dp=2,zero=3"}), 0); });
+  EXPECT_NE(wide.find("model.embed_tokens.weight"), std::string::npos) << wide;
+  EXPECT_NE(wide.find("rank   3 (pp 0 dp 1 cp 0 tp 1)"), std::string::npos) << wide;
+  expect_error([&] { cmd_plan({cfg, "--layout", "tp=3"}); }, {"model.n_heads = 2 does not split over parallel.tp = 3"});
+  expect_error([&] { cmd_plan({cfg, "--layout", "pp=2"}); }, {"2 chunks but model.n_layers = 1"});
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ int cmd_bench(const Args& args);     // bench comm ...                      (ben
 int cmd_ckpt(const Args& args);      // ckpt inspect|verify|export|import   (ckpt_command.cc)
 int cmd_generate(const Args& args);  // generate --from DIR|FILE --prompt   (generate_command.cc)
 int cmd_verify(const Args& args);    // verify CONFIG --layout ... --steps K (verify_command.cc)
+int cmd_plan(const Args& args);      // plan CONFIG [--layout ...]              (plan_command.cc)
 std::string version_string();        // (version.cc)
 
 }  // namespace meshtrain::cli

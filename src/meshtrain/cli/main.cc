@@ -14,6 +14,7 @@ void usage() {
       "  data prepare --out DIR INPUT...                   text/JSONL/fortune files -> token shards\n"
       "  bench comm [--backend threads|mpi] [--ranks N]    collective bandwidth and latency\n"
       "  verify CONFIG.toml --layout dp=4,zero=3 --steps K compare a layout with the single-rank run\n"
+      "  plan CONFIG.toml [--layout dp=2,tp=2,pp=2,...]     where every parameter's state lives, bytes per rank\n"
       "  ckpt inspect|verify|export|import ...              distributed checkpoints, safetensors\n"
       "  generate --from DIR|model.safetensors --prompt S   sample text from a trained model\n"
       "  --version\n",
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
     if (cmd == "ckpt") return cmd_ckpt(rest);
     if (cmd == "generate") return cmd_generate(rest);
     if (cmd == "verify") return cmd_verify(rest);
+    if (cmd == "plan") return cmd_plan(rest);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       usage();
       return 0;

@@ -88,10 +88,11 @@ WindowResult StepExecutor::run(const Program& program, const std::function<model
           (grad ? output_grads_ : inputs_)[grad ? key : Key{a.micro, a.segment + 1}] = std::move(t);
           break;
         }
-        case Op::Gather: engine_->gather(a.unit); break;
-        case Op::Require: engine_->require_params(a.unit); break;
-        case Op::Release: engine_->release(a.unit); break;
-        case Op::ReduceGrads: engine_->reduce_grads(a.unit); break;
+        // Without an engine the model owns whole parameters and gradients.
+        case Op::Gather: if (engine_) engine_->gather(a.unit); break;
+        case Op::Require: if (engine_) engine_->require_params(a.unit); break;
+        case Op::Release: if (engine_) engine_->release(a.unit); break;
+        case Op::ReduceGrads: if (engine_) engine_->reduce_grads(a.unit); break;
       }
     }
     for (auto& w : sends_) w.wait();

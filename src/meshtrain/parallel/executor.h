@@ -25,6 +25,8 @@ struct WindowResult {
 class StepExecutor {
  public:
   // pp: the pipeline group (peers are pipeline ranks); null when pp = 1.
+  // engine: null when the model owns its parameters and gradients (no
+  // data-parallel state: tests, tools).
   StepExecutor(model::Transformer& model, DataParallel* engine, comm::ProcessGroup* pp);
 
   // micro(j): micro-batch j of the window (valid until run returns). mode:

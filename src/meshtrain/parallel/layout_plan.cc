@@ -161,7 +161,10 @@ std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mes
   os << "precision: " << precision.describe() << "\n";
   os << "pipeline chunks:";
   for (const Chunk& c : plans[0].chunks()) os << " [segments " << c.first << "-" << c.last << " on pp " << c.pp_rank << "]";
-  os << "\n\n";
+  os << "\n";
+  os << "columns: placement per axis (S<k> = pipeline stage k, R = replicated, S(d) = split on dim d, xN = N tp ranks\n"
+        "share each piece); local shape on each tp rank; grad sum = axes its gradient is summed over (tp:N = the N\n"
+        "tp ranks sharing a piece); bytes/rank = values + gradients + optimizer state on the rank holding most\n\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-48s %-5s %-3s %-3s %-8s %-24s %-12s %12s\n", "parameter", "pp", "dp", "cp", "tp",
                 "local shape", "grad sum", "bytes/rank");
@@ -171,7 +174,7 @@ std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mes
     const Row& row = rows[g];
     std::vector<std::string> shapes(row.shapes.begin(), row.shapes.end());
     std::string group = join(row.layout->reduce_axes, "+");
-    if (row.layout->tp_replicas > 1) group += "+tp/" + std::to_string(mesh.tp / row.layout->tp_replicas);
+    if (row.layout->tp_replicas > 1) group += "+tp:" + std::to_string(row.layout->tp_replicas);
     std::snprintf(line, sizeof line, "%-48s %-5s %-3s %-3s %-8s %-24s %-12s %12s\n", p.name.c_str(),
                   ("S" + std::to_string(row.stage)).c_str(), "R", "R", p.tp.str(mesh.tp).c_str(),
                   join(shapes, " | ").c_str(), group.c_str(), format_bytes(row.bytes).c_str());
