@@ -28,6 +28,21 @@ std::vector<std::vector<float>> whole_model_grads(const model::ModelConfig& cfg,
   return g;
 }
 
+// The stage of a 2-rank pipeline this rank holds: the segments of its chunk.
+model::ModelPartition stage_partition(const model::ModelConfig& cfg, int pp_rank) {
+  const auto chunks = parallel::pipeline_chunks(cfg.n_layers, 2, 1, {});
+  model::ModelPartition part;
+  for (int s = chunks[size_t(pp_rank)].first; s <= chunks[size_t(pp_rank)].last; ++s) part.segments.push_back(s);
+  return part;
+}
+
+parallel::Program stage_program(const std::string& schedule, int m, const model::ModelConfig& cfg, int pp_rank,
+                                const model::Transformer& stage) {
+  return parallel::expand(parallel::make_schedule(schedule, 2, m), pp_rank,
+                          parallel::pipeline_chunks(cfg.n_layers, 2, 1, {}),
+                          [&](int s) { return stage.segment_units(s); }, {});
+}
+
 }  // namespace
 
 TEST(Executor, PipelineSchedulesMatchTheWholeModelBitwise) {
@@ -46,15 +61,11 @@ TEST(Executor, PipelineSchedulesMatchTheWholeModelBitwise) {
     o.world_size = 2;
     o.mesh.pp = 2;
     comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
-      const auto chunks = parallel::pipeline_chunks(cfg.n_layers, 2, 1, {});
       const int r = ctx.mesh.coord("pp");
-      model::ModelPartition part;
-      for (int s = chunks[size_t(r)].first; s <= chunks[size_t(r)].last; ++s) part.segments.push_back(s);
-      model::Transformer stage(cfg, ctx.allocator, {}, part);
+      model::Transformer stage(cfg, ctx.allocator, {}, stage_partition(cfg, r));
       stage.params().zero_grads();
       parallel::StepExecutor exec(stage, nullptr, &ctx.group("pp"));
-      const auto prog = parallel::expand(parallel::make_schedule(name, 2, m), r, chunks,
-                                         [&](int s) { return stage.segment_units(s); }, {});
+      const auto prog = stage_program(name, m, cfg, r, stage);
       const auto res = exec.run(prog, [&](int) { return batch.view(); }, {true, 0.125, false});
       std::lock_guard<std::mutex> lock(mu);
       loss += res.loss_sum;
@@ -78,14 +89,10 @@ TEST(Executor, AFailingStageStopsTheOtherWithItsError) {
   const auto start = std::chrono::steady_clock::now();
   try {
     comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
-      const auto chunks = parallel::pipeline_chunks(cfg.n_layers, 2, 1, {});
       const int r = ctx.mesh.coord("pp");
-      model::ModelPartition part;
-      for (int s = chunks[size_t(r)].first; s <= chunks[size_t(r)].last; ++s) part.segments.push_back(s);
-      model::Transformer stage(cfg, ctx.allocator, {}, part);
+      model::Transformer stage(cfg, ctx.allocator, {}, stage_partition(cfg, r));
       parallel::StepExecutor exec(stage, nullptr, &ctx.group("pp"));
-      const auto prog = parallel::expand(parallel::one_f_one_b_schedule(2, 2), r, chunks,
-                                         [&](int s) { return stage.segment_units(s); }, {});
+      const auto prog = stage_program("1f1b", 2, cfg, r, stage);
       exec.run(prog, [&](int mb) { return mb == 1 ? bad.view() : batch.view(); }, {true, 0.1, false});
     });
     FAIL() << "the failure must reach the caller";

@@ -23,32 +23,32 @@ std::string rejection(const parallel::Schedule& s) {
   return "";
 }
 
-// GPipe for p = 2, m = 2, written out by hand.
-parallel::Schedule hand_gpipe() {
+// Two ranks, two micro-batches, one chunk each: the frame of a hand list.
+parallel::Schedule two_by_two(const std::string& name, std::vector<std::vector<Action>> actions) {
   parallel::Schedule s;
-  s.name = "hand-gpipe";
+  s.name = name;
   s.ranks = 2;
   s.micro_batches = 2;
   s.chunk_rank = {0, 1};
-  s.actions = {
+  s.actions = std::move(actions);
+  return s;
+}
+
+// GPipe for p = 2, m = 2, written out by hand.
+parallel::Schedule hand_gpipe() {
+  return two_by_two("hand-gpipe", {
       {{Op::Forward, 0, 0}, {Op::SendActivation, 0, 0, -1, -1, 1}, {Op::Forward, 1, 0},
        {Op::SendActivation, 1, 0, -1, -1, 1}, {Op::RecvGradient, 0, 0, -1, -1, 1}, {Op::Backward, 0, 0},
        {Op::RecvGradient, 1, 0, -1, -1, 1}, {Op::Backward, 1, 0}},
       {{Op::RecvActivation, 0, 1, -1, -1, 0}, {Op::Forward, 0, 1}, {Op::RecvActivation, 1, 1, -1, -1, 0},
        {Op::Forward, 1, 1}, {Op::Backward, 0, 1}, {Op::SendGradient, 0, 1, -1, -1, 0}, {Op::Backward, 1, 1},
        {Op::SendGradient, 1, 1, -1, -1, 0}},
-  };
-  return s;
+  });
 }
 
 // 1F1B for p = 2, m = 2 by hand, with the backward split into B and W.
 parallel::Schedule hand_1f1b_split() {
-  parallel::Schedule s;
-  s.name = "hand-1f1b";
-  s.ranks = 2;
-  s.micro_batches = 2;
-  s.chunk_rank = {0, 1};
-  s.actions = {
+  return two_by_two("hand-1f1b", {
       {{Op::Forward, 0, 0}, {Op::SendActivation, 0, 0, -1, -1, 1}, {Op::Forward, 1, 0},
        {Op::SendActivation, 1, 0, -1, -1, 1}, {Op::RecvGradient, 0, 0, -1, -1, 1}, {Op::BackwardInput, 0, 0},
        {Op::BackwardWeight, 0, 0}, {Op::RecvGradient, 1, 0, -1, -1, 1}, {Op::BackwardInput, 1, 0},
@@ -57,8 +57,7 @@ parallel::Schedule hand_1f1b_split() {
        {Op::SendGradient, 0, 1, -1, -1, 0}, {Op::RecvActivation, 1, 1, -1, -1, 0}, {Op::Forward, 1, 1},
        {Op::BackwardInput, 1, 1}, {Op::SendGradient, 1, 1, -1, -1, 0}, {Op::BackwardWeight, 0, 1},
        {Op::BackwardWeight, 1, 1}},
-  };
-  return s;
+  });
 }
 
 }  // namespace
