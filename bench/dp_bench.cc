@@ -91,7 +91,7 @@ Result run(const train::TrainConfig& cfg, const data::TokenDataset& ds, int step
       r.comm_s = comm[comm.size() / 2];
       r.buckets = m.comm_buckets;
       r.mem = m.memory;
-      r.formula = t.engine().plan().persistent_bytes(4);
+      r.formula = t.engine().plan().persistent_bytes(t.precision());
     }
   });
   return r;

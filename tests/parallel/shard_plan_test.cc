@@ -56,7 +56,7 @@ TEST(ShardPlan, PaddingAndOwnershipCoverEveryElementOnce) {
 TEST(ShardPlan, PersistentBytesFollowTheFormulas) {
   const auto spec = tiny_spec();
   const int R = 4;
-  auto bytes = [&](int stage) { return parallel::ShardPlan(spec, R, 1, stage).persistent_bytes(4); };
+  auto bytes = [&](int stage) { return parallel::ShardPlan(spec, R, 1, stage).persistent_bytes(PrecisionPolicy::uniform(DType::F32)); };
   const int64_t full = parallel::ShardPlan(spec, R, 0, 0).padded_total() * 4;
   EXPECT_EQ(bytes(0).total(), full + full + 2 * full);              // (29.7)
   EXPECT_EQ(bytes(1).total(), full + full + 2 * full / R);          // (29.8)
@@ -71,4 +71,19 @@ TEST(ParallelConfig, Validation) {
   parallel::ParallelConfig d;
   d.dp = -1;  // 0 means "the world size" (mpirun)
   EXPECT_THROW(d.validate(), ConfigError);
+}
+
+// Bytes per parameter under each precision policy, unsharded: fp32 16
+// (4 + 4 + 8), bf16 with f32 masters 18 (2 + 4 + 4 + 8); stage 3 divides
+// everything by R.
+TEST(ShardPlan, PersistentBytesPerPolicy) {
+  const auto spec = tiny_spec();
+  const int R = 4;
+  const int64_t n = parallel::ShardPlan(spec, R, 0, 0).padded_total();
+  const auto fp32 = PrecisionPolicy::uniform(DType::F32), bf16 = PrecisionPolicy::mixed(DType::BF16);
+  EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 0).persistent_bytes(fp32).total(), 16 * n);
+  EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 0).persistent_bytes(bf16).total(), 18 * n);
+  EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 1).persistent_bytes(bf16).total(), 6 * n + 12 * n / R);  // (29.8)
+  EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 2).persistent_bytes(bf16).total(), 2 * n + 16 * n / R);  // (29.9)
+  EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 3).persistent_bytes(bf16).total(), 18 * n / R);          // (29.10)
 }

@@ -225,7 +225,7 @@ TEST(DataParallel, PersistentMemoryMatchesFormulas) {
     with_trainers(cfg, varied_documents(32, 3), std::nullopt, [&](train::Trainer& t) {
       t.step();
       const auto& plan = t.engine().plan();
-      const auto want = plan.persistent_bytes(4);
+      const auto want = plan.persistent_bytes(PrecisionPolicy::uniform(DType::F32));
       const int64_t full = plan.padded_total() * 4;
       // The formulas themselves.
       switch (stage) {

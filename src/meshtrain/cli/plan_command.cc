@@ -33,7 +33,7 @@ int cmd_plan(const Args& args) {
       "dp=" + std::to_string(cfg.parallel.dp == 0 ? 1 : cfg.parallel.dp) + ",zero=" + std::to_string(cfg.parallel.zero_stage));
   if (!layout_text.empty()) layout = train::parse_layout(layout_text);
   std::fputs(parallel::plan_table(cfg.model, layout.mesh(), layout.options(),
-                                  PrecisionPolicy::from_name(cfg.training.precision))
+                                  cfg.precision())
                  .c_str(),
              stdout);
   return 0;

@@ -25,8 +25,12 @@ class KernelTable {
 
   // ---- dense algebra ----
   // c[M,N] = alpha op(a) op(b) + beta c; op(a) [M,K] (a stored [K,M] when ta), op(b) [K,N] ([N,K] when tb).
+  // a, b and c share a dtype, or a and b are bf16/f16 and c is f32 (16-bit
+  // inputs, f32 accumulate and output).
   virtual void gemm(bool ta, bool tb, double alpha, const Tensor& a, const Tensor& b, double beta,
                     const Tensor& c) const = 0;
+  // dst = src in dst's dtype (f32 <-> bf16 / f16 round to nearest even; f64 <-> f32).
+  virtual void convert(const Tensor& dst, const Tensor& src) const = 0;
   virtual void add_row_bias(const Tensor& y, const Tensor& bias) const = 0;   // y[i, :] += bias
   virtual void bias_grad(const Tensor& dbias, const Tensor& dy) const = 0;    // dbias += sum_i dy[i, :]
   virtual void add(const Tensor& y, const Tensor& x) const = 0;               // y += x (same numel)
@@ -38,6 +42,8 @@ class KernelTable {
   virtual bool all_finite(const Tensor& x) const = 0;
 
   // ---- layers ----
+  // Parameters (table, norm weights, biases) may be bf16/f16 under the mixed
+  // policies while activations, statistics and gradients are f32.
   virtual void embedding_forward(const int32_t* ids, const Tensor& table, const Tensor& out) const = 0;
   virtual void embedding_backward(const int32_t* ids, const Tensor& dout, const Tensor& dtable) const = 0;  // +=
   // RMSNorm (mean undefined) or LayerNorm (bias, mean defined): y = norm(x) w (+ b), per row of [n, d].

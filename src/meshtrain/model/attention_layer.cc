@@ -9,6 +9,8 @@ namespace meshtrain::model {
 SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
                              const kernels::RopeTable* rope)
     : head_dim_(cfg.head_dim),
+      op_(params.precision().compute),
+      acc_(params.precision().accumulate()),
       q_proj_(bind_linear(params, prefix + ".q_proj", cfg.bias)),
       k_proj_(bind_linear(params, prefix + ".k_proj", cfg.bias)),
       v_proj_(bind_linear(params, prefix + ".v_proj", cfg.bias)),
@@ -27,7 +29,7 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
                                             const Tensor& y, bool accumulate_y,
                                             const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = b.n();
-  const DType dt = xn.dtype();
+  const DType dt = acc_;
   Saved s;
   s.q = activation(alloc, dt, {n, q_proj_.out});
   s.k = activation(alloc, dt, {n, k_proj_.out});
@@ -42,7 +44,8 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
   s.out = activation(alloc, dt, {n, q_proj_.out});
   s.lse = activation(alloc, dt, {b.rows, q_heads_, b.seq});
   k.attention_forward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse);
-  o_proj_.forward(k, s.out, y, accumulate_y);
+  s.out_op = as_operand(k, s.out, op_, alloc);
+  o_proj_.forward(k, s.out_op, y, accumulate_y);
   return s;
 }
 
@@ -50,10 +53,11 @@ void SelfAttention::backward(const kernels::KernelTable& k, const Tensor& xn, co
                              const Tensor& dy, bool dy_changes, const Tensor& dxn, WeightGrads& wg,
                              const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = b.n();
-  const DType dt = xn.dtype();
-  wg.linear(k, o_proj_, s.out, dy, dy_changes);
+  const DType dt = dy.dtype();
+  const Tensor dy_op = as_operand(k, dy, op_, alloc);
+  wg.linear(k, o_proj_, s.out_op, dy_op, dy_changes && dy_op.shares_storage(dy));
   Tensor dout = activation(alloc, dt, {n, q_proj_.out}, MemCategory::Workspace);
-  o_proj_.backward_input(k, dy, dout, false);
+  o_proj_.backward_input(k, dy_op, dout, false);
   // Deferred weight grads keep dq, dk, dv: they are activations then.
   const MemCategory grads_cat = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
   Tensor dq = activation(alloc, dt, {n, q_proj_.out}, grads_cat);
@@ -64,12 +68,15 @@ void SelfAttention::backward(const kernels::KernelTable& k, const Tensor& xn, co
     k.rope(dq, b.positions, q_heads_, head_dim_, *rope_, true);
     k.rope(dk, b.positions, kv_heads_, head_dim_, *rope_, true);
   }
-  wg.linear(k, q_proj_, xn, dq, false);
-  q_proj_.backward_input(k, dq, dxn, false);
-  wg.linear(k, k_proj_, xn, dk, false);
-  k_proj_.backward_input(k, dk, dxn, true);
-  wg.linear(k, v_proj_, xn, dv, false);
-  v_proj_.backward_input(k, dv, dxn, true);
+  // The projections' output gradients as operands (copies under 16 bits).
+  const Tensor dq_op = as_operand(k, dq, op_, alloc, grads_cat), dk_op = as_operand(k, dk, op_, alloc, grads_cat),
+               dv_op = as_operand(k, dv, op_, alloc, grads_cat);
+  wg.linear(k, q_proj_, xn, dq_op, false);
+  q_proj_.backward_input(k, dq_op, dxn, false);
+  wg.linear(k, k_proj_, xn, dk_op, false);
+  k_proj_.backward_input(k, dk_op, dxn, true);
+  wg.linear(k, v_proj_, xn, dv_op, false);
+  v_proj_.backward_input(k, dv_op, dxn, true);
 }
 
 }  // namespace meshtrain::model

@@ -16,11 +16,13 @@ class SelfAttention {
   struct Saved {
     Tensor q, k, v;  // after RoPE: [n, Hq*D], [n, Hkv*D], [n, Hkv*D] (local heads)
     Tensor out;      // attention output before o_proj [n, Hq*D]
+    Tensor out_op;   // the same as o_proj's operand (out itself under f32)
     Tensor lse;      // [rows, Hq, seq]
   };
 
   SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
                 const kernels::RopeTable* rope);
+  // xn is the projections' operand (in the policy's matmul type).
   // y += o_proj(attention(xn)) when accumulate_y (the fused residual add),
   // else y = o_proj(attention(xn)) (a partial sum under tensor parallelism).
   Saved forward(const kernels::KernelTable& k, const Tensor& xn, const TokenBatch& b, const Tensor& y,
@@ -37,6 +39,7 @@ class SelfAttention {
   kernels::AttentionShape shape(const TokenBatch& b) const;
   double scale() const;
   int64_t head_dim_;
+  DType op_, acc_;  // matmul operand type, accumulate/output type (precision policy)
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   int64_t q_heads_, kv_heads_;
   const kernels::RopeTable* rope_;

@@ -16,7 +16,8 @@ Block::Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, cons
       attn_(cfg, params, layer_prefix(layer) + ".self_attn", rope),
       mlp_(cfg, params, layer_prefix(layer) + ".mlp"),
       tp_(tp && tp->size() > 1 ? tp : nullptr),
-      fuse_(fuse_residual && tp_ == nullptr) {}
+      fuse_(fuse_residual && tp_ == nullptr),
+      op_(params.precision().compute) {}
 
 void Block::sum_over_tp(const Tensor& t) const {
   if (tp_) tp_->all_reduce(t);
@@ -28,8 +29,9 @@ Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const Toke
   const DType dt = x.dtype();
   Saved s;
   s.x = x;
-  s.xn1 = activation(alloc, dt, {n, d});
-  s.stats1 = norm1_.forward(k, x, s.xn1, alloc);
+  Tensor xn1 = activation(alloc, dt, {n, d});
+  s.stats1 = norm1_.forward(k, x, xn1, alloc);
+  s.xn1 = as_operand(k, xn1, op_, alloc);
   s.h = activation(alloc, dt, {n, d});
   k.copy(s.h, x);
   if (fuse_) {
@@ -40,8 +42,9 @@ Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const Toke
     sum_over_tp(part);  // (29.12): partial sums meet before the residual
     k.add(s.h, part);
   }
-  s.xn2 = activation(alloc, dt, {n, d});
-  s.stats2 = norm2_.forward(k, s.h, s.xn2, alloc);
+  Tensor xn2 = activation(alloc, dt, {n, d});
+  s.stats2 = norm2_.forward(k, s.h, xn2, alloc);
+  s.xn2 = as_operand(k, xn2, op_, alloc);
   Tensor y = activation(alloc, dt, {n, d});
   k.copy(y, s.h);
   if (fuse_) {

@@ -20,7 +20,7 @@ class Block {
   struct Saved {
     Tensor x;  // block input [n, d]
     bool full = false;
-    Tensor xn1, h, xn2;
+    Tensor xn1, h, xn2;  // xn1, xn2 as matmul operands (the policy's matmul type)
     Norm::Stats stats1, stats2;
     SelfAttention::Saved attn;
     Mlp::Saved mlp;
@@ -46,6 +46,7 @@ class Block {
   Mlp mlp_;
   comm::ProcessGroup* tp_;
   bool fuse_;
+  DType op_;  // matmul operand type
 };
 
 }  // namespace meshtrain::model

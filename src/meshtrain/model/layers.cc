@@ -2,6 +2,14 @@
 
 namespace meshtrain::model {
 
+Tensor as_operand(const kernels::KernelTable& k, const Tensor& t, DType dtype,
+                  const std::shared_ptr<CachingAllocator>& alloc, MemCategory cat) {
+  if (!t.defined() || t.dtype() == dtype) return t;
+  Tensor out = Tensor::empty(t.shape(), dtype, alloc, cat);
+  k.convert(out, t);
+  return out;
+}
+
 void Linear::forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y, bool accumulate_y) const {
   k.gemm(false, true, 1.0, x, weight->value, accumulate_y ? 1.0 : 0.0, y);
   if (bias) k.add_row_bias(y, bias->value);

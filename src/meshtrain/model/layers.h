@@ -15,6 +15,14 @@
 
 namespace meshtrain::model {
 
+// `t` as a matmul operand of type `dtype`: itself when it already has that
+// type (the f32 policy: no copy), else a converted copy (16-bit policies:
+// the matmul inputs are rounded once and kept in 16 bits).
+Tensor as_operand(const kernels::KernelTable& k, const Tensor& t, DType dtype,
+                  const std::shared_ptr<CachingAllocator>& alloc, MemCategory cat = MemCategory::Activations);
+
+// Matmul operands (x, dy) are in the weight's type; outputs and gradients
+// of activations are f32 (or f64): 16-bit inputs accumulate in f32.
 struct Linear {
   Parameter* weight = nullptr;  // [out, in] (local)
   Parameter* bias = nullptr;    // [out] or null

@@ -5,7 +5,7 @@
 namespace meshtrain::model {
 
 Mlp::Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix)
-    : swiglu_(cfg.mlp == MlpKind::SwiGLU) {
+    : swiglu_(cfg.mlp == MlpKind::SwiGLU), op_(params.precision().compute), acc_(params.precision().accumulate()) {
   if (swiglu_) {
     in_a_ = bind_linear(params, prefix + ".gate_proj", cfg.bias);
     in_b_ = bind_linear(params, prefix + ".up_proj", cfg.bias);
@@ -19,18 +19,19 @@ Mlp::Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& pref
 Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const Tensor& y, bool accumulate_y,
                         const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = xn.dim(0), h = in_a_.out;
-  const DType dt = xn.dtype();
+  const DType dt = acc_;
   Saved s;
   s.a = activation(alloc, dt, {n, h});
-  s.act = activation(alloc, dt, {n, h});
+  Tensor act = activation(alloc, dt, {n, h});
   in_a_.forward(k, xn, s.a);
   if (swiglu_) {
     s.b = activation(alloc, dt, {n, h});
     in_b_.forward(k, xn, s.b);
-    k.swiglu_forward(s.a, s.b, s.act);
+    k.swiglu_forward(s.a, s.b, act);
   } else {
-    k.gelu_forward(s.a, s.act);
+    k.gelu_forward(s.a, act);
   }
+  s.act = as_operand(k, act, op_, alloc);
   out_.forward(k, s.act, y, accumulate_y);
   return s;
 }
@@ -39,24 +40,27 @@ void Mlp::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved&
                    bool dy_changes, const Tensor& dxn, WeightGrads& wg,
                    const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = xn.dim(0), h = in_a_.out;
-  const DType dt = xn.dtype();
-  wg.linear(k, out_, s.act, dy, dy_changes);
+  const DType dt = acc_;
+  const Tensor dy_op = as_operand(k, dy, op_, alloc);
+  wg.linear(k, out_, s.act, dy_op, dy_changes && dy_op.shares_storage(dy));
   Tensor dact = activation(alloc, dt, {n, h}, MemCategory::Workspace);
-  out_.backward_input(k, dy, dact, false);
+  out_.backward_input(k, dy_op, dact, false);
   // Deferred weight grads keep da, db: they are activations then.
   const MemCategory grads_cat = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
   Tensor da = activation(alloc, dt, {n, h}, grads_cat);
   if (swiglu_) {
     Tensor db = activation(alloc, dt, {n, h}, grads_cat);
     k.swiglu_backward(s.a, s.b, dact, da, db);
-    wg.linear(k, in_a_, xn, da, false);
-    in_a_.backward_input(k, da, dxn, false);
-    wg.linear(k, in_b_, xn, db, false);
-    in_b_.backward_input(k, db, dxn, true);
+    const Tensor da_op = as_operand(k, da, op_, alloc, grads_cat), db_op = as_operand(k, db, op_, alloc, grads_cat);
+    wg.linear(k, in_a_, xn, da_op, false);
+    in_a_.backward_input(k, da_op, dxn, false);
+    wg.linear(k, in_b_, xn, db_op, false);
+    in_b_.backward_input(k, db_op, dxn, true);
   } else {
     k.gelu_backward(s.a, dact, da);
-    wg.linear(k, in_a_, xn, da, false);
-    in_a_.backward_input(k, da, dxn, false);
+    const Tensor da_op = as_operand(k, da, op_, alloc, grads_cat);
+    wg.linear(k, in_a_, xn, da_op, false);
+    in_a_.backward_input(k, da_op, dxn, false);
   }
 }
 

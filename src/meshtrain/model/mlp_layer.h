@@ -14,10 +14,11 @@ class Mlp {
  public:
   struct Saved {
     Tensor a, b;  // SwiGLU: gate, up. GELU: pre-activation, (unused)
-    Tensor act;   // input of the output projection [n, hidden]
+    Tensor act;   // input of the output projection [n, hidden], as its operand
   };
 
   Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix);
+  // xn is the input projections' operand (the policy's matmul type).
   // y += mlp(xn) when accumulate_y (the fused residual add), else y = mlp(xn).
   Saved forward(const kernels::KernelTable& k, const Tensor& xn, const Tensor& y, bool accumulate_y,
                 const std::shared_ptr<CachingAllocator>& alloc) const;
@@ -27,6 +28,7 @@ class Mlp {
 
  private:
   bool swiglu_;
+  DType op_, acc_;  // matmul operand type, accumulate/output type
   Linear in_a_, in_b_, out_;  // SwiGLU: gate, up, down. GELU: fc_in, -, fc_out
 };
 

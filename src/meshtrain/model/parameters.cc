@@ -1,5 +1,7 @@
 #include "meshtrain/model/parameters.h"
 
+#include <vector>
+
 #include "meshtrain/core/rng.h"
 #include "meshtrain/kernels/kernel_table.h"
 
@@ -34,7 +36,15 @@ void init_param_range(const ParamSpec& spec, uint64_t seed, int64_t begin, const
   switch (out.dtype()) {
     case DType::F32: return init_typed(spec, seed, begin, out.numel(), out.data<float>());
     case DType::F64: return init_typed(spec, seed, begin, out.numel(), out.data<double>());
-    default: MT_THROW(ConfigError, "parameters initialize in f32 or f64, not ", dtype_name(out.dtype()));
+    case DType::BF16:
+    case DType::F16: {
+      // The f32 initial value rounded once: what an f32 master converts to.
+      std::vector<float> f(static_cast<size_t>(out.numel()));
+      init_typed(spec, seed, begin, out.numel(), f.data());
+      kernels::kernels_for(out).convert(out, Tensor::wrap(f.data(), out.shape(), DType::F32));
+      return;
+    }
+    default: MT_THROW(ConfigError, "parameters initialize in a floating type, not ", dtype_name(out.dtype()));
   }
 }
 

@@ -5,13 +5,13 @@
 namespace meshtrain::model {
 
 EmbeddingSegment::EmbeddingSegment(const ModelConfig& cfg, ParameterStore& params)
-    : d_(cfg.d_model), tokens_(&params.find("model.embed_tokens.weight")) {
+    : d_(cfg.d_model), acc_(params.precision().accumulate()), tokens_(&params.find("model.embed_tokens.weight")) {
   if (cfg.positions == PositionKind::Learned) positions_ = &params.find("model.embed_positions.weight");
 }
 
 Tensor EmbeddingSegment::forward(const kernels::KernelTable& k, const TokenBatch& b,
                                  const std::shared_ptr<CachingAllocator>& alloc) const {
-  const DType dt = tokens_->value.dtype();
+  const DType dt = acc_;
   Tensor x = activation(alloc, dt, {b.n(), d_});
   k.embedding_forward(b.tokens, tokens_->value, x);
   if (positions_) {
@@ -29,7 +29,10 @@ void EmbeddingSegment::backward(const kernels::KernelTable& k, const TokenBatch&
 }
 
 HeadSegment::HeadSegment(const ModelConfig& cfg, ParameterStore& params)
-    : cfg_(cfg), norm_(bind_norm(params, cfg, "model.norm")) {
+    : cfg_(cfg),
+      op_(params.precision().compute),
+      acc_(params.precision().accumulate()),
+      norm_(bind_norm(params, cfg, "model.norm")) {
   if (cfg.tied_embeddings) {
     head_.weight = &params.find("model.embed_tokens.weight");
     head_.out = head_.weight->spec->shape[0];
@@ -42,10 +45,11 @@ HeadSegment::HeadSegment(const ModelConfig& cfg, ParameterStore& params)
 Tensor HeadSegment::forward(const kernels::KernelTable& k, const TokenBatch& b, const Tensor& x, SegmentState& st,
                             const ForwardMode& mode, const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = b.n();
-  const DType dt = x.dtype();
+  const DType dt = acc_;
   st.x_final = x;
-  st.xf = activation(alloc, dt, {n, cfg_.d_model});
-  st.final_stats = norm_.forward(k, x, st.xf, alloc);
+  Tensor xf = activation(alloc, dt, {n, cfg_.d_model});
+  st.final_stats = norm_.forward(k, x, xf, alloc);
+  st.xf = as_operand(k, xf, op_, alloc);
   Tensor logits = activation(alloc, dt, {n, head_.out});
   head_.forward(k, st.xf, logits);
   if (mode.logits) return logits;
@@ -62,9 +66,10 @@ Tensor HeadSegment::forward(const kernels::KernelTable& k, const TokenBatch& b, 
 Tensor HeadSegment::backward(const kernels::KernelTable& k, const TokenBatch& b, SegmentState& st,
                              const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = b.n(), d = cfg_.d_model;
-  Tensor dxf = activation(alloc, st.dlogits.dtype(), {n, d}, MemCategory::Workspace);
-  st.weights.linear(k, head_, st.xf, st.dlogits, false);
-  head_.backward_input(k, st.dlogits, dxf, false);
+  Tensor dxf = activation(alloc, acc_, {n, d}, MemCategory::Workspace);
+  const Tensor dlogits = as_operand(k, st.dlogits, op_, alloc);
+  st.weights.linear(k, head_, st.xf, dlogits, false);
+  head_.backward_input(k, dlogits, dxf, false);
   st.dlogits = Tensor();  // a deferred weight job keeps its own reference
   Tensor dres = activation(alloc, dxf.dtype(), {n, d});
   k.fill(dres, 0.0);

@@ -22,7 +22,7 @@ struct ForwardMode {
 // What one micro-batch keeps of one segment between F, B and W.
 struct SegmentState {
   Block::Saved block;
-  Tensor x_final, xf, dlogits;  // head: its input, the normed input, dlogits (in the logits' buffer)
+  Tensor x_final, xf, dlogits;  // head: its input, the normed input (as the LM head's operand), dlogits
   Norm::Stats final_stats;
   kernels::CrossEntropyResult loss;  // head: loss SUM and COUNT of the micro-batch
   WeightGrads weights;
@@ -38,6 +38,7 @@ class EmbeddingSegment {
 
  private:
   int64_t d_;
+  DType acc_;  // activations' type
   Parameter* tokens_;
   Parameter* positions_ = nullptr;
 };
@@ -56,6 +57,7 @@ class HeadSegment {
 
  private:
   const ModelConfig& cfg_;
+  DType op_, acc_;  // matmul operand type, activations' type
   Norm norm_;
   Linear head_;
 };

@@ -16,6 +16,7 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
       alloc_(alloc),
       nu_(plan.shards().num_units()),
       full_params_(size_t(nu_)),
+      masters_(size_t(nu_)),
       flat_offset_(size_t(nu_), 0) {
   const ShardPlan& sp = plan.shards();
   MT_REQUIRE(ConfigError, dp.size() == sp.size(), "the data-parallel group has ", dp.size(),
@@ -43,6 +44,17 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
     }
     store.initialize(seed);
   }
+  // Master weights: f32 copies of the owned range, initialized from the
+  // same (seed, name, index) values the 16-bit parameters were rounded from.
+  if (prec.has_master_copy())
+    for (int u = 0; u < nu_; ++u) {
+      masters_[size_t(u)] = Tensor::zeros(Shape{sp.owned_numel(u)}, prec.master, alloc_, MemCategory::Optimizer);
+      for (const OwnedPiece& p : sp.owned_pieces(u)) {
+        const int64_t local = p.unit_offset - sp.unit(u).owned_begin;
+        model::init_param_range(sp.spec().params[size_t(p.param)], seed, p.param_begin,
+                                masters_[size_t(u)].flat_slice(local, local + (p.param_end - p.param_begin)));
+      }
+    }
   // Gradients: one contiguous buffer of padded units (stage 0/1, so buckets
   // are contiguous ranges) or persistent owned shards (stage 2/3).
   if (!sp.shards_grads()) {
@@ -55,7 +67,7 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
     }
   }
   if (sp.stage() == 0)
-    buckets_.emplace(sp, flat_grads_, flat_offset_, cfg_.bucket_mb, dp_, reduce_op(), stats_);
+    buckets_.emplace(sp, flat_grads_, flat_offset_, cfg_.bucket_mb, dp_, reduce_op(), prec.grad_reduce, alloc_, stats_);
   else
     sharded_.emplace(sp, store, dp_, reduce_op(), alloc_, stats_, flat_grads_, flat_offset_);
   // The optimizer's segments: the owned pieces of every parameter, from the plan.
@@ -133,6 +145,18 @@ void DataParallel::step(double lr, double grad_scale) {
     grads.push_back(owned_grad(u));
   }
   adamw_->step(lr, grad_scale, opt_segments_, params, grads);
+  refresh_params();
+}
+
+void DataParallel::refresh_params() {
+  if (model_.params().precision().has_master_copy())
+    for (int u = 0; u < nu_; ++u) {
+      if (plan().owned_numel(u) == 0) continue;
+      const UnitShard& s = plan().unit(u);
+      const Tensor dst = plan().shards_params() ? gathered_->shard(u)
+                                                : full_params_[size_t(u)].flat_slice(s.owned_begin, s.owned_end);
+      kernels::kernels_for(dst).convert(dst, masters_[size_t(u)]);
+    }
   publish_params();
 }
 
@@ -151,16 +175,20 @@ void DataParallel::publish_params() {
 
 // ---- state access ---------------------------------------------------------------
 
-Tensor DataParallel::param_values(int u) {
+Tensor DataParallel::weights(int u) {
+  if (masters_[size_t(u)].defined()) return masters_[size_t(u)];
   return plan().shards_params() ? gathered_->shard(u) : full_params_[size_t(u)];
 }
 
-int64_t DataParallel::param_values_begin(int u) const {
-  return plan().shards_params() ? plan().unit(u).owned_begin : 0;
+std::pair<int64_t, int64_t> DataParallel::weights_range(int u) const {
+  const UnitShard& s = plan().unit(u);
+  if (masters_[size_t(u)].defined() || plan().shards_params()) return {s.owned_begin, s.owned_end};
+  return {0, s.padded};
 }
 
 Tensor DataParallel::owned_params(int u) {
   const UnitShard& s = plan().unit(u);
+  if (masters_[size_t(u)].defined()) return masters_[size_t(u)];
   if (plan().shards_params()) return gathered_->shard(u);
   if (s.padded == 0) return Tensor();
   return full_params_[size_t(u)].flat_slice(s.owned_begin, s.owned_end);
@@ -192,8 +220,9 @@ std::vector<double> to_doubles(const Tensor& t, int64_t n) {
 std::vector<double> DataParallel::gather_unit(int u, bool grads) {
   const UnitShard& s = plan().unit(u);
   if (s.padded == 0) return {};
-  const bool sharded = grads ? plan().shards_optimizer() : plan().shards_params();
-  const Tensor local = grads ? owned_grad(u) : (sharded ? gathered_->shard(u) : full_params_[size_t(u)]);
+  const auto [wb, we] = weights_range(u);
+  const bool sharded = grads ? plan().shards_optimizer() : we - wb < s.padded;
+  const Tensor local = grads ? owned_grad(u) : weights(u);
   if (!sharded) return to_doubles(local, s.numel);
   Tensor full = Tensor::empty(Shape{s.padded}, local.dtype(), alloc_, MemCategory::Other);
   dp_.all_gather(local.raw(), full.raw(), size_t(s.padded), local.dtype());

@@ -8,6 +8,10 @@
 //   stage 2 (29.9): only the owned gradient shard persists;
 //   stage 3 (29.10): parameters sharded at rest, gathered per unit around
 //     their use (param_gather.h).
+// Under the 16-bit policies the engine keeps f32 master weights for the
+// range each rank updates (with the optimizer state: sharded from stage 1)
+// and converts them into the 16-bit parameters the layers read after every
+// update (then publishes them as before, in 16 bits: half the bytes).
 // The engine does nothing on its own: the step program (program.h) tells it
 // when a unit's parameters are needed (Gather / Require / Release) and when
 // its gradient is complete for the window (ReduceGrads, placed by counting
@@ -72,12 +76,18 @@ class DataParallel {
   optim::AdamW& optimizer() { return *adamw_; }
 
   // ---- state access (checkpoints, verification) ----
-  // The parameter values this rank holds of unit u: the whole (padded) unit
-  // under stages 0-2, the owned shard under stage 3 (param_values_begin
-  // says where it starts in the unit).
-  Tensor param_values(int u);
-  int64_t param_values_begin(int u) const;
-  Tensor owned_params(int u);  // the owned range (what the optimizer updates)
+  // The authoritative weights this rank keeps of unit u and the flat range
+  // of the unit they cover: the f32 master's owned range under the 16-bit
+  // policies; else the parameters (the whole padded unit under stages 0-2,
+  // the owned shard under stage 3). Checkpoints read and write these; after
+  // writing them call refresh_params() (collective).
+  Tensor weights(int u);
+  std::pair<int64_t, int64_t> weights_range(int u) const;
+  // Re-derives the parameters the layers read from the authoritative
+  // weights (16-bit conversion, publishing the owned ranges under stages 1
+  // and 2). Collective over dp.
+  void refresh_params();
+  Tensor owned_params(int u);  // the owned range the optimizer updates (the master when there is one)
   Tensor owned_grad(int u);    // reduced gradient of the owned range (after finish_grads)
   Tensor moment(int which, int u);  // Adam moment of the owned range: 0 = m, 1 = v
   // Full logical values of every held unit, concatenated in unit order, as
@@ -100,6 +110,7 @@ class DataParallel {
   int nu_;
 
   std::vector<Tensor> full_params_;  // stage 0-2: padded full values per unit
+  std::vector<Tensor> masters_;      // 16-bit policies: f32 master of the owned range per unit
   Tensor flat_grads_;                // stage 0/1: every held unit's padded grads, contiguous
   std::vector<int64_t> flat_offset_;
   std::optional<ParamGather> gathered_;   // stage 3

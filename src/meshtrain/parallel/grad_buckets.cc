@@ -1,10 +1,19 @@
 #include "meshtrain/parallel/grad_buckets.h"
 
+#include "meshtrain/kernels/kernel_table.h"
+
 namespace meshtrain::parallel {
 
 GradBuckets::GradBuckets(const ShardPlan& plan, const Tensor& flat_grads, const std::vector<int64_t>& unit_offset,
-                         double bucket_mb, comm::ProcessGroup& dp, comm::ReduceOp op, GradSyncStats& stats)
-    : flat_(flat_grads), dp_(dp), op_(op), stats_(stats), bucket_of_(size_t(plan.num_units()), -1) {
+                         double bucket_mb, comm::ProcessGroup& dp, comm::ReduceOp op, DType reduce_dtype,
+                         std::shared_ptr<CachingAllocator> alloc, GradSyncStats& stats)
+    : flat_(flat_grads),
+      reduce_dtype_(reduce_dtype),
+      alloc_(std::move(alloc)),
+      dp_(dp),
+      op_(op),
+      stats_(stats),
+      bucket_of_(size_t(plan.num_units()), -1) {
   const int64_t limit = int64_t(bucket_mb * 1024 * 1024);
   const int64_t esize = int64_t(dtype_size(flat_.dtype()));
   for (int u = plan.num_units() - 1; u >= 0; --u) {
@@ -33,16 +42,25 @@ void GradBuckets::unit_ready(int u) {
   Bucket& b = buckets_[size_t(bucket_of_[size_t(u)])];
   MT_CHECK(b.ready < int(b.units.size()), "unit ", u, " reported complete twice in one window");
   if (++b.ready < int(b.units.size())) return;
-  const size_t esize = dtype_size(flat_.dtype());
-  char* p = static_cast<char*>(flat_.raw()) + size_t(b.begin) * esize;
-  b.work = dp_.iall_reduce(p, p, size_t(b.end - b.begin), flat_.dtype(), op_);
+  Tensor range = flat_.flat_slice(b.begin, b.end);
+  if (reduce_dtype_ != flat_.dtype()) {
+    b.staging = Tensor::empty(range.shape(), reduce_dtype_, alloc_, MemCategory::Comm);
+    kernels::kernels_for(range).convert(b.staging, range);
+    range = b.staging;
+  }
+  b.work = dp_.iall_reduce(range.raw(), range.raw(), size_t(b.end - b.begin), range.dtype(), op_);
   stats_.buckets += 1;
-  stats_.bytes += (b.end - b.begin) * int64_t(esize);
+  stats_.bytes += (b.end - b.begin) * int64_t(dtype_size(range.dtype()));
 }
 
 void GradBuckets::wait_all() {
   for (auto& b : buckets_) {
     if (b.work.valid()) wait_timed(b.work, stats_);
+    if (b.staging.defined()) {
+      const Tensor range = flat_.flat_slice(b.begin, b.end);
+      kernels::kernels_for(range).convert(range, b.staging);
+      b.staging = Tensor();
+    }
     MT_CHECK(b.ready == 0 || b.ready == int(b.units.size()), "a gradient bucket was left incomplete");
   }
 }

@@ -1,7 +1,8 @@
 // DDP gradient buckets (stage 0, S4): whole units of the flat gradient
 // buffer in reverse unit order, closed once they reach bucket_mb; a bucket
 // is all-reduced as soon as every unit in it is reported complete for the
-// window, so reductions overlap the rest of backward.
+// window, so reductions overlap the rest of backward. A narrower reduce type
+// (grad_reduce bf16) reduces a converted copy and converts the sum back.
 #pragma once
 
 #include <vector>
@@ -16,7 +17,8 @@ class GradBuckets {
  public:
   // flat_grads holds every held unit's padded gradient at unit_offset[u].
   GradBuckets(const ShardPlan& plan, const Tensor& flat_grads, const std::vector<int64_t>& unit_offset,
-              double bucket_mb, comm::ProcessGroup& dp, comm::ReduceOp op, GradSyncStats& stats);
+              double bucket_mb, comm::ProcessGroup& dp, comm::ReduceOp op, DType reduce_dtype,
+              std::shared_ptr<CachingAllocator> alloc, GradSyncStats& stats);
   ~GradBuckets();
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -32,8 +34,11 @@ class GradBuckets {
     int64_t begin = 0, end = 0;  // element range of flat_grads
     int ready = 0;
     comm::Work work;
+    Tensor staging;  // the bucket in the reduce type while in flight
   };
   Tensor flat_;
+  DType reduce_dtype_;
+  std::shared_ptr<CachingAllocator> alloc_;
   comm::ProcessGroup& dp_;
   comm::ReduceOp op_;
   GradSyncStats& stats_;

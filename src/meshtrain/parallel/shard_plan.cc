@@ -46,12 +46,14 @@ int64_t ShardPlan::padded_total() const {
   return n;
 }
 
-ShardPlan::Persistent ShardPlan::persistent_bytes(int64_t b) const {
-  const int64_t full = padded_total() * b, shard = full / R_;
+ShardPlan::Persistent ShardPlan::persistent_bytes(const PrecisionPolicy& precision) const {
+  const int64_t full = padded_total(), shard = full / R_;
+  auto size = [](DType t) { return int64_t(dtype_size(t)); };
+  const int64_t per_owned = 2 * size(precision.optimizer) + (precision.has_master_copy() ? size(precision.master) : 0);
   Persistent p;
-  p.params = shards_params() ? shard : full;
-  p.grads = shards_grads() ? shard : full;
-  p.optimizer = 2 * (shards_optimizer() ? shard : full);
+  p.params = (shards_params() ? shard : full) * size(precision.params);
+  p.grads = (shards_grads() ? shard : full) * size(precision.grad_accum);
+  p.optimizer = (shards_optimizer() ? shard : full) * per_owned;
   return p;
 }
 

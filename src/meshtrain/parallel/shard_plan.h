@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "meshtrain/core/precision.h"
 #include "meshtrain/kernels/cpu/elementwise.h"
 #include "meshtrain/model/param_spec.h"
 
@@ -64,13 +65,16 @@ class ShardPlan {
   }
   int64_t padded_total() const;  // sum of padded unit sizes
 
-  // Persistent bytes per rank of (29.7)-(29.10) with element size `bytes`
-  // and Adam's two moments, computed on the padded sizes.
+  // Persistent bytes per rank of (29.7)-(29.10) under a precision policy,
+  // on the padded sizes: P = parameters (policy.params), G = gradients
+  // (grad_accum), O = Adam's two moments plus the master weights when the
+  // parameters are 16-bit (fp32: 4 + 4 + 8 = 16 bytes per parameter;
+  // bf16 with f32 masters: 2 + 4 + (4 + 8) = 18).
   struct Persistent {
     int64_t params = 0, grads = 0, optimizer = 0;
     int64_t total() const { return params + grads + optimizer; }
   };
-  Persistent persistent_bytes(int64_t bytes_per_element) const;
+  Persistent persistent_bytes(const PrecisionPolicy& precision) const;
 
  private:
   std::shared_ptr<const model::ModelSpec> spec_;

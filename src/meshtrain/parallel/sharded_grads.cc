@@ -1,5 +1,7 @@
 #include "meshtrain/parallel/sharded_grads.h"
 
+#include "meshtrain/kernels/kernel_table.h"
+
 namespace meshtrain::parallel {
 
 ShardedGrads::ShardedGrads(const ShardPlan& plan, model::ParameterStore& store, comm::ProcessGroup& dp,
@@ -15,6 +17,7 @@ ShardedGrads::ShardedGrads(const ShardPlan& plan, model::ParameterStore& store, 
       offset_(std::move(unit_offset)),
       shard_(size_t(plan.num_units())),
       full_(size_t(plan.num_units())),
+      staging_(size_t(plan.num_units())),
       work_(size_t(plan.num_units())),
       window_of_(size_t(plan.num_units()), -1) {
   if (plan_.shards_grads())
@@ -34,13 +37,23 @@ Tensor ShardedGrads::owned(int u) {
   return flat_.flat_slice(offset_[size_t(u)] + s.owned_begin, offset_[size_t(u)] + s.owned_end);
 }
 
+void ShardedGrads::complete(int u) {
+  if (staging_[size_t(u)].defined()) {
+    const UnitShard& s = plan_.unit(u);
+    const Tensor dst = owned(u);
+    kernels::kernels_for(dst).convert(dst, staging_[size_t(u)].flat_slice(s.owned_begin, s.owned_end));
+    staging_[size_t(u)] = Tensor();
+  }
+  if (plan_.shards_grads()) full_[size_t(u)] = Tensor();
+}
+
 void ShardedGrads::reap() {
   for (size_t u = 0; u < work_.size(); ++u)
     if (work_[u].valid() && work_[u].is_completed()) {
       work_[u].wait();  // rethrows a failure
       stats_.comm_s += work_[u].busy_seconds();
       work_[u] = comm::Work();
-      full_[u] = Tensor();
+      complete(int(u));
     }
 }
 
@@ -48,7 +61,10 @@ void ShardedGrads::prepare(int u) {
   if (!plan_.shards_grads()) return;
   reap();
   if (window_of_[size_t(u)] == window_ && full_[size_t(u)].defined()) return;
-  if (work_[size_t(u)].valid()) wait_timed(work_[size_t(u)], stats_);
+  if (work_[size_t(u)].valid()) {
+    wait_timed(work_[size_t(u)], stats_);
+    complete(u);
+  }
   full_[size_t(u)] = Tensor::zeros(Shape{plan_.unit(u).padded}, store_.precision().grad_accum, alloc_,
                                    MemCategory::Comm);
   window_of_[size_t(u)] = window_;
@@ -58,7 +74,17 @@ void ShardedGrads::prepare(int u) {
 void ShardedGrads::reduce(int u) {
   const UnitShard& s = plan_.unit(u);
   const DType dt = store_.precision().grad_reduce;
-  if (!plan_.shards_grads()) {
+  if (dt != store_.precision().grad_accum) {
+    // Narrower on the wire: stage, reduce-scatter in place, convert back on completion.
+    if (plan_.shards_grads()) prepare(u);
+    const Tensor full = plan_.shards_grads() ? full_[size_t(u)] : flat_.flat_slice(offset_[size_t(u)], offset_[size_t(u)] + s.padded);
+    staging_[size_t(u)] = Tensor::empty(Shape{s.padded}, dt, alloc_, MemCategory::Comm);
+    kernels::kernels_for(full).convert(staging_[size_t(u)], full);
+    char* base = static_cast<char*>(staging_[size_t(u)].raw());
+    work_[size_t(u)] =
+        dp_.ireduce_scatter(base, base + size_t(s.owned_begin) * dtype_size(dt), size_t(s.padded), dt, op_);
+    if (plan_.shards_grads()) store_.bind_unit_grads(u, Tensor());
+  } else if (!plan_.shards_grads()) {
     char* base = static_cast<char*>(flat_.raw()) + size_t(offset_[size_t(u)]) * dtype_size(dt);
     work_[size_t(u)] =
         dp_.ireduce_scatter(base, base + size_t(s.owned_begin) * dtype_size(dt), size_t(s.padded), dt, op_);
@@ -73,7 +99,10 @@ void ShardedGrads::reduce(int u) {
 
 void ShardedGrads::wait_all() {
   for (int u = 0; u < plan_.num_units(); ++u) {
-    if (work_[size_t(u)].valid()) wait_timed(work_[size_t(u)], stats_);
+    if (work_[size_t(u)].valid()) {
+      wait_timed(work_[size_t(u)], stats_);
+      complete(u);
+    }
     if (plan_.shards_grads()) {
       full_[size_t(u)] = Tensor();
       store_.bind_unit_grads(u, Tensor());

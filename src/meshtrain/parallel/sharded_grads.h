@@ -8,6 +8,9 @@
 //     scattered into the shard when complete and freed once that finishes.
 // Within a window gradients accumulate locally (no communication before the
 // unit's last backward), so every stage sums in the order sum_r (sum_j g).
+// When the policy reduces in a narrower type (grad_reduce bf16), the unit's
+// gradient is converted into a staging buffer, reduce-scattered there in
+// place, and the owned chunk converted back into the f32 shard.
 #pragma once
 
 #include <vector>
@@ -36,7 +39,8 @@ class ShardedGrads {
   Tensor owned(int u);  // this rank's reduced shard of unit u
 
  private:
-  void reap();  // frees transient buffers whose reduction finished
+  void reap();            // completes reductions that finished (frees their buffers)
+  void complete(int u);   // after u's reduction: staged result into the shard, buffers freed
   const ShardPlan& plan_;
   model::ParameterStore& store_;
   comm::ProcessGroup& dp_;
@@ -45,7 +49,7 @@ class ShardedGrads {
   GradSyncStats& stats_;
   Tensor flat_;
   std::vector<int64_t> offset_;
-  std::vector<Tensor> shard_, full_;
+  std::vector<Tensor> shard_, full_, staging_;
   std::vector<comm::Work> work_;
   std::vector<int64_t> window_of_;
   int64_t window_ = 0;

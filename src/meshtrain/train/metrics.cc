@@ -29,6 +29,8 @@ nlohmann::json StepMetrics::to_json() const {
                       {"comm_buckets", comm_buckets},
                       {"comm_bytes", comm_bytes},
                       {"skipped", skipped},
+                      {"loss_scale", loss_scale},
+                      {"skipped_total", skipped_total},
                       {"peak_memory_bytes", mem}};
   if (skipped) j["skip_reason"] = skip_reason;
   return j;
@@ -47,7 +49,12 @@ std::string StepMetrics::console_line(int64_t total_steps) const {
                 static_cast<long long>(step), static_cast<long long>(total_steps), loss,
                 static_cast<long long>(supervised), padding_ratio, tokens_per_s, gflops, grad_norm, lr,
                 format_bytes(memory.total_peak).c_str());
-  return buf;
+  std::string line = buf;
+  if (loss_scale != 1) {
+    std::snprintf(buf, sizeof buf, " | scale %.0f (%lld skipped)", loss_scale, static_cast<long long>(skipped_total));
+    line += buf;
+  }
+  return line;
 }
 
 MetricsWriter::MetricsWriter(const std::string& jsonl_path) {

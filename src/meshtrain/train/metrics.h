@@ -31,6 +31,8 @@ struct StepMetrics {
   double comm_exposed_s = 0;   // part of it this rank waited for (not overlapped)
   int comm_buckets = 0;        // gradient collectives launched
   int64_t comm_bytes = 0;      // gradient bytes reduced
+  double loss_scale = 1;       // fp16 loss scale this step ran with (1: none)
+  int64_t skipped_total = 0;   // steps skipped for non-finite gradients so far
   MemorySnapshot memory;
   nlohmann::json to_json() const;
   std::string console_line(int64_t total_steps) const;

@@ -18,8 +18,9 @@ void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
   std::fprintf(console, "model: %s | %.2fM parameters | %.1f MFLOP/token\n", cfg.model.describe().c_str(),
                double(spec.total_params()) * 1e-6, t.flops_per_token() * 1e-6);
   const int dp = t.dp_size();
+  std::fprintf(console, "precision: %s%s\n", t.precision().describe().c_str(),
+               t.loss_scaler().enabled() ? " | dynamic loss scaling" : "");
   std::fprintf(console,
-               "precision: params f32, matmul inputs f32, accumulate f32, outputs f32, optimizer state f32\n"
                "layout: %s backend, dp=%d, zero_stage=%d, grad_reduce=%s | %d compute threads per rank | "
                "global window %lld rows x %lld (G=%lld, micro-batch %lld) | %s\n",
                cfg.comm.backend.c_str(), dp, cfg.parallel.zero_stage, parallel::to_string(cfg.parallel.grad_reduce),

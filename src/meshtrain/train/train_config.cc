@@ -53,6 +53,13 @@ void read_training(TomlSection s, TrainingConfig& t) {
   s.read("eval_every", t.eval_every);
   s.read("eval_rows", t.eval_rows);
   s.read("precision", t.precision);
+  s.read("grad_reduce_dtype", t.grad_reduce_dtype);
+  s.read("loss_scale", t.loss_scale.initial);
+  s.read("loss_scale_growth", t.loss_scale.growth_factor);
+  s.read("loss_scale_backoff", t.loss_scale.backoff_factor);
+  s.read("loss_scale_window", t.loss_scale.growth_interval);
+  s.read("loss_scale_hysteresis", t.loss_scale.hysteresis);
+  s.read("loss_scale_min", t.loss_scale.min_scale);
   s.read("recompute", t.recompute);
   s.read("threads", t.threads);
   s.finish();
@@ -141,7 +148,8 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, training.eval_every >= 0, "training.eval_every = ", training.eval_every,
              ": expected >= 0");
   MT_REQUIRE(ConfigError, training.eval_rows >= 0, "training.eval_rows: expected >= 0");
-  PrecisionPolicy::from_name(training.precision).validate();
+  precision().validate();
+  training.loss_scale.validate();
   MT_REQUIRE(ConfigError, training.threads >= 0, "training.threads = ", training.threads, ": expected >= 0");
   parallel.validate();
   MT_REQUIRE(ConfigError, comm.backend == "threads" || comm.backend == "mpi", "comm.backend = \"", comm.backend,

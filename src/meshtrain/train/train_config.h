@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/core/precision.h"
 #include "meshtrain/model/model_config.h"
+#include "meshtrain/optim/loss_scaler.h"
 #include "meshtrain/optim/optimizer_config.h"
 #include "meshtrain/parallel/parallel_config.h"
 
@@ -30,7 +32,9 @@ struct TrainingConfig {
   int64_t grad_accum = 1;    // micro-batches per update (G)
   int64_t eval_every = 0;    // 0: only at the end
   int64_t eval_rows = 0;     // rows of validation per evaluation; 0: the whole split
-  std::string precision = "fp32";
+  std::string precision = "fp32";          // fp32 | bf16 | fp16 (core/precision.h)
+  std::string grad_reduce_dtype = "fp32";  // gradients on the wire: fp32 | bf16 | fp16 (16-bit precisions)
+  optim::LossScaleConfig loss_scale;       // fp16: dynamic loss scaling
   bool recompute = false;
   int threads = 0;           // compute threads; 0: all cores
 };
@@ -67,6 +71,9 @@ struct TrainConfig {
   CommConfig comm;
   CheckpointConfig checkpoint;
   void validate();  // finalizes the model config too
+  PrecisionPolicy precision() const {
+    return PrecisionPolicy::from_name(training.precision, training.grad_reduce_dtype);
+  }
 };
 
 // Parses the file, applies --set overrides, validates. ConfigError on any

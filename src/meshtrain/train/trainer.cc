@@ -41,6 +41,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
       train_(std::move(train_data)),
       val_(std::move(val_data)),
       schedule_(cfg_.optimizer, cfg_.training.steps),
+      scaler_(cfg_.training.loss_scale, cfg_.precision().needs_loss_scaling()),
       loader_(train_, loader_config(cfg_.data)) {
   MT_REQUIRE(ConfigError, dp_.size() == cfg_.parallel.dp, "parallel.dp = ", cfg_.parallel.dp,
              " but the mesh's dp axis has ", dp_.size(), " ranks");
@@ -52,7 +53,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
   model::ExecOptions exec;
   exec.recompute = cfg_.training.recompute;
   exec.materialize_params = false;
-  exec.precision = PrecisionPolicy::from_name(cfg_.training.precision);
+  exec.precision = cfg_.precision();
   comm::ProcessGroup* tp = ctx_.mesh.shape().tp > 1 ? &ctx_.group("tp") : nullptr;
   model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->partition(), tp);
   engine_ = std::make_unique<parallel::DataParallel>(*model_, *layout_, dp_, ctx_.group({"pp", "tp"}), cfg_.parallel,
@@ -100,9 +101,10 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
     m.skip_reason = "no supervised targets in the window (N = 0)";
   } else {
     // 3. A replica with no local targets still runs every micro-step, so it
-    // joins every collective. The coefficient is rounded to the compute
-    // type once, as the loss kernel uses it.
-    const double coeff = float(engine_->loss_coefficient(N));
+    // joins every collective. The coefficient (times the fp16 loss scale) is
+    // rounded to f32 once, as the loss kernel uses it.
+    const double scale = scaler_.scale();
+    const double coeff = float(engine_->loss_coefficient(N) * scale);
     engine_->begin_window();
     const parallel::WindowResult r = executor_->run(
         train_program_, [&](int j) { return rows_of(window, j * B, B); }, model::ForwardMode{true, coeff, false});
@@ -113,18 +115,23 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
     if (ctx_.mesh.shape().pp > 1) ctx_.group("pp").all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
     m.loss = loss_sum / double(N);
 
-    // 4. Joint finiteness decision over the whole world.
-    const double sum_sq = engine_->grad_sum_squares();
+    // 4. Unscale, then one finiteness decision over the whole world.
+    const double sum_sq = engine_->grad_sum_squares() / (scale * scale);
     int32_t bad = !std::isfinite(sum_sq) || !std::isfinite(m.loss);
     ctx_.world->all_reduce(&bad, 1, DType::I32, comm::ReduceOp::Max);
+    scaler_.update(bad != 0);
     m.grad_norm = std::sqrt(sum_sq);
+    m.loss_scale = scale;
     if (bad) {
       m.skipped = true;
-      m.skip_reason = "non-finite gradients or loss on some rank";
+      m.skip_reason = scaler_.enabled() ? "non-finite gradients on some rank: loss scale now " +
+                                              std::to_string(scaler_.scale())
+                                        : "non-finite gradients or loss on some rank";
     } else {
-      // 5. One clip coefficient from the global norm after reduction.
+      // 5. One clip coefficient from the global norm after reduction; the
+      // optimizer unscales on the fly.
       m.clip_coef = optim::clip_coefficient(m.grad_norm, cfg_.optimizer.grad_clip);
-      engine_->step(m.lr, m.clip_coef);
+      engine_->step(m.lr, m.clip_coef / scale);
     }
   }
   // 6. Commit the update count and the consumed data position.
@@ -139,6 +146,7 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
   m.comm_exposed_s = engine_->sync_stats().exposed_s;
   m.comm_buckets = engine_->sync_stats().buckets;
   m.comm_bytes = engine_->sync_stats().bytes;
+  m.skipped_total = scaler_.skipped();
   m.memory = ctx_.allocator->tracker().snapshot();
   return m;
 }

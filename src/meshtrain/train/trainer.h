@@ -9,9 +9,11 @@
 //      engine's parameter actions) runs every micro-batch's forward and
 //      backward, grads seeded by the coefficient, each unit's gradient
 //      reduced once its last backward of the window is done;
-//   4. joint finiteness decision (flag reduced with Max over the world);
+//   4. unscale (fp16 loss scaling), joint finiteness decision (flag reduced
+//      with Max over the world), every rank skips the same steps;
 //   5. global norm of the unique parameters in canonical order, one clip
-//      coefficient, owners step AdamW and publish parameters;
+//      coefficient, owners step AdamW (f32 masters under 16-bit policies)
+//      and publish parameters;
 //   6. commit the step and the data position.
 #pragma once
 
@@ -26,6 +28,7 @@
 #include "meshtrain/data/dataset.h"
 #include "meshtrain/data/loader.h"
 #include "meshtrain/model/transformer.h"
+#include "meshtrain/optim/loss_scaler.h"
 #include "meshtrain/optim/lr_schedule.h"
 #include "meshtrain/parallel/data_parallel.h"
 #include "meshtrain/parallel/executor.h"
@@ -65,6 +68,7 @@ class Trainer {
   const data::TokenDataset* validation_data() const { return val_ ? &*val_ : nullptr; }
   const model::ModelSpec& model_spec() const { return model_->params().spec(); }
   const PrecisionPolicy& precision() const { return model_->params().precision(); }
+  const optim::LossScaler& loss_scaler() const { return scaler_; }
   double flops_per_token() const { return flops_per_token_; }
   int dp_size() const { return dp_.size(); }
   comm::ParallelContext& context() { return ctx_; }
@@ -102,6 +106,7 @@ class Trainer {
   std::unique_ptr<parallel::StepExecutor> executor_;
   parallel::Program train_program_, eval_program_;
   optim::LrSchedule schedule_;
+  optim::LossScaler scaler_;
   data::BatchLoader loader_;
   data::Batch window_;
   int64_t step_ = 0;

@@ -76,8 +76,9 @@ checkpoint::SaveRequest Trainer::save_request() const {
     if (plan.unit(u).padded == 0) continue;  // another pipeline stage's unit
     // The data-parallel replicas split the writing (each its 1/R of the unit).
     const auto [begin, end] = plan.save_range(u);
-    const Tensor values = engine.param_values(u);
-    const int64_t values_begin = engine.param_values_begin(u), owned_begin = plan.unit(u).owned_begin;
+    // The authoritative weights (the f32 masters under the 16-bit policies).
+    const Tensor values = engine.weights(u);
+    const int64_t values_begin = engine.weights_range(u).first, owned_begin = plan.unit(u).owned_begin;
     for (const auto& piece : plan.pieces_in(u, begin, end)) {
       if (!layout_->param(piece.param).writes_checkpoint) continue;  // a replica's copy
       const auto& ps = spec.params[size_t(piece.param)];
@@ -116,6 +117,9 @@ checkpoint::SaveRequest Trainer::save_request() const {
         {"total_steps", cfg_.training.steps},
         {"next_step", step_}}},
       {"layout", layout_json(cfg_, ctx_.mesh.shape(), ctx_.world_size)},
+      {"precision", {{"policy", cfg_.training.precision}, {"grad_reduce_dtype", cfg_.training.grad_reduce_dtype},
+                     {"describe", precision().describe()}}},
+      {"loss_scaler", scaler_.state()},
       {"data", {{"path", cfg_.data.path}, {"mode", cfg_.data.mode}, {"seq_len", cfg_.data.seq_len}}},
       {checkpoint::kMetaModelConfig, checkpoint::model_config_to_json(cfg_.model)},
       {checkpoint::kMetaTokenizer, train_.tokenizer().describe()},
@@ -160,13 +164,14 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
   data::LoaderState loader_state;
   if (has_position) data::from_json(meta.at("loader_state"), loader_state);
 
-  // 2. Parameters: the boxes this layout holds (the whole local unit under
-  // stages 0-2, the owned shard under stage 3); moments: the owned range.
+  // 2. Weights: the boxes this layout keeps authoritative (the whole local
+  // unit under stages 0-2, the owned shard under stage 3, the owned range of
+  // the f32 masters under the 16-bit policies); moments: the owned range.
   for (int u = 0; u < plan.num_units(); ++u) {
     if (plan.unit(u).padded == 0) continue;
-    const auto [pb, pe] = plan.param_range(u);
-    const Tensor values = engine.param_values(u);
-    const int64_t values_begin = engine.param_values_begin(u), owned_begin = plan.unit(u).owned_begin;
+    const auto [pb, pe] = engine.weights_range(u);
+    const Tensor values = engine.weights(u);
+    const int64_t values_begin = pb, owned_begin = plan.unit(u).owned_begin;
     for (const auto& piece : plan.pieces_in(u, pb, pe)) {
       const auto& ps = spec.params[size_t(piece.param)];
       const int64_t off = piece.unit_offset - values_begin;
@@ -183,10 +188,13 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
                   engine.moment(1, u).flat_slice(off, off + n));
     }
   }
+  engine.refresh_params();
   if (!has_position) return "assets complete: weights only (optimizer and data position start fresh)";
 
-  // 3. Clocks and data position.
+  // 3. Clocks, the loss scaler and the data position.
   engine.optimizer().set_steps_taken(meta.at("optimizer").at("steps_taken").get<int64_t>());
+  if (scaler_.enabled() && meta.contains("loss_scaler") && meta.at("loss_scaler").value("enabled", false))
+    scaler_.restore(meta.at("loss_scaler"));
   step_ = meta.at("step").get<int64_t>();
   consumed_rows_ = meta.value("consumed_rows", int64_t(0));
   consumed_tokens_ = meta.value("consumed_tokens", int64_t(0));
@@ -221,10 +229,10 @@ void Trainer::init_from_safetensors(const std::string& path) {
   const auto& spec = plan.spec();
   for (int u = 0; u < plan.num_units(); ++u) {
     if (plan.unit(u).padded == 0) continue;
-    const auto [pb, pe] = plan.param_range(u);
-    const Tensor dst = engine.param_values(u);
-    MT_CHECK(dst.dtype() == DType::F32, "safetensors import fills f32 parameters");
-    float* base = dst.data<float>() - engine.param_values_begin(u);
+    const auto [pb, pe] = engine.weights_range(u);
+    const Tensor dst = engine.weights(u);
+    MT_CHECK(dst.dtype() == DType::F32, "safetensors import fills f32 weights");
+    float* base = dst.data<float>() - pb;
     for (const auto& piece : plan.pieces_in(u, pb, pe)) {
       const auto& ps = spec.params[size_t(piece.param)];
       const std::vector<float>& v = values.at(ps.name);  // the global tensor
@@ -232,6 +240,7 @@ void Trainer::init_from_safetensors(const std::string& path) {
       for (int64_t i = piece.param_begin; i < piece.param_end; ++i) out[i - piece.param_begin] = v[size_t(ps.global_flat(i))];
     }
   }
+  engine.refresh_params();
 }
 
 std::string Trainer::resume_or_init() {

@@ -1,11 +1,14 @@
 // The host's KernelTable: each entry checks the tensors and calls the typed
 // kernel of cpu/ for their dtype (f32 for training, f64 for gradient checks).
 #include <mutex>
+#include <type_traits>
+#include <vector>
 
 #include "meshtrain/kernels/cpu/activation.h"
 #include "meshtrain/kernels/cpu/elementwise.h"
 #include "meshtrain/kernels/cpu/embedding.h"
 #include "meshtrain/kernels/cpu/gemm.h"
+#include "meshtrain/kernels/cpu/half_gemm.h"
 #include "meshtrain/kernels/cpu/norm.h"
 #include "meshtrain/kernels/kernel_table.h"
 
@@ -26,6 +29,52 @@ decltype(auto) with_float_type(DType t, Fn&& fn) {
 template <typename T>
 T* ptr(const Tensor& t) {
   return t.defined() ? t.template data<T>() : nullptr;
+}
+
+bool is_half(DType t) { return t == DType::BF16 || t == DType::F16; }
+
+// Converts n elements between f32/f64/bf16/f16 (same dtype: a copy).
+void convert_n(const void* src, DType from, void* dst, DType to, int64_t n) {
+  if (from == to) {
+    if (n > 0 && src != dst) std::memcpy(dst, src, size_t(n) * dtype_size(from));
+    return;
+  }
+  auto* s16 = static_cast<const uint16_t*>(src);
+  auto* d16 = static_cast<uint16_t*>(dst);
+  if (from == DType::F32 && to == DType::BF16) return convert_f32_to_bf16(static_cast<const float*>(src), d16, n);
+  if (from == DType::BF16 && to == DType::F32) return convert_bf16_to_f32(s16, static_cast<float*>(dst), n);
+  if (from == DType::F32 && to == DType::F16) return convert_f32_to_f16(static_cast<const float*>(src), d16, n);
+  if (from == DType::F16 && to == DType::F32) return convert_f16_to_f32(s16, static_cast<float*>(dst), n);
+  if (from == DType::F64 && to == DType::F32) {
+    for (int64_t i = 0; i < n; ++i) static_cast<float*>(dst)[i] = float(static_cast<const double*>(src)[i]);
+    return;
+  }
+  if (from == DType::F32 && to == DType::F64) {
+    for (int64_t i = 0; i < n; ++i) static_cast<double*>(dst)[i] = static_cast<const float*>(src)[i];
+    return;
+  }
+  MT_THROW(ConfigError, "no conversion ", dtype_name(from), " -> ", dtype_name(to), " in the CPU kernels");
+}
+
+// A small 16-bit parameter (norm weight, bias) widened for f32 math: the
+// mixed policies store every parameter in 16 bits, elementwise math runs in f32.
+std::vector<float> as_f32(const Tensor& t) {
+  std::vector<float> out(size_t(t.numel()));
+  convert_n(t.raw(), t.dtype(), out.data(), DType::F32, t.numel());
+  return out;
+}
+
+// The parameter's data as T: itself when it has type T, else (16-bit under
+// f32 activations) its widened copy kept in `keep`.
+template <typename T>
+const T* param_as(const Tensor& p, std::vector<float>& keep) {
+  if (!p.defined() || p.dtype() == dtype_of<T>) return ptr<T>(p);
+  if constexpr (std::is_same_v<T, float>) {
+    keep = as_f32(p);
+    return keep.data();
+  } else {
+    MT_THROW(ConfigError, "a ", dtype_name(p.dtype()), " parameter with ", dtype_name(dtype_of<T>), " activations");
+  }
 }
 
 // Rows of a [rows, features] tensor, any rank: everything but the last dim.
@@ -49,10 +98,25 @@ class CpuKernels final : public KernelTable {
                  (tb ? rows_of(b) : cols_of(b)) == N,
              "gemm shapes: a ", a.shape().str(), (ta ? "^T" : ""), " b ", b.shape().str(), (tb ? "^T" : ""), " c ",
              c.shape().str());
+    if (is_half(a.dtype())) {
+      // 16-bit inputs, f32 accumulate and output (the mixed policies).
+      MT_CHECK(b.dtype() == a.dtype() && c.dtype() == DType::F32, "gemm: ", dtype_name(a.dtype()), " x ",
+               dtype_name(b.dtype()), " -> ", dtype_name(c.dtype()), " (16-bit inputs need f32 output)");
+      if (a.dtype() == DType::BF16)
+        gemm_bf16(ta, tb, M, N, K, float(alpha), ptr<bf16>(a), ptr<bf16>(b), float(beta), ptr<float>(c));
+      else
+        gemm_f16(ta, tb, M, N, K, float(alpha), ptr<f16>(a), ptr<f16>(b), float(beta), ptr<float>(c));
+      return;
+    }
     with_float_type(c.dtype(), [&](auto z) {
       using T = decltype(z);
       kernels::gemm<T>(ta, tb, M, N, K, T(alpha), ptr<T>(a), ptr<T>(b), T(beta), ptr<T>(c));
     });
+  }
+
+  void convert(const Tensor& dst, const Tensor& src) const override {
+    MT_CHECK(dst.numel() == src.numel(), "convert: ", src.shape().str(), " into ", dst.shape().str());
+    convert_n(src.raw(), src.dtype(), dst.raw(), dst.dtype(), dst.numel());
   }
 
   void add_row_bias(const Tensor& y, const Tensor& bias) const override {
@@ -61,7 +125,8 @@ class CpuKernels final : public KernelTable {
     with_float_type(y.dtype(), [&](auto z) {
       using T = decltype(z);
       T* yp = ptr<T>(y);
-      const T* b = ptr<T>(bias);
+      std::vector<float> keep;
+      const T* b = param_as<T>(bias, keep);
       for (int64_t i = 0; i < n; ++i) {
         T* row = yp + i * out;
 #pragma omp simd
@@ -73,6 +138,19 @@ class CpuKernels final : public KernelTable {
   void bias_grad(const Tensor& dbias, const Tensor& dy) const override {
     const int64_t n = rows_of(dy), out = cols_of(dy);
     MT_CHECK(dbias.numel() == out, "bias grad of ", dbias.numel(), " for rows of ", out);
+    if (is_half(dy.dtype())) {
+      // A 16-bit output gradient (the matmul operand) summed in f32.
+      MT_CHECK(dbias.dtype() == DType::F32, "bias grad of 16-bit rows accumulates in f32");
+      float* db = dbias.data<float>();
+      std::vector<float> row(static_cast<size_t>(out));
+      const size_t es = dtype_size(dy.dtype());
+      for (int64_t i = 0; i < n; ++i) {
+        convert_n(static_cast<const char*>(dy.raw()) + size_t(i * out) * es, dy.dtype(), row.data(), DType::F32, out);
+#pragma omp simd
+        for (int64_t j = 0; j < out; ++j) db[j] += row[size_t(j)];
+      }
+      return;
+    }
     with_float_type(dy.dtype(), [&](auto z) {
       using T = decltype(z);
       T* db = ptr<T>(dbias);
@@ -124,6 +202,19 @@ class CpuKernels final : public KernelTable {
   }
 
   void embedding_forward(const int32_t* ids, const Tensor& table, const Tensor& out) const override {
+    if (is_half(table.dtype())) {
+      // Rows of a 16-bit table widened into f32 activations.
+      const int64_t n = rows_of(out), d = cols_of(out), V = rows_of(table);
+      const size_t es = dtype_size(table.dtype());
+      parallel_range(n, n * d, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          MT_CHECK(ids[i] >= 0 && ids[i] < V, "token id ", ids[i], " outside the vocabulary of ", V);
+          convert_n(static_cast<const char*>(table.raw()) + size_t(ids[i]) * size_t(d) * es, table.dtype(),
+                    out.data<float>() + i * d, DType::F32, d);
+        }
+      });
+      return;
+    }
     with_float_type(out.dtype(), [&](auto z) {
       using T = decltype(z);
       kernels::embedding_forward<T>(ids, rows_of(out), ptr<T>(table), rows_of(table), cols_of(table), ptr<T>(out));
@@ -142,11 +233,15 @@ class CpuKernels final : public KernelTable {
                     const Tensor& mean, const Tensor& rstd) const override {
     with_float_type(x.dtype(), [&](auto z) {
       using T = decltype(z);
+      // 16-bit weights (mixed policies) are widened; the math is f32.
+      std::vector<float> wk, bk;
+      const T* wp = param_as<T>(w, wk);
+      const T* bp = param_as<T>(b, bk);
       if (!mean.defined())
-        rmsnorm_forward<T>(ptr<T>(x), ptr<T>(w), rows_of(x), cols_of(x), T(eps), ptr<T>(y), ptr<T>(rstd));
+        rmsnorm_forward<T>(ptr<T>(x), wp, rows_of(x), cols_of(x), T(eps), ptr<T>(y), ptr<T>(rstd));
       else
-        layernorm_forward<T>(ptr<T>(x), ptr<T>(w), ptr<T>(b), rows_of(x), cols_of(x), T(eps), ptr<T>(y),
-                             ptr<T>(mean), ptr<T>(rstd));
+        layernorm_forward<T>(ptr<T>(x), wp, bp, rows_of(x), cols_of(x), T(eps), ptr<T>(y), ptr<T>(mean),
+                             ptr<T>(rstd));
     });
   }
 
@@ -154,12 +249,13 @@ class CpuKernels final : public KernelTable {
                      const Tensor& dx, const Tensor& dw, const Tensor& db) const override {
     with_float_type(x.dtype(), [&](auto z) {
       using T = decltype(z);
+      std::vector<float> wk;
+      const T* wp = param_as<T>(w, wk);
       if (!mean.defined())
-        rmsnorm_backward<T>(ptr<T>(x), ptr<T>(w), ptr<T>(rstd), ptr<T>(dy), rows_of(x), cols_of(x), ptr<T>(dx),
-                            ptr<T>(dw));
+        rmsnorm_backward<T>(ptr<T>(x), wp, ptr<T>(rstd), ptr<T>(dy), rows_of(x), cols_of(x), ptr<T>(dx), ptr<T>(dw));
       else
-        layernorm_backward<T>(ptr<T>(x), ptr<T>(w), ptr<T>(mean), ptr<T>(rstd), ptr<T>(dy), rows_of(x),
-                              cols_of(x), ptr<T>(dx), ptr<T>(dw), ptr<T>(db));
+        layernorm_backward<T>(ptr<T>(x), wp, ptr<T>(mean), ptr<T>(rstd), ptr<T>(dy), rows_of(x), cols_of(x),
+                              ptr<T>(dx), ptr<T>(dw), ptr<T>(db));
     });
   }
 
