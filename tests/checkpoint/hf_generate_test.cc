@@ -105,6 +105,27 @@ TEST(HfExport, LlamaRoundTripsExactly) {
 
 TEST(HfExport, Gpt2RoundTripsExactly) { round_trip(testing::tiny_gpt2(), "GPT2LMHeadModel"); }
 
+// --dtype bf16: the deployment file stores every weight rounded once to
+// bf16 (nearest even) from the f32 checkpoint, in half the bytes.
+TEST(HfExport, Bf16ExportRoundsEachWeightOnce) {
+  ScratchDir dir;
+  const auto alloc = CachingAllocator::create();
+  model::Transformer original(finalized(testing::tiny_llama()), alloc);
+  const auto reader = CheckpointReader::open(save_model((dir.path() / "run").string(), original));
+  const ExportResult f32 = export_safetensors(reader, (dir.path() / "f32" / "m.safetensors").string());
+  const ExportResult b16 = export_safetensors(reader, (dir.path() / "b16" / "m.safetensors").string(), DType::BF16);
+  EXPECT_EQ(b16.bytes * 2, f32.bytes);
+  EXPECT_EQ(testing::read_json(dir.path() / "b16" / "config.json")["torch_dtype"], "bfloat16");
+  const auto full = SafetensorsReader::open(f32.safetensors_path), half = SafetensorsReader::open(b16.safetensors_path);
+  for (const auto& e : half.header().entries) {
+    EXPECT_EQ(e.dtype, DType::BF16) << e.name;
+    const std::vector<float> want = full.read_f32(e.name), got = half.read_f32(e.name);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], float(bf16(want[i]))) << e.name << "[" << i << "]";
+  }
+  EXPECT_THROW(export_safetensors(reader, (dir.path() / "x.safetensors").string(), DType::F16), ConfigError);
+}
+
 TEST(HfExport, Gpt2FusedTransposedAttentionOnAHandMadeCase) {
   model::ModelConfig c = testing::tiny_gpt2();
   c.d_model = 2;

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "meshtrain/checkpoint/dtype_convert.h"
 #include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/checkpoint/model_config_json.h"
 #include "meshtrain/checkpoint/model_weights.h"
@@ -12,15 +13,25 @@
 
 namespace meshtrain::checkpoint {
 
-ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path) {
+ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path, DType dtype) {
+  MT_REQUIRE(ConfigError, dtype == DType::F32 || dtype == DType::BF16, "export dtype ", dtype_name(dtype),
+             ": expected f32 or bf16");
   const model::ModelConfig cfg = model_config_of(reader);
   ExportResult r;
   r.arch = hf_arch_for(cfg);  // fails before anything is written
   const std::vector<NamedTensor> hf = to_hf_tensors(cfg, read_param_values(reader, cfg));
+  std::vector<std::vector<uint16_t>> halves;  // bf16 copies, alive until written
+  halves.reserve(hf.size());
   std::vector<SafetensorsTensor> views;
   for (const auto& t : hf) {
-    views.push_back({t.name, DType::F32, t.shape, t.values.data()});
-    r.bytes += t.values.size() * sizeof(float);
+    if (dtype == DType::BF16) {
+      auto& h = halves.emplace_back(t.values.size());
+      convert(t.values.data(), DType::F32, h.data(), DType::BF16, t.values.size());
+      views.push_back({t.name, DType::BF16, t.shape, h.data()});
+    } else {
+      views.push_back({t.name, DType::F32, t.shape, t.values.data()});
+    }
+    r.bytes += t.values.size() * dtype_size(dtype);
   }
   std::map<std::string, std::string> meta = {{"format", "pt"},
                                              {"meshtrain.model_config", model_config_to_json(cfg).dump()},
@@ -31,7 +42,9 @@ ExportResult export_safetensors(const CheckpointReader& reader, const std::strin
   write_safetensors(out_path, views, meta);
   r.safetensors_path = out_path;
   const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  atomic_write_file(dir, "config.json", hf_config_json(cfg).dump(2) + "\n");
+  nlohmann::json hf_cfg = hf_config_json(cfg);
+  hf_cfg["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";
+  atomic_write_file(dir, "config.json", hf_cfg.dump(2) + "\n");
   r.config_path = (dir / "config.json").string();
   r.tensors = hf.size();
   return r;

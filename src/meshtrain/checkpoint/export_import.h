@@ -20,8 +20,11 @@ struct ExportResult {
   uint64_t bytes = 0;
 };
 
-// Needs metadata "model_config" in the checkpoint.
-ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path);
+// Needs metadata "model_config" in the checkpoint. The checkpoint keeps f32
+// (master) weights; `dtype` (f32 or bf16, rounded once to nearest even) is
+// what the deployment file stores.
+ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path,
+                                DType dtype = DType::F32);
 
 // Needs config.json beside `path`. Returns the checkpoint directory written
 // under out_root (which also gets its `latest` pointer).

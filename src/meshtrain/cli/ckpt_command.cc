@@ -19,7 +19,7 @@ namespace ck = meshtrain::checkpoint;
 constexpr const char* kUsage =
     "usage: meshtrain ckpt inspect DIR\n"
     "       meshtrain ckpt verify DIR\n"
-    "       meshtrain ckpt export DIR --out model.safetensors   (config.json is written beside it)\n"
+    "       meshtrain ckpt export DIR --out model.safetensors [--dtype f32|bf16]   (config.json beside it)\n"
     "       meshtrain ckpt import model.safetensors --out DIR   (needs config.json beside the file)\n"
     "       meshtrain ckpt diff DIR_A DIR_B                     (bitwise: every tensor and the training position)\n"
     "DIR is a step directory or a checkpoint root with a 'latest' pointer.";
@@ -28,6 +28,7 @@ constexpr const char* kUsage =
 
 struct Parsed {
   std::string input, out;
+  std::string dtype = "f32";  // export: f32 | bf16
 };
 
 Parsed parse(const Args& args, bool needs_out) {
@@ -39,6 +40,10 @@ Parsed parse(const Args& args, bool needs_out) {
       p.out = args[++i];
     } else if (a.rfind("--out=", 0) == 0) {
       p.out = a.substr(6);
+    } else if (a == "--dtype" && args[0] == "export") {
+      if (i + 1 >= args.size()) usage_error("--dtype needs a value (f32 or bf16)");
+      p.dtype = args[++i];
+      if (p.dtype != "f32" && p.dtype != "bf16") usage_error("--dtype " + p.dtype + ": expected f32 or bf16");
     } else if (!a.empty() && a[0] == '-') {
       usage_error("unknown flag '" + a + "'");
     } else if (p.input.empty()) {
@@ -118,7 +123,7 @@ int verify(const Args& args) {
 int export_cmd(const Args& args) {
   const Parsed p = parse(args, true);
   const auto r = ck::CheckpointReader::open(p.input);
-  const auto res = ck::export_safetensors(r, p.out);
+  const auto res = ck::export_safetensors(r, p.out, parse_dtype(p.dtype));
   std::printf("exported step %lld as %s: %zu tensors, %s -> %s (+ %s)\n", (long long)r.step(), ck::to_string(res.arch),
               res.tensors, human_bytes(double(res.bytes)).c_str(), res.safetensors_path.c_str(), res.config_path.c_str());
   return 0;
