@@ -62,6 +62,34 @@ TEST(DataParallelMpi, EquivalentToSingleRank) {
   }
 }
 
+// Reproducible mode across processes: the tree reduction over MPI point-to-
+// point messages gives the bits one in-process rank gets over R x G leaves.
+TEST(DataParallelMpi, ReproducibleModeIsBitwiseAcrossTheSplit) {
+  auto world = comm::mpi_world();
+  const int R = world->size();
+  const auto ds = varied_documents(96, 3);
+  auto cfg = [&](int dp, int G, int stage) {
+    auto c = layout(dp, G, stage, parallel::GradReduce::Sum);
+    c.training.reproducible = true;
+    return c;
+  };
+  const auto ref = run_single_rank(cfg(1, 2 * R, 0), ds);
+  for (int stage : {0, 3}) {
+    SCOPED_TRACE(::testing::Message() << "R=" << R << " stage=" << stage);
+    comm::ParallelContext ctx;
+    ctx.rank = world->rank();
+    ctx.world_size = R;
+    ctx.world = world;
+    comm::MeshShape shape;
+    shape.dp = R;
+    ctx.mesh = comm::Mesh::create(shape, world);
+    ctx.allocator = CachingAllocator::create();
+    train::Trainer t(cfg(R, 2, stage), ctx, ds, std::nullopt);
+    for (int s = 0; s < 3; ++s) t.step();
+    EXPECT_EQ(gathered(t), ref);
+  }
+}
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   auto world = comm::mpi_world();

@@ -42,3 +42,20 @@ TEST(Equivalence, LayoutsPassAndStrictToleranceFails) {
   EXPECT_FALSE(strict.pass()) << strict.str();
   EXPECT_NE(strict.str().find("FAIL"), std::string::npos);
 }
+
+TEST(Equivalence, BitwiseVerifyUsesReproducibleModeAndNamesWhatItCovers) {
+  auto cfg = tiny_train_config();
+  cfg.optimizer.lr = 1e-3;
+  cfg.training.micro_batch = 2;
+  const auto ds = varied_documents(64, 3);
+  const auto r = train::compare_with_single_rank(cfg, train::parse_layout("dp=2,zero=3"), 2, ds, 1e-4, true);
+  EXPECT_TRUE(r.pass()) << r.str();
+  EXPECT_EQ(r.tolerance, 0);
+  for (const auto& s : r.steps) {
+    EXPECT_EQ(s.loss_rel, 0);
+    EXPECT_EQ(s.grad_rel, 0);
+    EXPECT_EQ(s.param_rel, 0);
+  }
+  EXPECT_NE(r.str().find("the claim covers: dp x grad_accum split of the window, ZeRO stage 3"), std::string::npos)
+      << r.str();
+}

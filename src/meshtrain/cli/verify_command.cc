@@ -11,11 +11,12 @@ namespace meshtrain::cli {
 
 int cmd_verify(const Args& args) {
   const char* usage =
-      "usage: meshtrain verify CONFIG.toml --layout dp=4,zero=3 [--steps K] [--tolerance T] [--set k=v ...]";
+      "usage: meshtrain verify CONFIG.toml --layout dp=4,zero=3 [--steps K] [--tolerance T | --bitwise] [--set k=v ...]";
   std::string config_path, layout_text;
   std::vector<std::string> overrides;
   int steps = 3;
   double tolerance = 1e-4;
+  bool bitwise = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -26,6 +27,7 @@ int cmd_verify(const Args& args) {
     else if (a == "--steps") steps = std::stoi(value());
     else if (a == "--tolerance") tolerance = std::stod(value());
     else if (a == "--set") overrides.push_back(value());
+    else if (a == "--bitwise") bitwise = true;
     else if (!a.empty() && a[0] == '-') MT_THROW(ConfigError, "unknown option '", a, "' (", usage, ")");
     else config_path = a;
   }
@@ -34,7 +36,8 @@ int cmd_verify(const Args& args) {
   const train::TrainConfig cfg = train::load_config(config_path, overrides);
   train::ensure_prepared(cfg.data);
   const auto data = data::TokenDataset::open(cfg.data.path, "train");
-  const auto report = train::compare_with_single_rank(cfg, train::parse_layout(layout_text), steps, data, tolerance);
+  const auto report = train::compare_with_single_rank(cfg, train::parse_layout(layout_text), steps, data, tolerance,
+                                                     bitwise);
   std::fputs(report.str().c_str(), stdout);
   return report.pass() ? 0 : 1;
 }

@@ -1,7 +1,10 @@
 #include "meshtrain/parallel/data_parallel.h"
 
 #include "meshtrain/kernels/kernel_table.h"
+#include <chrono>
+
 #include "meshtrain/parallel/grad_norm.h"
+#include "meshtrain/parallel/tree_reduce.h"
 
 namespace meshtrain::parallel {
 
@@ -66,6 +69,12 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
       off += sp.unit(u).padded;
     }
   }
+  if (cfg_.reproducible) {
+    MT_REQUIRE(ConfigError, cfg_.grad_reduce == GradReduce::Sum && prec.grad_reduce == prec.grad_accum,
+               "training.reproducible sums gradients in its own fixed tree: use parallel.grad_reduce = \"sum\" "
+               "and reduce in the gradients' type");
+    tree_.emplace(nu_, prec.grad_accum, alloc_);
+  }
   if (sp.stage() == 0)
     buckets_.emplace(sp, flat_grads_, flat_offset_, cfg_.bucket_mb, dp_, reduce_op(), prec.grad_reduce, alloc_, stats_);
   else
@@ -88,7 +97,7 @@ comm::ReduceOp DataParallel::reduce_op() const {
 }
 
 ParamPolicy DataParallel::param_policy() const {
-  return {plan().shards_params(), cfg_.reshard_after_forward, cfg_.overlap};
+  return {plan().shards_params(), cfg_.reshard_after_forward, cfg_.overlap, cfg_.reproducible};
 }
 
 double DataParallel::loss_coefficient(int64_t N) const {
@@ -99,6 +108,7 @@ double DataParallel::loss_coefficient(int64_t N) const {
 
 void DataParallel::begin_window() {
   stats_ = {};
+  if (tree_) tree_->clear();
   if (buckets_) buckets_->begin_window();
   if (sharded_) sharded_->begin_window();
   if (flat_grads_.defined()) kernels::kernels_for(flat_grads_).fill(flat_grads_, 0.0);
@@ -121,12 +131,44 @@ void DataParallel::release_gathered() {
 }
 
 void DataParallel::prepare_grads(int u) {
+  if (tree_) {
+    // Each micro-batch's gradient of u goes into its own leaf.
+    if (!tree_->has_open_leaf(u)) model_.params().bind_unit_grads(u, tree_->leaf(u, plan().unit(u).padded));
+    return;
+  }
   if (sharded_) sharded_->prepare(u);
 }
 
+void DataParallel::close_leaf(int u) {
+  MT_CHECK(tree_.has_value(), "CloseLeaf outside reproducible mode");
+  tree_->close_leaf(u);
+  model_.params().bind_unit_grads(u, Tensor());
+}
+
 void DataParallel::reduce_grads(int u) {
+  if (tree_) return reduce_tree(u);
   if (buckets_) buckets_->unit_ready(u);
   else sharded_->reduce(u);
+}
+
+void DataParallel::reduce_tree(int u) {
+  const UnitShard& s = plan().unit(u);
+  const Tensor root = tree_->root(u);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (plan().stage() == 0) {
+    const Tensor dst = flat_grads_.flat_slice(flat_offset_[size_t(u)], flat_offset_[size_t(u)] + s.padded);
+    kernels::kernels_for(dst).copy(dst, root);
+    tree_all_reduce(dp_, dst, alloc_);
+  } else {
+    tree_reduce_scatter(dp_, root, alloc_);  // the root is this window's scratch
+    const Tensor dst = sharded_->owned(u);
+    kernels::kernels_for(dst).copy(dst, root.flat_slice(s.owned_begin, s.owned_end));
+  }
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.comm_s += dt;
+  stats_.exposed_s += dt;
+  stats_.buckets += 1;
+  stats_.bytes += s.padded * int64_t(dtype_size(root.dtype()));
 }
 
 void DataParallel::finish_grads() {

@@ -27,6 +27,7 @@
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/optim/adamw.h"
 #include "meshtrain/parallel/grad_buckets.h"
+#include "meshtrain/parallel/grad_tree.h"
 #include "meshtrain/parallel/layout_plan.h"
 #include "meshtrain/parallel/param_gather.h"
 #include "meshtrain/parallel/parallel_config.h"
@@ -62,6 +63,7 @@ class DataParallel {
   void require_params(int u); // ZeRO-3: u's parameters must be bound now
   void release(int u);        // ZeRO-3: free u's gathered parameters
   void prepare_grads(int u);  // a backward is about to write u's gradient
+  void close_leaf(int u);     // reproducible mode: this micro-batch's gradient of u is complete
   void reduce_grads(int u);   // u's gradient is complete for the window
   void finish_grads();        // waits for every reduction (the tail)
   void release_gathered();    // after forward-only passes
@@ -99,6 +101,7 @@ class DataParallel {
  private:
   void publish_params();  // all-gather owned slices into full buffers (stage 1, 2)
   comm::ReduceOp reduce_op() const;
+  void reduce_tree(int u);  // reproducible mode: the window's tree root, reduced in tree order
 
   model::Transformer& model_;
   const LayoutPlan& layout_;
@@ -116,6 +119,7 @@ class DataParallel {
   std::optional<ParamGather> gathered_;   // stage 3
   std::optional<GradBuckets> buckets_;    // stage 0
   std::optional<ShardedGrads> sharded_;   // stage 1-3
+  std::optional<GradTree> tree_;          // reproducible mode
   std::vector<optim::OptSegment> opt_segments_;
   std::unique_ptr<optim::AdamW> adamw_;
 };

@@ -37,6 +37,8 @@ WindowResult StepExecutor::run(const Program& program, const std::function<model
           if (a.segment == last) {
             result.loss_sum += st.loss.loss_sum;
             result.count += st.loss.count;
+            if (result.micro_loss.size() <= size_t(a.micro)) result.micro_loss.resize(size_t(a.micro) + 1, 0.0);
+            result.micro_loss[size_t(a.micro)] = st.loss.loss_sum;
           } else if (!mode.logits) {
             inputs_[{a.micro, a.segment + 1}] = std::move(y);
           }
@@ -93,6 +95,7 @@ WindowResult StepExecutor::run(const Program& program, const std::function<model
         case Op::Require: if (engine_) engine_->require_params(a.unit); break;
         case Op::Release: if (engine_) engine_->release(a.unit); break;
         case Op::ReduceGrads: if (engine_) engine_->reduce_grads(a.unit); break;
+        case Op::CloseLeaf: if (engine_) engine_->close_leaf(a.unit); break;
       }
     }
     for (auto& w : sends_) w.wait();

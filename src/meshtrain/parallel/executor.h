@@ -20,6 +20,7 @@ namespace meshtrain::parallel {
 struct WindowResult {
   double loss_sum = 0;  // over this rank's micro-batches whose head it holds
   int64_t count = 0;    // supervised targets they contain
+  std::vector<double> micro_loss;  // loss sum of each micro-batch (its index in the window)
 };
 
 class StepExecutor {

@@ -16,6 +16,10 @@ struct ParallelConfig {
   double bucket_mb = 4.0;            // stage 0 gradient bucket size
   GradReduce grad_reduce = GradReduce::Sum;
   bool overlap = true;               // reduce buckets during backward (false: all after backward)
+  // Reproducible mode (training.reproducible): gradients summed in one fixed
+  // tree over the global micro-batch index (grad_tree.h, tree_reduce.h), so
+  // every dp x G split of the same window gives the same bits.
+  bool reproducible = false;
   void validate() const;             // ConfigError with the key path
 };
 

@@ -55,9 +55,10 @@ Program expand(const Schedule& schedule, int pp_rank, const std::vector<Chunk>& 
   // Last gradient-writing action of each unit in the window (the count of
   // backward actions per unit decides when its gradient is complete).
   std::map<int, size_t> last_write;
+  std::map<std::pair<int, int>, size_t> last_write_of_micro;  // (micro-batch, unit)
   for (size_t i = 0; i < seg.size(); ++i)
     if (writes_grads(seg[i].op))
-      for (int u : units_of(seg[i].segment)) last_write[u] = i;
+      for (int u : units_of(seg[i].segment)) last_write[u] = last_write_of_micro[{seg[i].micro, u}] = i;
   // The next parameter-using action after each position (prefetch and release).
   std::vector<int> next_use(seg.size() + 1, -1);
   for (size_t i = seg.size(); i-- > 0;) next_use[i] = uses_params(seg[i].op) ? int(i) : next_use[i + 1];
@@ -81,6 +82,12 @@ Program expand(const Schedule& schedule, int pp_rank, const std::vector<Chunk>& 
     const bool release_now = a.op != Op::Forward || policy.reshard_after_forward || !prog.trains;
     for (int u : mine)
       if (release_now && !contains(next_units, u)) emit(Op::Release, u);
+    if (policy.close_leaves && writes_grads(a.op))
+      for (int u : units_of(a.segment))
+        if (last_write_of_micro.at({a.micro, u}) == i) {
+          emit(Op::CloseLeaf, u);
+          prog.actions.back().micro = a.micro;
+        }
     if (policy.overlap && writes_grads(a.op))
       for (int u : units_of(a.segment))
         if (last_write.at(u) == i) emit(Op::ReduceGrads, u);

@@ -3,6 +3,8 @@
 // the data-parallel engine's parameter actions placed by counting:
 //   ReduceGrads(u) right after the last action of the window that writes
 //     unit u's gradient (or, without overlap, all at the end);
+//   reproducible mode: CloseLeaf(u) right after the last action of each
+//     micro-batch that writes unit u's gradient;
 //   ZeRO-3: Require(u) before each use of u's parameters, Gather of the
 //     next compute action's units just before the current one (prefetch in
 //     the schedule's order), Release(u) when the next compute action does
@@ -22,6 +24,7 @@ struct ParamPolicy {
   bool gather_params = false;        // ZeRO-3: parameters sharded at rest
   bool reshard_after_forward = true;
   bool overlap = true;               // reduce a unit's gradient as soon as it is complete
+  bool close_leaves = false;         // reproducible mode: CloseLeaf(u) after each micro-batch's last write of u
 };
 
 struct Program {

@@ -23,6 +23,7 @@ const char* to_string(Op op) {
     case Op::Require: return "Require";
     case Op::Release: return "Release";
     case Op::ReduceGrads: return "ReduceGrads";
+    case Op::CloseLeaf: return "CloseLeaf";
   }
   return "?";
 }
@@ -35,6 +36,7 @@ std::string Action::str() const {
   std::string s = std::string(to_string(op)) + "(";
   if (op == Op::Gather || op == Op::Require || op == Op::Release || op == Op::ReduceGrads)
     return s + "unit=" + std::to_string(unit) + ")";
+  if (op == Op::CloseLeaf) return s + "mb=" + std::to_string(micro) + ", unit=" + std::to_string(unit) + ")";
   s += "mb=" + std::to_string(micro) + ", chunk=" + std::to_string(chunk);
   if (segment >= 0) s += ", segment=" + std::to_string(segment);
   if (peer >= 0) s += ", peer=" + std::to_string(peer);
@@ -75,7 +77,8 @@ void check_fields(const Facts& f, int r, size_t i, const Action& a) {
     case Op::Gather:
     case Op::Require:
     case Op::Release:
-    case Op::ReduceGrads: reject(s, r, i, a, "parameter actions belong to expanded programs, not schedules");
+    case Op::ReduceGrads:
+    case Op::CloseLeaf: reject(s, r, i, a, "parameter actions belong to expanded programs, not schedules");
     default: return;
   }
 }

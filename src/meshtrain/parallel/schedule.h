@@ -26,11 +26,13 @@ enum class Op : uint8_t {
   RecvGradient,    // d(chunk's output) of mb from the rank of chunk + 1
   // Parameter actions (inserted by expand(), on units): start a ZeRO-3
   // gather, wait for and bind it, free it; this unit's gradient is complete
-  // for the window: reduce it.
+  // for the window: reduce it; (reproducible mode) this micro-batch's
+  // gradient of the unit is complete: close its leaf.
   Gather,
   Require,
   Release,
   ReduceGrads,
+  CloseLeaf,
 };
 const char* to_string(Op op);
 bool is_compute(Op op);

@@ -46,14 +46,18 @@ struct StepDiff {
 struct EquivalenceReport {
   std::string layout;
   double tolerance = 0;
+  bool bitwise = false;                  // reproducible mode on both runs, zero difference required
+  std::vector<std::string> claim_covers;  // with bitwise: what of the layout the claim spans
   std::vector<StepDiff> steps;
   bool pass() const;
   std::string str() const;  // one line per step, then PASS/FAIL
 };
 
 // The layout keeps cfg's micro-batch B and accumulation G (global window
-// R * G * B rows); the reference runs one rank with G' = R * G.
+// R * G * B rows); the reference runs one rank with G' = R * G. bitwise:
+// both run training.reproducible and any difference fails.
 EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout& layout, int steps,
-                                           const data::TokenDataset& train_data, double tolerance);
+                                           const data::TokenDataset& train_data, double tolerance,
+                                           bool bitwise = false);
 
 }  // namespace meshtrain::train

@@ -54,6 +54,7 @@ void read_training(TomlSection s, TrainingConfig& t) {
   s.read("eval_rows", t.eval_rows);
   s.read("precision", t.precision);
   s.read("grad_reduce_dtype", t.grad_reduce_dtype);
+  s.read("reproducible", t.reproducible);
   s.read("loss_scale", t.loss_scale.initial);
   s.read("loss_scale_growth", t.loss_scale.growth_factor);
   s.read("loss_scale_backoff", t.loss_scale.backoff_factor);

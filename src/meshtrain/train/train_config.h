@@ -36,6 +36,10 @@ struct TrainingConfig {
   std::string grad_reduce_dtype = "fp32";  // gradients on the wire: fp32 | bf16 | fp16 (16-bit precisions)
   optim::LossScaleConfig loss_scale;       // fp16: dynamic loss scaling
   bool recompute = false;
+  // Every reduction in a fixed order that depends only on the global batch
+  // and the model (gradients in a tree over the global micro-batch index):
+  // any dp x grad_accum split of the same window gives the same bits.
+  bool reproducible = false;
   int threads = 0;           // compute threads; 0: all cores
 };
 

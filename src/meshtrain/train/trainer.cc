@@ -6,6 +6,7 @@
 
 #include "meshtrain/optim/adamw.h"
 #include "meshtrain/parallel/schedule_gen.h"
+#include "meshtrain/parallel/tree_reduce.h"
 #include "meshtrain/train/data_setup.h"
 
 namespace meshtrain::train {
@@ -22,6 +23,7 @@ model::TokenBatch rows_of(const data::Batch& b, int64_t first, int64_t rows) {
 
 TrainConfig validated(TrainConfig cfg) {
   cfg.validate();
+  cfg.parallel.reproducible = cfg.training.reproducible;
   return cfg;
 }
 
@@ -49,6 +51,12 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
              cfg_.model.vocab_size, " is smaller than the dataset tokenizer's vocabulary (",
              train_.tokenizer().vocab_size(), ")");
   if (val_ && val_->num_documents() == 0) val_.reset();
+  if (cfg_.training.reproducible) {
+    const int64_t leaves = int64_t(dp_.size()) * cfg_.training.grad_accum;
+    MT_REQUIRE(ConfigError, parallel::is_power_of_two(leaves), "training.reproducible sums the window's micro-batches in ",
+               "a binary tree: dp x grad_accum = ", dp_.size(), " x ", cfg_.training.grad_accum, " = ", leaves,
+               " must be a power of two");
+  }
   layout_ = std::make_unique<parallel::LayoutPlan>(cfg_.model, ctx_.mesh.shape(), ctx_.rank, layout_options(cfg_));
   model::ExecOptions exec;
   exec.recompute = cfg_.training.recompute;
@@ -111,7 +119,15 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
     engine_->finish_grads();
     if (after_reduction_) after_reduction_(*this);
     double loss_sum = r.loss_sum;
-    dp_.all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
+    if (cfg_.training.reproducible) {
+      // The same tree over the global micro-batch index as the gradients.
+      std::vector<double> mine = r.micro_loss, all(size_t(G * dp_.size()));
+      mine.resize(size_t(G), 0.0);
+      dp_.all_gather(mine.data(), all.data(), all.size(), DType::F64);
+      loss_sum = parallel::tree_sum(all);
+    } else {
+      dp_.all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
+    }
     if (ctx_.mesh.shape().pp > 1) ctx_.group("pp").all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
     m.loss = loss_sum / double(N);
 

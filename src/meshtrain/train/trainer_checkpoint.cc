@@ -61,7 +61,7 @@ nlohmann::json layout_json(const TrainConfig& cfg, const comm::MeshShape& mesh, 
           {"tp", mesh.tp},       {"pp", mesh.pp},
           {"cp", mesh.cp},       {"world", world},
           {"grad_accum", cfg.training.grad_accum}, {"micro_batch", cfg.training.micro_batch},
-          {"backend", cfg.comm.backend}};
+          {"backend", cfg.comm.backend},         {"reproducible", cfg.training.reproducible}};
 }
 
 }  // namespace
@@ -216,6 +216,12 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
   if (old_window != new_window)
     return "assets complete: the global batch changed (" + std::to_string(old_window) + " -> " +
            std::to_string(new_window) + " rows per update), so the optimization trajectory differs";
+  // Reproducible mode on both sides: the reductions follow the global batch,
+  // not the split (dp, grad_accum, ZeRO stage, backend).
+  if (cfg_.training.reproducible && old.value("reproducible", false) && same_model_axes &&
+      old.at("micro_batch") == cfg_.training.micro_batch)
+    return "bitwise replay: reproducible mode, same global window and micro-batch (dp x G splits and ZeRO stages are "
+           "bitwise)";
   if (same_reduction)
     return "bitwise replay: same data-parallel degree and accumulation (ZeRO stage changes alone are bitwise)";
   return "numerically close: same samples and objective per update; the reduction order changed";
