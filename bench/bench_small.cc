@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "fma_peak.h"
+#include "meshtrain/kernels/cpu/fma_peak.h"
 #include "meshtrain/core/rng.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/kernels/cpu/gemm.h"
@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
     }
     const double t = median(times);
     const double gflops = flops_per_token * double(n) / t * 1e-9;
-    const double peak = bench::measure_fma_peak_gflops(threads);
+    const double peak = kernels::measure_fma_peak_gflops(threads);
     const double gemm = gemm_rate_on_step_shapes(cfg, n);
     std::printf("\nthreads %d: median step %.1f ms over %d steps | %.0f tokens/s | %.1f GFLOP/s\n", threads, t * 1e3,
                 steps, double(n) / t, gflops);

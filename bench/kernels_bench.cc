@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "fma_peak.h"
+#include "meshtrain/kernels/cpu/fma_peak.h"
 #include "meshtrain/core/dtype.h"
 #include "meshtrain/kernels/cpu/activation.h"
 #include "meshtrain/kernels/cpu/adamw.h"
@@ -164,7 +164,7 @@ BENCHMARK_TEMPLATE(BM_GemmLayerMix, bf16)->Arg(1)->Arg(2)->Unit(benchmark::kMill
 void BM_FmaPeak(benchmark::State& state) {
   const int threads = int(state.range(0));
   double g = 0;
-  for (auto _ : state) g = meshtrain::bench::measure_fma_peak_gflops(threads);
+  for (auto _ : state) g = meshtrain::kernels::measure_fma_peak_gflops(threads);
   state.counters["GFLOPS"] = g;
 }
 BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

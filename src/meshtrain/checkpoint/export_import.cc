@@ -7,19 +7,21 @@
 #include "meshtrain/checkpoint/model_config_json.h"
 #include "meshtrain/checkpoint/model_weights.h"
 #include "meshtrain/checkpoint/safetensors.h"
+#include "meshtrain/checkpoint/tokenizer_files.h"
 #include "meshtrain/checkpoint/writer.h"
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/data/tokenizer.h"
 
 namespace meshtrain::checkpoint {
 
-ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path, DType dtype) {
+ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path, DType dtype,
+                                const ProgressFn& progress) {
   MT_REQUIRE(ConfigError, dtype == DType::F32 || dtype == DType::BF16, "export dtype ", dtype_name(dtype),
              ": expected f32 or bf16");
   const model::ModelConfig cfg = model_config_of(reader);
   ExportResult r;
   r.arch = hf_arch_for(cfg);  // fails before anything is written
-  const std::vector<NamedTensor> hf = to_hf_tensors(cfg, read_param_values(reader, cfg));
+  const std::vector<NamedTensor> hf = to_hf_tensors(cfg, read_param_values(reader, cfg, progress));
   std::vector<std::vector<uint16_t>> halves;  // bf16 copies, alive until written
   halves.reserve(hf.size());
   std::vector<SafetensorsTensor> views;
@@ -39,11 +41,14 @@ ExportResult export_safetensors(const CheckpointReader& reader, const std::strin
   if (reader.metadata().contains(kMetaTokenizer)) meta["meshtrain.tokenizer"] = reader.metadata()[kMetaTokenizer].dump();
   const fs::path out(out_path);
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  if (progress) progress("writing", 0, 1);
   write_safetensors(out_path, views, meta);
   r.safetensors_path = out_path;
   const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
   nlohmann::json hf_cfg = hf_config_json(cfg);
   hf_cfg["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";
+  if (reader.metadata().contains(kMetaTokenizer))
+    r.tokenizer_path = write_tokenizer_files(reader.metadata()[kMetaTokenizer], dir, &hf_cfg);
   atomic_write_file(dir, "config.json", hf_cfg.dump(2) + "\n");
   r.config_path = (dir / "config.json").string();
   r.tensors = hf.size();

@@ -10,11 +10,13 @@
 
 #include "meshtrain/checkpoint/hf_format.h"
 #include "meshtrain/checkpoint/reader.h"
+#include "meshtrain/core/status_line.h"
 
 namespace meshtrain::checkpoint {
 
 struct ExportResult {
   std::string safetensors_path, config_path;
+  std::string tokenizer_path;  // tokenizer.model beside it (SentencePiece), else ""
   HfArch arch = HfArch::Llama;
   size_t tensors = 0;
   uint64_t bytes = 0;
@@ -22,9 +24,11 @@ struct ExportResult {
 
 // Needs metadata "model_config" in the checkpoint. The checkpoint keeps f32
 // (master) weights; `dtype` (f32 or bf16, rounded once to nearest even) is
-// what the deployment file stores.
+// what the deployment file stores. A SentencePiece tokenizer is written
+// beside the file as tokenizer.model; config.json gets the special-token ids
+// of the checkpoint's tokenizer.
 ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path,
-                                DType dtype = DType::F32);
+                                DType dtype = DType::F32, const ProgressFn& progress = {});
 
 // Needs config.json beside `path`. Returns the checkpoint directory written
 // under out_root (which also gets its `latest` pointer).

@@ -10,7 +10,7 @@ namespace meshtrain::checkpoint {
 
 using model::ModelConfig;
 
-ParamValues read_param_values(const CheckpointReader& reader, const ModelConfig& cfg) {
+ParamValues read_param_values(const CheckpointReader& reader, const ModelConfig& cfg, const ProgressFn& progress) {
   const model::ModelSpec spec = model::build_model_spec(cfg);
   for (const auto& p : spec.params) {
     const TensorEntry& t = reader.tensor(p.name);
@@ -24,6 +24,7 @@ ParamValues read_param_values(const CheckpointReader& reader, const ModelConfig&
     auto& v = out[p.name];
     v.resize(size_t(p.numel()));
     reader.read_all(p.name, v.data(), DType::F32);
+    if (progress) progress("reading", int64_t(out.size()), int64_t(spec.params.size()));
   }
   return out;
 }

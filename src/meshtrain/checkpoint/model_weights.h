@@ -9,6 +9,7 @@
 #include "meshtrain/checkpoint/hf_format.h"
 #include "meshtrain/checkpoint/reader.h"
 #include "meshtrain/checkpoint/safetensors.h"
+#include "meshtrain/core/status_line.h"
 #include "meshtrain/model/transformer.h"
 
 namespace meshtrain::checkpoint {
@@ -22,7 +23,9 @@ void load_model_weights(const CheckpointReader& reader, model::Transformer& mode
 void load_model_weights(const SafetensorsReader& file, model::Transformer& model);
 
 // All parameters of `cfg` as f32 values keyed by ParamSpec name.
-ParamValues read_param_values(const CheckpointReader& reader, const model::ModelConfig& cfg);
+// `progress` ("reading", tensors done, total) is called after each tensor.
+ParamValues read_param_values(const CheckpointReader& reader, const model::ModelConfig& cfg,
+                              const ProgressFn& progress = {});
 ParamValues read_param_values(const SafetensorsReader& file, const model::ModelConfig& cfg);
 ParamValues param_values(model::ParameterStore& store);
 void set_param_values(model::ParameterStore& store, const ParamValues& values);

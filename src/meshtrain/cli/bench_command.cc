@@ -1,17 +1,33 @@
-// `meshtrain bench comm ...`: thin wrapper over comm/bench.
-#include <string>
-
-#include "meshtrain/cli/commands.h"
-#include "meshtrain/comm/bench/comm_bench.h"
-#include "meshtrain/core/error.h"
+// meshtrain bench comm [--backend threads|mpi] [--ranks N] [--min-bytes 4K] [--max-bytes 256M] [--iters N] [--ops ...]
+#include "meshtrain/app/bench.h"
+#include "meshtrain/cli/command.h"
 
 namespace meshtrain::cli {
+namespace {
 
-int cmd_bench(const Args& args) {
-  MT_REQUIRE(ConfigError, !args.empty() && args[0] == "comm",
-             "usage: meshtrain bench comm [--backend threads|mpi] [--ranks N] [--min-bytes 4K] [--max-bytes 256M] "
-             "[--iters N] [--ops all_reduce,...]");
-  return comm::bench::run_from_args(Args(args.begin() + 1, args.end()));
+void setup(CLI::App& root, Action& action) {
+  auto* bench = add_command(root, "bench", "benchmarks", "meshtrain bench comm --ranks 2");
+  bench->require_subcommand(1);
+  auto* cmd = add_command(*bench, "comm", "collective bandwidth and latency, with the alpha-beta fit (29.6)",
+                          "meshtrain bench comm --ranks 2 --max-bytes 16M --ops all_reduce,all_gather");
+  auto q = std::make_shared<app::BenchCommRequest>();
+  cmd->add_option("--backend", q->backend, "threads, or mpi under mpirun")->check(CLI::IsMember({"threads", "mpi"}));
+  cmd->add_option("--ranks", q->ranks, "ranks of the threads backend")->check(CLI::Range(1, 1024));
+  cmd->add_option("--min-bytes", q->min_bytes, "smallest message (4K, 16M, ...)");
+  cmd->add_option("--max-bytes", q->max_bytes, "largest message");
+  cmd->add_option("--iters", q->iters, "timed calls per size at least")->check(CLI::Range(1, 100000));
+  cmd->add_option("--ops", q->ops, "collectives to measure")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "barrier"}));
+  cmd->callback([q, &action] {
+    action = [q] {
+      app::bench_comm(*q);
+      return 0;
+    };
+  });
 }
 
+const bool registered = register_command(90, setup);
+
+}  // namespace
 }  // namespace meshtrain::cli

@@ -15,6 +15,9 @@
 namespace meshtrain::comm {
 
 bool mpi_compiled();
+// The MPI library's own version line ("Open MPI v4.1.4, ...", up to the first
+// comma), or a note that this build has no MPI.
+std::string mpi_library_version();
 // True when this process was started by mpirun/srun (OMPI_COMM_WORLD_SIZE
 // or PMI_SIZE in the environment).
 bool launched_by_mpirun();

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +44,12 @@ std::string make_temp_dir(const std::string& target) {
   MT_REQUIRE(DataError, ::mkdtemp(tmpl.data()) != nullptr, "cannot create a temp directory beside ", target);
   ::chmod(tmpl.c_str(), 0755);  // mkdtemp makes 0700; the published dataset is an ordinary directory
   return tmpl;
+}
+
+int64_t file_bytes(const std::string& path) {  // for progress only: 0 when unknown
+  std::error_code ec;
+  const auto n = fs::file_size(path, ec);
+  return ec ? 0 : int64_t(n);
 }
 
 void write_json_durably(const std::string& path, const nlohmann::json& j) {
@@ -109,22 +116,33 @@ PrepareResult prepare_dataset(const PrepareOptions& opts, const Tokenizer& token
   while (out.size() > 1 && out.back() == '/') out.pop_back();
   MT_REQUIRE(DataError, opts.overwrite || !fs::exists(out), "output directory ", out,
              " already exists (remove it or pass --overwrite)");
+  std::error_code ec;
 
   // Pass 1: parse everything to count documents (the split needs n) and to
   // fail on bad input before anything is written.
   const std::vector<SourceFile> sources = expand_inputs(opts.inputs, opts.format);
+  int64_t total_bytes = 0;
+  for (const auto& src : sources) total_bytes += file_bytes(src.path);
+  // Input bytes done: whole files before this one, plus its documents so far.
+  auto report = [&](const char* phase, int64_t done) {
+    if (opts.progress) opts.progress(phase, std::min(done, total_bytes), total_bytes);
+  };
   std::vector<int64_t> per_source;
-  int64_t n_docs = 0;
+  int64_t n_docs = 0, files_done = 0;
   for (const auto& src : sources) {
-    per_source.push_back(for_each_document(src, [](std::string_view) {}));
+    int64_t in_file = 0;
+    per_source.push_back(for_each_document(src, [&](std::string_view doc) {
+      in_file += int64_t(doc.size());
+      report("reading", files_done + in_file);
+    }));
     n_docs += per_source.back();
+    files_done += file_bytes(src.path);
   }
   MT_REQUIRE(DataError, n_docs > 0, "no documents found in the inputs (", sources.size(),
              " file(s), all empty or whitespace-only)");
   const std::vector<uint8_t> is_val = split_documents(n_docs, opts.seed, opts.val_fraction);
 
   const fs::path parent = fs::absolute(out).parent_path();
-  std::error_code ec;
   fs::create_directories(parent, ec);
   MT_REQUIRE(DataError, !ec, "cannot create ", parent.string(), ": ", ec.message());
   TempDir tmp{make_temp_dir(out)};
@@ -134,11 +152,16 @@ PrepareResult prepare_dataset(const PrepareOptions& opts, const Tokenizer& token
   ShardWriter val((fs::path(tmp.path) / "val.bin").string(), tokenizer.vocab_size());
   int64_t index = 0;
   nlohmann::json source_list = nlohmann::json::array();
+  files_done = 0;
   for (size_t s = 0; s < sources.size(); ++s) {
+    int64_t in_file = 0;
     const int64_t got = for_each_document(sources[s], [&](std::string_view text) {
       (is_val[size_t(index)] ? val : train).add_document(tokenizer.encode_document(text));
       ++index;
+      in_file += int64_t(text.size());
+      report("tokenizing", files_done + in_file);
     });
+    files_done += file_bytes(sources[s].path);
     MT_REQUIRE(DataError, got == per_source[s], sources[s].path, " changed while being read");
     source_list.push_back({{"path", fs::absolute(sources[s].path).string()},
                            {"format", input_format_name(sources[s].format)},

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "meshtrain/core/status_line.h"
 #include "meshtrain/data/corpus_reader.h"
 #include "meshtrain/data/tokenizer.h"
 
@@ -20,6 +22,9 @@ struct PrepareOptions {
   double val_fraction = 0.05;  // in (0, 1)
   uint64_t seed = 0;
   bool overwrite = false;  // replace an existing out_dir (atomically, at the end)
+  // Called as documents are read ("reading", pass 1) and tokenized
+  // ("tokenizing", pass 2) with the input bytes done of the total.
+  ProgressFn progress;
 };
 
 struct PrepareResult {

@@ -1,6 +1,8 @@
 #include "meshtrain/data/tokenizer.h"
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/data/digest.h"
+#include "meshtrain/data/sentencepiece_tokenizer.h"
 
 namespace meshtrain::data {
 
@@ -47,7 +49,26 @@ std::unique_ptr<Tokenizer> make_tokenizer(const nlohmann::json& d) {
                " does not match this build's ", tok->describe().dump());
     return tok;
   }
-  MT_THROW(DataError, "unknown tokenizer type '", type, "' (known: byte)");
+  if (type == "sentencepiece") {
+    MT_REQUIRE(DataError, d.contains("model_base64") && d["model_base64"].is_string(),
+               "sentencepiece tokenizer description has no \"model_base64\"");
+    auto tok = SentencePieceTokenizer::from_model(base64_decode(d["model_base64"].get<std::string>()),
+                                                  "the embedded sentencepiece model");
+    // The recorded digest and ids must be those of the embedded model.
+    nlohmann::json want = tok->describe();
+    for (const char* key : {"sha256", "vocab_size", "bos_id", "eos_id", "pad_id"})
+      MT_REQUIRE(DataError, d.contains(key) && d[key] == want[key], "sentencepiece tokenizer description: \"", key,
+                 "\" is ", d.contains(key) ? d[key].dump() : std::string("missing"), " but the embedded model has ",
+                 want[key].dump());
+    return tok;
+  }
+  MT_THROW(DataError, "unknown tokenizer type '", type, "' (known: byte, sentencepiece)");
+}
+
+nlohmann::json tokenizer_summary(const nlohmann::json& description) {
+  nlohmann::json s = description;
+  if (s.is_object()) s.erase("model_base64");
+  return s;
 }
 
 }  // namespace meshtrain::data

@@ -1,6 +1,7 @@
 // Tokenizers map text to token ids and back. The interface is what the data
-// pipeline and checkpoints need; ByteTokenizer is the built-in model (a BPE
-// model can implement the same interface later).
+// pipeline and checkpoints need; ByteTokenizer is the built-in model (the
+// demo's default), SentencePieceTokenizer (sentencepiece_tokenizer.h) the
+// subword one.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,9 @@ class Tokenizer {
   virtual int32_t bos_id() const = 0;
   virtual int32_t eos_id() const = 0;
   virtual int32_t pad_id() const = 0;
+  // Bytes of text the id stands for (0 for BOS/EOS/PAD): the denominator of
+  // bits per byte, which compares models with different tokenizers.
+  virtual int64_t token_bytes(int32_t id) const = 0;
   // Self-contained description stored in meta.json and checkpoints;
   // make_tokenizer() rebuilds the tokenizer from it.
   virtual nlohmann::json describe() const = 0;
@@ -48,11 +52,15 @@ class ByteTokenizer final : public Tokenizer {
   int32_t bos_id() const override { return kBos; }
   int32_t eos_id() const override { return kEos; }
   int32_t pad_id() const override { return kPad; }
+  int64_t token_bytes(int32_t id) const override { return id >= 0 && id < 256 ? 1 : 0; }
   nlohmann::json describe() const override;
 };
 
 // Rebuilds a tokenizer from describe() output; DataError on an unknown type
 // or on a description whose ids do not match the type.
 std::unique_ptr<Tokenizer> make_tokenizer(const nlohmann::json& description);
+
+// The description without embedded model bytes, for printing.
+nlohmann::json tokenizer_summary(const nlohmann::json& description);
 
 }  // namespace meshtrain::data

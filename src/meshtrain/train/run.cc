@@ -7,6 +7,7 @@
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/stats.h"
 #include "meshtrain/train/data_setup.h"
+#include "meshtrain/train/progress.h"
 
 namespace meshtrain::train {
 
@@ -42,12 +43,14 @@ void run_training(Trainer& t, std::FILE* console) {
   const std::string resumed = t.resume_or_init();
   if (console && !resumed.empty()) std::fprintf(console, "%s\n", resumed.c_str());
   std::unique_ptr<MetricsWriter> writer;
+  std::unique_ptr<TrainProgress> progress;  // log lines above a live status line
   if (console) {
     std::filesystem::create_directories(cfg.metrics.run_dir);
     writer = std::make_unique<MetricsWriter>(
         cfg.metrics.jsonl.empty() ? std::string()
                                   : (std::filesystem::path(cfg.metrics.run_dir) / cfg.metrics.jsonl).string());
     print_header(t, console, *writer);
+    progress = std::make_unique<TrainProgress>(t, console, *writer);
     std::fflush(console);
   }
   const int64_t total = cfg.training.steps;
@@ -66,18 +69,26 @@ void run_training(Trainer& t, std::FILE* console) {
     if (save_now) t.save_checkpoint();
     if (!console) continue;
     if (save_now)
-      std::fprintf(console, "checkpoint step %lld -> %s%s\n", static_cast<long long>(m.step),
-                   cfg.checkpoint.resolved_dir(cfg.metrics.run_dir).c_str(), cfg.checkpoint.async ? " (async)" : "");
+      progress->log("checkpoint step " + std::to_string(m.step) + " -> " +
+                    cfg.checkpoint.resolved_dir(cfg.metrics.run_dir) + (cfg.checkpoint.async ? " (async)" : ""));
     writer->write(m.to_json());
-    if (m.step % cfg.metrics.log_every == 0 || m.step == total || m.skipped)
-      std::fprintf(console, "%s\n", m.console_line(total).c_str());
+    if (m.step % cfg.metrics.log_every == 0 || m.step == total || m.skipped) progress->log(m.console_line(total));
     if (eval_now) {
-      std::fprintf(console, "eval step %lld | val loss %.4f nats/token over %lld targets\n",
-                   static_cast<long long>(m.step), e.loss, static_cast<long long>(e.targets));
-      writer->write({{"event", "eval"}, {"step", m.step}, {"val_loss", e.loss}, {"targets", e.targets}});
+      char line[160];
+      std::snprintf(line, sizeof line, "eval step %lld | val loss %.4f nats/token, %.4f bits/byte over %lld targets",
+                    static_cast<long long>(m.step), e.loss, e.bits_per_byte(), static_cast<long long>(e.targets));
+      progress->log(line);
+      writer->write({{"event", "eval"},
+                     {"step", m.step},
+                     {"val_loss", e.loss},
+                     {"val_loss_sum", e.loss_sum},
+                     {"targets", e.targets},
+                     {"target_bytes", e.target_bytes},
+                     {"val_bits_per_byte", e.bits_per_byte()}});
     }
-    std::fflush(console);
+    progress->step_done(m);
   }
+  if (progress) progress->finish();
   t.finish_checkpoints();
 }
 

@@ -37,6 +37,7 @@ void read_data(TomlSection s, DataConfig& d) {
   s.read("path", d.path);
   s.read("sources", d.sources);
   s.read("format", d.format);
+  s.read("tokenizer", d.tokenizer);
   s.read("val_fraction", d.val_fraction);
   s.read("mode", d.mode);
   s.read("seq_len", d.seq_len);

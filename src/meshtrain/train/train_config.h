@@ -18,6 +18,7 @@ struct DataConfig {
   std::string path;                  // prepared dataset directory (data prepare --out)
   std::vector<std::string> sources;  // prepared into `path` first when it holds no dataset
   std::string format = "auto";       // of sources: auto | text | jsonl | fortune
+  std::string tokenizer;             // SentencePiece model for sources ("": byte tokenizer)
   double val_fraction = 0.05;
   std::string mode = "packed";       // packed | padded
   int64_t seq_len = 256;

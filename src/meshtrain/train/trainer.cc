@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "meshtrain/data/bits_per_byte.h"
 #include "meshtrain/optim/adamw.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/parallel/tree_reduce.h"
@@ -167,6 +168,8 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
   return m;
 }
 
+double EvalResult::bits_per_byte() const { return data::bits_per_byte(loss_sum, target_bytes); }
+
 EvalResult Trainer::evaluate() {
   EvalResult r;
   if (!val_) return r;
@@ -174,7 +177,7 @@ EvalResult Trainer::evaluate() {
   data::Batch b;
   const int64_t B = cfg_.training.micro_batch, R = dp_.size();
   const int64_t limit = cfg_.training.eval_rows;
-  double sums[2] = {0, 0};  // loss sum, targets
+  double sums[3] = {0, 0, 0};  // loss sum, targets, target bytes
   const model::ForwardMode forward_only{false, 0.0, false};
   for (int64_t rows = 0; limit == 0 || rows < limit; rows += R * B) {
     // Every rank takes part in every window (the same count on all ranks).
@@ -186,6 +189,9 @@ EvalResult Trainer::evaluate() {
       const auto res = executor_->run(eval_program_, [&](int) { return rows_of(b, 0, b.rows); }, forward_only);
       sums[0] += res.loss_sum;
       sums[1] += double(res.count);
+      // Bytes where the loss is counted (the last pipeline stage), so the
+      // sum over pp below counts them once.
+      if (res.count > 0) sums[2] += double(data::supervised_bytes(b, val_->tokenizer()));
     } else {
       // Nothing left for this rank: a padding-only row keeps its collectives
       // (stage-3 gathers) in step with the other ranks; it adds no target.
@@ -195,9 +201,11 @@ EvalResult Trainer::evaluate() {
     }
   }
   engine_->release_gathered();
-  dp_.all_reduce(sums, 2, DType::F64, comm::ReduceOp::Sum);
-  if (ctx_.mesh.shape().pp > 1) ctx_.group("pp").all_reduce(sums, 2, DType::F64, comm::ReduceOp::Sum);
+  dp_.all_reduce(sums, 3, DType::F64, comm::ReduceOp::Sum);
+  if (ctx_.mesh.shape().pp > 1) ctx_.group("pp").all_reduce(sums, 3, DType::F64, comm::ReduceOp::Sum);
+  r.loss_sum = sums[0];
   r.targets = int64_t(sums[1]);
+  r.target_bytes = int64_t(sums[2]);
   r.loss = r.targets ? sums[0] / sums[1] : 0.0;
   return r;
 }

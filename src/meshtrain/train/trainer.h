@@ -41,6 +41,9 @@ namespace meshtrain::train {
 struct EvalResult {
   double loss = 0;  // mean loss per supervised target (nats)
   int64_t targets = 0;
+  double loss_sum = 0;       // nats over all targets
+  int64_t target_bytes = 0;  // bytes of text behind the targets (data/bits_per_byte.h)
+  double bits_per_byte() const;
 };
 
 // The layout plan options a config asks for.

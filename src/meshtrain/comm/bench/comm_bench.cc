@@ -15,24 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-size_t parse_size(const std::string& s) {
-  size_t pos = 0;
-  double v = std::stod(s, &pos);
-  std::string unit = s.substr(pos);
-  if (unit == "K" || unit == "KiB") v *= 1024;
-  else if (unit == "M" || unit == "MiB") v *= 1024 * 1024;
-  else if (unit == "G" || unit == "GiB") v *= 1024.0 * 1024 * 1024;
-  else MT_REQUIRE(ConfigError, unit.empty(), "bad size '", s, "' (e.g. 4K, 16M)");
-  return size_t(v);
-}
-
-OpKind parse_op(const std::string& s) {
-  for (OpKind k : {OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather, OpKind::AllToAll,
-                   OpKind::Broadcast, OpKind::Barrier})
-    if (op_kind_name(k) == s) return k;
-  MT_THROW(ConfigError, "unknown op '", s, "'");
-}
-
 std::string human(size_t b) {
   char buf[32];
   if (b >= (size_t(1) << 20)) std::snprintf(buf, sizeof buf, "%zuM", b >> 20);
@@ -60,6 +42,30 @@ int iterations(const BenchOptions& o, size_t bytes) {
 }
 
 }  // namespace
+
+size_t parse_size(const std::string& s) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    MT_THROW(ConfigError, "bad size '", s, "' (e.g. 4K, 16M)");
+  }
+  MT_REQUIRE(ConfigError, v >= 0, "bad size '", s, "' (e.g. 4K, 16M)");
+  std::string unit = s.substr(pos);
+  if (unit == "K" || unit == "KiB") v *= 1024;
+  else if (unit == "M" || unit == "MiB") v *= 1024 * 1024;
+  else if (unit == "G" || unit == "GiB") v *= 1024.0 * 1024 * 1024;
+  else MT_REQUIRE(ConfigError, unit.empty(), "bad size '", s, "' (e.g. 4K, 16M)");
+  return size_t(v);
+}
+
+OpKind parse_op(const std::string& s) {
+  for (OpKind k : {OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather, OpKind::AllToAll,
+                   OpKind::Broadcast, OpKind::Barrier})
+    if (op_kind_name(k) == s) return k;
+  MT_THROW(ConfigError, "unknown op '", s, "'");
+}
 
 BenchOptions parse_args(const std::vector<std::string>& args) {
   BenchOptions o;

@@ -20,6 +20,8 @@ struct BenchOptions {
                           OpKind::Broadcast};
 };
 BenchOptions parse_args(const std::vector<std::string>& args);  // ConfigError on bad flags
+size_t parse_size(const std::string& text);  // "4096", "4K", "16M", "1GiB"; ConfigError otherwise
+OpKind parse_op(const std::string& name);    // "all_reduce", ...; ConfigError otherwise
 int run_from_args(const std::vector<std::string>& args);
 
 struct Measurement {

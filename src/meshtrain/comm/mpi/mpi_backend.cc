@@ -8,6 +8,15 @@ namespace meshtrain::comm {
 
 using namespace mpi;
 bool mpi_compiled() { return true; }
+std::string mpi_library_version() {
+  // Allowed before MPI_Init; the first line names the implementation.
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string s(buf, size_t(len));
+  const size_t nl = s.find_first_of("\r\n,");
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
 bool launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE"); }
 
 std::shared_ptr<ProcessGroup> mpi_world(GroupOptions options) {

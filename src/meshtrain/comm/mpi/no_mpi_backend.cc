@@ -9,6 +9,7 @@ static const char* kWhy =
     "-DMESHTRAIN_WITH_MPI=ON, or use the threads backend";
 
 bool mpi_compiled() { return false; }
+std::string mpi_library_version() { return "none (built without MPI)"; }
 bool launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE"); }
 std::shared_ptr<ProcessGroup> mpi_world(GroupOptions) { MT_THROW(CommError, kWhy); }
 void mpi_abort(const std::string& reason, int code) { MT_THROW(CommError, kWhy, " (abort: ", reason, ")"); }

@@ -1,13 +1,13 @@
 // Register-only FMA loop: kChains independent accumulators per thread hide
 // the FMA latency (4 cycles, 2 pipes on current x86 -> at least 8 chains).
-#include "fma_peak.h"
+#include "meshtrain/kernels/cpu/fma_peak.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 
-namespace meshtrain::bench {
+namespace meshtrain::kernels {
 namespace {
 
 #if defined(__AVX512F__)
@@ -45,9 +45,8 @@ float fma_loop(int64_t iters, float seed) {
 
 }  // namespace
 
-double measure_fma_peak_gflops(int threads) {
+double measure_fma_peak_gflops(int threads, int64_t iters) {
   threads = std::max(1, threads);
-  const int64_t iters = 20'000'000;
   float sink = 0;
   fma_loop(iters / 20, 1.0f);  // warm up clocks
   double best = 0;
@@ -67,4 +66,4 @@ double measure_fma_peak_gflops(int threads) {
   return best;
 }
 
-}  // namespace meshtrain::bench
+}  // namespace meshtrain::kernels

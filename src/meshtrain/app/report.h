@@ -1,0 +1,18 @@
+// `meshtrain report RUN_DIR... [--out report.html]`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace meshtrain::app {
+
+struct ReportSummary {
+  std::string out;
+  int runs = 0;
+  int64_t steps = 0;
+  size_t bytes = 0;
+};
+// Reads each RUN_DIR/metrics.jsonl and writes one self-contained HTML page.
+ReportSummary write_report(const std::vector<std::string>& run_dirs, const std::string& out);
+
+}  // namespace meshtrain::app

@@ -1,0 +1,18 @@
+// `meshtrain --version`: what this binary is and what it runs on.
+#pragma once
+
+#include <string>
+
+namespace meshtrain::app {
+
+struct VersionInfo {
+  std::string version;     // project version
+  std::string git_commit;  // at build time ("unknown" outside a git checkout)
+  std::string build_type;  // CMAKE_BUILD_TYPE
+  std::string isa_compiled, isa_cpu;  // widest vector ISA built for / offered by this CPU
+  std::string onednn, mpi;
+};
+VersionInfo version_info();
+std::string version_text(const VersionInfo& v);  // several "key: value" lines
+
+}  // namespace meshtrain::app

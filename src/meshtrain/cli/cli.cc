@@ -1,0 +1,164 @@
+// The root of the command tree: registry, help layout, error handling and
+// the run() entry point shared by main.cc and the tests.
+#include "meshtrain/cli/cli.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+
+#include "meshtrain/app/version.h"
+#include "meshtrain/cli/command.h"
+
+namespace meshtrain::cli {
+namespace {
+
+struct Registered {
+  int order;
+  CommandSetup setup;
+};
+
+std::vector<Registered>& registry() {
+  static std::vector<Registered> r;
+  return r;
+}
+
+// "train", "ckpt diff", ...: the path of a command below the root.
+std::string path_of(const CLI::App* app) {
+  std::string p;
+  for (; app && app->get_parent(); app = app->get_parent()) p = app->get_name() + (p.empty() ? "" : " " + p);
+  return p;
+}
+
+// Lists every runnable command with its full path (so `ckpt diff` shows up
+// in the top-level help, not only under `ckpt --help`).
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_subcommands(const CLI::App* app, CLI::AppFormatMode mode) const override {
+    std::vector<const CLI::App*> leaves;
+    collect(app, &leaves);
+    if (leaves.empty()) return "";
+    std::string out = "\nCommands:\n";
+    for (const CLI::App* c : leaves) {
+      std::string name = path_of(c);
+      const std::string below = path_of(app);
+      if (!below.empty()) name = name.substr(below.size() + 1);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "  %-22s ", name.c_str());
+      out += buf + c->get_description() + "\n";
+    }
+    return out;
+  }
+
+ private:
+  static void collect(const CLI::App* app, std::vector<const CLI::App*>* out) {
+    for (const CLI::App* c : app->get_subcommands([](const CLI::App*) { return true; })) {
+      const auto subs = c->get_subcommands([](const CLI::App*) { return true; });
+      if (subs.empty()) out->push_back(c);
+      else collect(c, out);
+    }
+  }
+};
+
+// The deepest command the parser entered (the one a usage error is about).
+const CLI::App* deepest(const CLI::App* app) {
+  for (const CLI::App* sub : app->get_subcommands()) return deepest(sub);
+  return app;
+}
+
+std::string usage_line(const CLI::App* app) {
+  const std::string path = path_of(app);
+  static const Formatter formatter;
+  return formatter.make_usage(app, "meshtrain" + (path.empty() ? "" : " " + path));
+}
+
+std::string failure(const CLI::App* root, const CLI::Error& e) {
+  const CLI::App* app = deepest(root);
+  const std::string path = path_of(app);
+  return "meshtrain" + (path.empty() ? "" : " " + path) + ": error: " + e.what() + "\n" + usage_line(app) +
+         "Run 'meshtrain " + (path.empty() ? "" : path + " ") + "--help' for the options and an example.\n";
+}
+
+}  // namespace
+
+bool register_command(int order, CommandSetup setup) {
+  registry().push_back({order, setup});
+  return true;
+}
+
+CLI::App* add_command(CLI::App& parent, const std::string& name, const std::string& description,
+                      const std::string& example) {
+  CLI::App* cmd = parent.add_subcommand(name, description);
+  if (!example.empty()) cmd->footer("Example:\n  " + example);
+  return cmd;
+}
+
+CLI::Validator open_range(double lo, double hi) {
+  const std::string desc = "in (" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + ")";
+  return CLI::Validator(
+      [lo, hi, desc](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v)) return "'" + text + "' is not a number";
+        return v > lo && v < hi ? std::string() : "value " + text + " is not " + desc;
+      },
+      "NUMBER " + desc);
+}
+
+std::unique_ptr<CLI::App> build_app(Action& action) {
+  auto root = std::make_unique<CLI::App>(
+      "meshtrain trains transformer language models on a logical device mesh; every layout computes the same "
+      "update as one device.",
+      "meshtrain");
+  root->formatter(std::make_shared<Formatter>());
+  root->option_defaults()->always_capture_default();
+  root->failure_message(failure);
+  root->require_subcommand(0, 1);
+  root->set_version_flag("--version",
+                         [] {
+                           std::string v = app::version_text(app::version_info());
+                           v.pop_back();  // CLI11 ends the line
+                           return v;
+                         },
+                         "print the version, git commit, build type, ISA level and library versions");
+  root->footer("Run 'meshtrain help COMMAND' or 'meshtrain COMMAND --help' for a command's options and an "
+               "example.\nBash completion: source <(meshtrain completion bash)");
+  auto& r = registry();
+  std::stable_sort(r.begin(), r.end(), [](const Registered& a, const Registered& b) { return a.order < b.order; });
+  for (const auto& c : r) c.setup(*root, action);
+  return root;
+}
+
+std::unique_ptr<CLI::App> build_app() {
+  static Action unused;
+  return build_app(unused);
+}
+
+int run(const std::vector<std::string>& argv) {
+  Action action;
+  auto root = build_app(action);
+  if (argv.size() < 2) {
+    std::fputs(root->help().c_str(), stderr);
+    return 2;
+  }
+  // CLI11 takes the arguments in reverse order.
+  std::vector<std::string> args(argv.rbegin(), argv.rend() - 1);
+  try {
+    root->parse(args);
+  } catch (const CLI::ParseError& e) {
+    const int code = root->exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  if (!action) {  // a group such as `meshtrain ckpt` without its subcommand
+    std::fputs(failure(root.get(), CLI::RequiredError("a subcommand")).c_str(), stderr);
+    return 2;
+  }
+  const std::string cmd = path_of(deepest(root.get()));
+  try {
+    return action();
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "meshtrain %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+}
+
+}  // namespace meshtrain::cli

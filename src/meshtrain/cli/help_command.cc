@@ -1,0 +1,40 @@
+// meshtrain help [COMMAND...]   (the same text as COMMAND --help)
+#include <cstdio>
+
+#include "meshtrain/cli/command.h"
+
+namespace meshtrain::cli {
+namespace {
+
+void setup(CLI::App& root, Action& action) {
+  auto* cmd = add_command(root, "help", "list the commands, or show one command's options and an example",
+                          "meshtrain help ckpt export");
+  auto words = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("COMMAND", *words, "a command, e.g. train or ckpt export");
+  CLI::App* top = &root;
+  cmd->callback([words, top, &action] {
+    action = [words, top] {
+      const CLI::App* app = top;
+      std::string path = "meshtrain";
+      for (const auto& w : *words) {
+        const CLI::App* next = nullptr;
+        for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; }))
+          if (sub->get_name() == w) next = sub;
+        if (!next) {
+          std::fprintf(stderr, "meshtrain help: error: no command '%s' in '%s'\n%s", w.c_str(), path.c_str(),
+                       app->help().c_str());
+          return 2;
+        }
+        if (app != top) path += " " + app->get_name();
+        app = next;
+      }
+      std::fputs(app == top ? top->help().c_str() : app->help(path).c_str(), stdout);
+      return 0;
+    };
+  });
+}
+
+const bool registered = register_command(1, setup);
+
+}  // namespace
+}  // namespace meshtrain::cli

@@ -1,0 +1,55 @@
+// A training run as recorded in RUN_DIR/metrics.jsonl (train/run.cc): the
+// run record (model, layout, precision, peak FLOP/s), one record per step,
+// evaluations, and pipeline timelines when a schedule recorded them.
+// A resumed run appends to the same file: the latest record of a step wins.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace meshtrain::report {
+
+struct StepRecord {
+  int64_t step = 0;
+  double tokens = 0;  // supervised tokens consumed up to and including this step
+  double loss = 0, tokens_per_s = 0, gflops = 0, grad_norm = 0, lr = 0;
+  double comm_s = 0, comm_exposed_s = 0, seconds = 0;
+  bool skipped = false;
+  std::string skip_reason;
+  std::map<std::string, double> peak_memory;  // category -> bytes
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  double tokens = 0;
+  double val_loss = 0, bits_per_byte = -1;  // -1: not recorded
+};
+
+// One span of a pipeline schedule: stage s ran micro-batch m's forward (F)
+// or backward (B) between start_s and end_s (seconds from the step start).
+struct PipelineOp {
+  int stage = 0, micro = 0;
+  std::string kind;
+  double start_s = 0, end_s = 0;
+};
+
+struct RunLog {
+  std::string dir, name;
+  nlohmann::json run = nlohmann::json::object();  // the latest "run" record
+  double unigram_entropy = -1;
+  std::vector<StepRecord> steps;  // by step
+  std::vector<EvalRecord> evals;  // by step
+  int64_t pipeline_step = -1;     // the step of the latest recorded timeline
+  std::vector<PipelineOp> pipeline;
+  double peak_gflops() const { return run.value("peak_gflops", 0.0); }
+};
+
+// Reads RUN_DIR/metrics.jsonl. DataError naming file:line for a line that
+// is not a JSON object, or when the file is missing or has no steps.
+RunLog read_run(const std::string& run_dir);
+
+}  // namespace meshtrain::report
