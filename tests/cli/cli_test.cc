@@ -1,167 +1,41 @@
-// The subcommands of the meshtrain executable (commands.h): argument
-// handling of bench_command, ckpt_command, data_command, generate_command,
-// train_command and verify_command, version_string() (version.cc), and one
-// cheap positive path each: data prepare + inspect, ckpt inspect / verify /
-// diff on a checkpoint saved here, train for 2 steps of a tiny model, then
-// generate from its checkpoint and verify with a bad layout.
+// The commands end to end through cli::run: data prepare + inspect, ckpt
+// inspect / verify / diff on a checkpoint saved here, train a tiny model,
+// generate from its checkpoint, eval reproducing train's validation numbers,
+// and the subword path: tokenizer train -> data prepare -> train -> export
+// -> reload -> generate.
 #include <gtest/gtest.h>
 
-#include <stdlib.h>
+#include <cmath>
 
-#include <filesystem>
-#include <fstream>
-#include <functional>
-#include <string>
-#include <vector>
+#include <nlohmann/json.hpp>
 
+#include "cli_test_util.h"
 #include "meshtrain/checkpoint/writer.h"
-#include "meshtrain/cli/commands.h"
 #include "meshtrain/comm/thread_world.h"
-#include "meshtrain/core/error.h"
 
 namespace meshtrain::cli {
 namespace {
 
-namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = ::testing::TempDir() + "/mt_cli_XXXXXX";
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-void write_file(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// Expects fn to throw E whose message contains every needle.
-template <typename E = ConfigError>
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << needles.front() << "'";
-  } catch (const E& e) {
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
-
-// Runs fn with stdout captured; returns what it printed.
-std::string stdout_of(const std::function<void()>& fn) {
-  ::testing::internal::CaptureStdout();
-  try {
-    fn();
-  } catch (...) {
-    ::testing::internal::GetCapturedStdout();
-    throw;
-  }
-  return ::testing::internal::GetCapturedStdout();
-}
-
-TEST(CliVersion, StartsWithTheProgramName) {
-  const std::string v = version_string();
-  EXPECT_EQ(v.rfind("meshtrain ", 0), 0u) << v;
-  EXPECT_GT(v.size(), std::string("meshtrain ").size()) << "a version number follows";
-}
-
-// ---- train_command.cc ----------------------------------------------------------
-
-TEST(CliTrain, ArgumentErrors) {
-  expect_error([] { cmd_train({}); }, {"usage: meshtrain train CONFIG.toml"});
-  expect_error([] { cmd_train({"a.toml", "--bogus"}); }, {"unknown option '--bogus'"});
-  expect_error([] { cmd_train({"a.toml", "--set"}); }, {"--set needs section.key=value"});
-  expect_error([] { cmd_train({"a.toml", "b.toml"}); }, {"more than one config file", "'a.toml'", "'b.toml'"});
-  TempDir dir;
-  expect_error([&] { cmd_train({dir / "missing.toml"}); }, {"cannot read config file", "missing.toml"});
-  write_file(dir / "c.toml", "[model]\nd_model = 16\n[data]\npath = \"x\"\n");
-  expect_error([&] { cmd_train({dir / "c.toml", "--set", "model.no_such_key=1"}); }, {"no_such_key"});
-  expect_error([&] { cmd_train({dir / "c.toml", "--set=training.steps=-1"}); }, {"training.steps"});
-}
-
-// ---- bench_command.cc ----------------------------------------------------------
-
-TEST(CliBench, ArgumentErrors) {
-  expect_error([] { cmd_bench({}); }, {"usage: meshtrain bench comm"});
-  expect_error([] { cmd_bench({"gpu"}); }, {"usage: meshtrain bench comm"});
-  expect_error([] { cmd_bench({"comm", "--ops", "all_reduce,gossip"}); }, {"unknown op 'gossip'"});
-  expect_error([] { cmd_bench({"comm", "--turbo"}); }, {"unknown flag '--turbo'"});
-  expect_error([] { cmd_bench({"comm", "--ranks"}); }, {"missing value after --ranks"});
-  expect_error([] { cmd_bench({"comm", "--backend", "nccl"}); }, {"nccl"});
-}
-
-// ---- data_command.cc -----------------------------------------------------------
-
-TEST(CliData, ArgumentErrors) {
-  TempDir dir;
-  write_file(dir / "a.txt", "hello");
-  expect_error([] { cmd_data({}); }, {"missing subcommand", "usage: meshtrain data"});
-  expect_error([] { cmd_data({"shuffle"}); }, {"unknown subcommand 'shuffle'"});
-  expect_error([&] { cmd_data({"prepare", dir / "a.txt"}); }, {"prepare needs --out DIR"});
-  expect_error([&] { cmd_data({"prepare", "--out", dir / "o"}); }, {"needs at least one INPUT"});
-  expect_error([&] { cmd_data({"prepare", "--out", dir / "o", "--val-fraction", "half", dir / "a.txt"}); },
-               {"--val-fraction expects a number, got 'half'"});
-  expect_error([&] { cmd_data({"prepare", dir / "a.txt", "--out"}); }, {"--out needs a value"});
-  expect_error([&] { cmd_data({"inspect"}); }, {"inspect takes exactly one DIR"});
-  expect_error([&] { cmd_data({"inspect", "--all"}); }, {"unknown flag '--all'"});
-  EXPECT_FALSE(fs::exists(dir / "o"));
-}
+using namespace testing;
 
 TEST(CliData, PrepareThenInspect) {
   TempDir dir;
   std::string corpus;
   for (int i = 0; i < 30; ++i) corpus += "Saying number " + std::to_string(i) + " is short.\n%\n";
   write_file(dir / "sayings", corpus);
-  const std::string out = stdout_of([&] {
-    EXPECT_EQ(cmd_data({"prepare", "--out=" + dir / "ds", "--format", "fortune", "--seed", "3", "--val-fraction",
-                        "0.2", dir / "sayings"}),
-              0);
-  });
-  EXPECT_NE(out.find("from 1 file(s)"), std::string::npos) << out;
-  EXPECT_NE(out.find("documents 30 ("), std::string::npos) << out;
-  const std::string info = stdout_of([&] { EXPECT_EQ(cmd_data({"inspect", dir / "ds"}), 0); });
-  EXPECT_NE(info.find("train: "), std::string::npos) << info;
-  EXPECT_NE(info.find("val: "), std::string::npos) << info;
-  EXPECT_NE(info.find("unigram entropy"), std::string::npos) << info;
+  const Result r = run_cli({"data", "prepare", "--out=" + dir / "ds", "--format", "fortune", "--seed", "3",
+                            "--val-fraction", "0.2", dir / "sayings"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "from 1 file(s)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "documents 30 (")) << r.out;
+  EXPECT_TRUE(contains(r.out, "tokenizer {\"bos_id\":256")) << r.out;
+  EXPECT_TRUE(r.err.empty()) << "a small input shows no progress: " << r.err;
+  const Result info = run_cli({"data", "inspect", dir / "ds"});
+  ASSERT_EQ(info.code, 0) << info.err;
+  for (const char* s : {"train: ", "val: ", "unigram entropy", "tokenizer {"}) EXPECT_TRUE(contains(info.out, s));
   // Preparing into an existing dataset needs --overwrite.
-  EXPECT_THROW(stdout_of([&] { cmd_data({"prepare", "--out", dir / "ds", dir / "sayings"}); }), Error);
-  const std::string again = stdout_of([&] {
-    EXPECT_EQ(cmd_data({"prepare", "--overwrite", "--out", dir / "ds", "--", dir / "sayings"}), 0);
-  });
-  EXPECT_NE(again.find("documents 30"), std::string::npos) << again;
-}
-
-// ---- ckpt_command.cc -----------------------------------------------------------
-
-TEST(CliCkpt, ArgumentErrors) {
-  expect_error([] { cmd_ckpt({}); }, {"ckpt: missing subcommand", "usage: meshtrain ckpt"});
-  expect_error([] { cmd_ckpt({"shrink", "d"}); }, {"unknown subcommand 'shrink'"});
-  expect_error([] { cmd_ckpt({"export", "d"}); }, {"export needs --out"});
-  expect_error([] { cmd_ckpt({"import", "m.safetensors"}); }, {"import needs --out"});
-  expect_error([] { cmd_ckpt({"export", "d", "--out"}); }, {"--out needs a value"});
-  expect_error([] { cmd_ckpt({"inspect"}); }, {"inspect needs an input path"});
-  expect_error([] { cmd_ckpt({"verify", "d", "--out", "x"}); }, {"verify takes no --out"});
-  expect_error([] { cmd_ckpt({"inspect", "d", "--deep"}); }, {"unknown flag '--deep'"});
-  expect_error([] { cmd_ckpt({"inspect", "d", "e"}); }, {"unexpected argument 'e'"});
-  expect_error([] { cmd_ckpt({"diff", "a"}); }, {"diff needs two checkpoint paths"});
+  expect_failure({"data", "prepare", "--out", dir / "ds", dir / "sayings"}, "already exists");
+  EXPECT_EQ(run_cli({"data", "prepare", "--overwrite", "--out", dir / "ds", "--", dir / "sayings"}).code, 0);
 }
 
 // A 1-rank checkpoint at `step`: a f32 [3, 4] tensor, plus an i64 scalar
@@ -175,147 +49,191 @@ void save_small_checkpoint(const std::string& root, int64_t step, float scale, b
   req.step = step;
   req.metadata = {{"consumed_samples", 64}};
   req.pieces = {{"layer.weight", Shape{3, 4}, DType::F32, checkpoint::full_box(Shape{3, 4}), w.data()}};
-  if (with_counter)
-    req.pieces.push_back({"counter", Shape{}, DType::I64, checkpoint::full_box(Shape{}), &counter});
+  if (with_counter) req.pieces.push_back({"counter", Shape{}, DType::I64, checkpoint::full_box(Shape{}), &counter});
   checkpoint::save_checkpoint(*world->group(0), root, req);
 }
 
 TEST(CliCkpt, InspectAndVerifyASavedCheckpoint) {
   TempDir dir;
   save_small_checkpoint(dir / "a", 3, 0.5f, /*with_counter=*/true);
-
-  const std::string info = stdout_of([&] { EXPECT_EQ(cmd_ckpt({"inspect", dir / "a"}), 0); });
-  EXPECT_NE(info.find("step               3"), std::string::npos) << info;
-  EXPECT_NE(info.find("layer.weight"), std::string::npos) << info;
-  EXPECT_NE(info.find("[3, 4]"), std::string::npos) << info;
-  EXPECT_NE(info.find("consumed samples   64"), std::string::npos) << info;
-  EXPECT_NE(info.find("elements           13"), std::string::npos) << info;  // 12 + a scalar
-
-  const std::string ok = stdout_of([&] { EXPECT_EQ(cmd_ckpt({"verify", dir / "a"}), 0); });
-  EXPECT_EQ(ok.rfind("OK ", 0), 0u) << ok;
-  EXPECT_NE(ok.find("step 3, 2 tensors, 2 pieces"), std::string::npos) << ok;
-
+  const Result info = run_cli({"ckpt", "inspect", dir / "a"});
+  ASSERT_EQ(info.code, 0) << info.err;
+  for (const char* s : {"step               3", "layer.weight", "[3, 4]", "consumed samples   64",
+                        "elements           13"})
+    EXPECT_TRUE(contains(info.out, s)) << s << "\n" << info.out;
+  const Result ok = run_cli({"ckpt", "verify", dir / "a"});
+  EXPECT_EQ(ok.code, 0);
+  EXPECT_EQ(ok.out.rfind("OK ", 0), 0u) << ok.out;
+  EXPECT_TRUE(contains(ok.out, "step 3, 2 tensors, 2 pieces")) << ok.out;
   // A flipped byte in the shard fails verification.
   const fs::path shard = fs::path(dir / "a") / "step-00000003" / "rank-00000.bin";
   std::string bytes = read_file(shard.string());
   ASSERT_FALSE(bytes.empty());
   bytes[5] ^= 0x10;
   write_file(shard.string(), bytes);
-  EXPECT_THROW(stdout_of([&] { cmd_ckpt({"verify", dir / "a"}); }), CheckpointError);
-  EXPECT_THROW(stdout_of([&] { cmd_ckpt({"verify", dir / "nowhere"}); }), CheckpointError);
+  expect_failure({"ckpt", "verify", dir / "a"}, "meshtrain ckpt verify: error: ");
+  expect_failure({"ckpt", "verify", dir / "nowhere"}, "nowhere");
 }
 
 TEST(CliCkpt, DiffExitCodeFollowsTheValues) {
   TempDir dir;
-  save_small_checkpoint(dir / "a", 3, 0.5f, false);
-  save_small_checkpoint(dir / "a2", 3, 0.5f, false);
-  save_small_checkpoint(dir / "b", 3, 0.25f, false);
-  const std::string same = stdout_of([&] { EXPECT_EQ(cmd_ckpt({"diff", dir / "a", dir / "a2"}), 0); });
-  EXPECT_NE(same.find("IDENTICAL"), std::string::npos) << same;
-  const std::string differ = stdout_of([&] { EXPECT_EQ(cmd_ckpt({"diff", dir / "a", dir / "b"}), 1); });
-  EXPECT_NE(differ.find("values differ: layer.weight (11 elements"), std::string::npos) << differ;  // 0 * s equal
-}
-
-// `ckpt diff` on checkpoints holding integer tensors: compared as integers
-// (the reader converts integers only to integers; i64 above 2^53 stays exact).
-TEST(CliCkpt, DiffComparesIntegerTensors) {
-  TempDir dir;
   save_small_checkpoint(dir / "a", 3, 0.5f, true);
   save_small_checkpoint(dir / "a2", 3, 0.5f, true);
-  const std::string same = stdout_of([&] { EXPECT_EQ(cmd_ckpt({"diff", dir / "a", dir / "a2"}), 0); });
-  EXPECT_NE(same.find("2 tensors compared: IDENTICAL"), std::string::npos) << same;
+  save_small_checkpoint(dir / "b", 3, 0.25f, true);
+  const Result same = run_cli({"ckpt", "diff", dir / "a", dir / "a2"});
+  EXPECT_EQ(same.code, 0);
+  EXPECT_TRUE(contains(same.out, "2 tensors compared: IDENTICAL")) << same.out;
+  const Result differ = run_cli({"ckpt", "diff", dir / "a", dir / "b"});
+  EXPECT_EQ(differ.code, 1);
+  EXPECT_TRUE(contains(differ.out, "values differ: layer.weight (11 elements")) << differ.out;
 }
 
-// ---- generate_command.cc -------------------------------------------------------
-
-TEST(CliGenerate, ArgumentErrors) {
-  expect_error([] { cmd_generate({}); }, {"generate: needs --from", "usage: meshtrain generate"});
-  expect_error([] { cmd_generate({"--prompt", "hi"}); }, {"needs --from"});
-  expect_error([] { cmd_generate({"--from", "d"}); }, {"needs --prompt"});
-  expect_error([] { cmd_generate({"--from"}); }, {"--from needs a value"});
-  expect_error([] { cmd_generate({"--from", "d", "--prompt", "x", "--tokens", "ten"}); },
-               {"--tokens expects a number, got 'ten'"});
-  expect_error([] { cmd_generate({"--from", "d", "--prompt", "x", "--tokens", "-1"}); }, {"--tokens must be >= 0"});
-  expect_error([] { cmd_generate({"--from", "d", "--prompt", "x", "--temperature", "-0.5"}); },
-               {"--temperature must be >= 0"});
-  expect_error([] { cmd_generate({"--from", "d", "--prompt", "x", "--beam", "4"}); }, {"unknown argument '--beam'"});
+// The eval record train wrote at its last step.
+nlohmann::json last_eval(const std::string& metrics) {
+  nlohmann::json e;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("event", "") == "eval") e = j;
+  }
+  return e;
 }
 
-// ---- verify_command.cc ---------------------------------------------------------
-
-TEST(CliVerify, ArgumentErrors) {
-  expect_error([] { cmd_verify({}); }, {"usage: meshtrain verify"});
-  expect_error([] { cmd_verify({"c.toml"}); }, {"usage: meshtrain verify"});  // no --layout
-  expect_error([] { cmd_verify({"--layout", "dp=2"}); }, {"usage: meshtrain verify"});  // no config
-  expect_error([] { cmd_verify({"c.toml", "--layout"}); }, {"--layout needs a value"});
-  expect_error([] { cmd_verify({"c.toml", "--layout", "dp=2", "--steps", "0"}); }, {"--steps must be positive"});
-  expect_error([] { cmd_verify({"c.toml", "--layout", "dp=2", "--fast"}); }, {"unknown option '--fast'"});
-  TempDir dir;
-  expect_error([&] { cmd_verify({dir / "none.toml", "--layout", "dp=2"}); }, {"cannot read config file"});
+// `eval` prints "loss sum X nats over N supervised tokens (B bytes of text)".
+void expect_eval_matches_train(const std::vector<std::string>& eval_args, const nlohmann::json& train_eval) {
+  const Result r = run_cli(eval_args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  double sum = 0;
+  long long n = 0, bytes = 0;
+  const size_t at = r.out.find("loss sum ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "loss sum %lf nats over %lld supervised tokens (%lld bytes", &sum, &n,
+                        &bytes),
+            3)
+      << r.out;
+  ASSERT_FALSE(train_eval.is_null());
+  // The same evaluation code on the same rows: equal up to the 6 printed decimals.
+  EXPECT_NEAR(sum, train_eval["val_loss_sum"].get<double>(), 5e-6);
+  EXPECT_EQ(n, train_eval["targets"].get<long long>());
+  EXPECT_EQ(bytes, train_eval["target_bytes"].get<long long>());
+  char bpb[64];
+  std::snprintf(bpb, sizeof bpb, "%.4f bits/byte", train_eval["val_bits_per_byte"].get<double>());
+  EXPECT_TRUE(contains(r.out, bpb)) << bpb << "\n" << r.out;
 }
 
-// ---- train -> ckpt / generate / verify on a tiny model -------------------------
-
-std::string tiny_config(const TempDir& dir) {
-  std::string corpus;
-  for (int i = 0; i < 40; ++i) corpus += "A tiny fortune, number " + std::to_string(i) + ".\n%\n";
-  write_file(dir / "corpus/fortunes", corpus);
-  const std::string cfg = dir / "tiny.toml";
-  write_file(cfg, "[model]\nvocab_size = 259\nd_model = 16\nn_layers = 1\nn_heads = 2\nn_kv_heads = 1\n"
-                  "ffn_hidden = 32\nmax_seq_len = 32\n"
-                  "[data]\npath = \"" + dir / "data" + "\"\nsources = [\"" + dir / "corpus" + "\"]\n"
-                  "format = \"fortune\"\nseq_len = 32\nval_fraction = 0.1\n"
-                  "[training]\nsteps = 2\nmicro_batch = 2\neval_rows = 4\n"
-                  "[optimizer]\nlr = 1e-2\nwarmup_steps = 0\n"
-                  "[metrics]\nrun_dir = \"" + dir / "run" + "\"\nlog_every = 1\n"
-                  "[checkpoint]\nevery = 2\n");
-  return cfg;
-}
-
-TEST(CliTrain, TinyRunWritesMetricsAndACheckpointThatGenerateAndVerifyUse) {
+TEST(CliTrain, TinyRunThenCkptGenerateEvalAndVerify) {
   TempDir dir;
   const std::string cfg = tiny_config(dir);
-  const std::string log = stdout_of([&] { EXPECT_EQ(cmd_train({cfg, "--set", "training.micro_batch=2"}), 0); });
-  EXPECT_FALSE(log.empty());
-
-  // Data prepared from the sources, one metrics line per step, a checkpoint at step 2.
+  const Result log = run_cli({"train", cfg, "--set", "training.micro_batch=2"});
+  ASSERT_EQ(log.code, 0) << log.err;
+  EXPECT_TRUE(contains(log.out, "bits/byte")) << log.out;
+  EXPECT_FALSE(contains(log.out, "\r")) << "not a terminal: plain lines only";
   EXPECT_TRUE(fs::exists(fs::path(dir / "data") / "train.bin")) << "data.sources prepared into data.path";
+  int step_lines = 0, run_records = 0;
   std::ifstream metrics(dir / "run/metrics.jsonl");
-  int step_lines = 0;
-  for (std::string line; std::getline(metrics, line);)
-    if (line.find("\"loss\"") != std::string::npos) ++step_lines;
+  for (std::string line; std::getline(metrics, line);) {
+    if (contains(line, "\"loss\"")) ++step_lines;
+    if (contains(line, "\"event\":\"run\"")) ++run_records;
+  }
   EXPECT_EQ(step_lines, 2);
+  EXPECT_EQ(run_records, 1);
   EXPECT_EQ(read_file(dir / "run/checkpoints/latest"), "step-00000002\n");
 
-  const std::string ok = stdout_of([&] { EXPECT_EQ(cmd_ckpt({"verify", dir / "run/checkpoints"}), 0); });
-  EXPECT_NE(ok.find("step 2"), std::string::npos) << ok;
-
   // Greedy decoding is deterministic: the same text twice, after the prompt.
-  auto generate = [&] {
-    return stdout_of([&] {
-      EXPECT_EQ(cmd_generate({"--from", dir / "run/checkpoints", "--prompt", "A tiny", "--tokens", "5",
-                              "--temperature", "0"}),
-                0);
-    });
-  };
-  const std::string g1 = generate(), g2 = generate();
-  EXPECT_EQ(g1.rfind("A tiny", 0), 0u) << g1;
-  EXPECT_EQ(g1, g2);
+  const std::vector<std::string> gen = {"generate", "--from", dir / "run/checkpoints", "--prompt", "A tiny",
+                                        "--tokens", "5", "--temperature", "0"};
+  const Result g1 = run_cli(gen), g2 = run_cli(gen);
+  ASSERT_EQ(g1.code, 0) << g1.err;
+  EXPECT_EQ(g1.out.rfind("A tiny", 0), 0u) << g1.out;
+  EXPECT_EQ(g1.out, g2.out);
+
+  // eval on the same data and rows reproduces train's validation numbers.
+  expect_eval_matches_train({"eval", "--from", dir / "run/checkpoints", "--data", dir / "data", "--rows", "4"},
+                            last_eval(dir / "run/metrics.jsonl"));
+  // All rows of a held-out text file: a sane, finite loss.
+  write_file(dir / "held_out.txt", "A tiny fortune, number 99.\n");
+  const Result text = run_cli({"eval", "--from", dir / "run/checkpoints", "--text", dir / "held_out.txt"});
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "(27 bytes of text)")) << text.out;  // the text's bytes; EOS has none
 
   // verify parses the layout after loading the (valid) config and data.
-  expect_error([&] { cmd_verify({cfg, "--layout", "dp=2,bogus=1", "--steps", "1"}); },
-               {"unknown layout key 'bogus'"});
-  expect_error([&] { cmd_verify({cfg, "--layout", "dp=two"}); }, {"layout dp=two: expected an integer"});
-  expect_error([&] { cmd_verify({cfg, "--layout", "tp=2"}); }, {"do not train yet"});
+  expect_failure({"verify", cfg, "--layout", "dp=2,bogus=1", "--steps", "1"}, "unknown layout key 'bogus'");
+  expect_failure({"verify", cfg, "--layout", "dp=two"}, "layout dp=two: expected an integer");
+  expect_failure({"verify", cfg, "--layout", "tp=2"}, "do not train yet");
 
   // plan: the config's layout by default, any mesh with --layout; nothing runs.
-  const std::string own = stdout_of([&] { EXPECT_EQ(cmd_plan({cfg}), 0); });
-  EXPECT_NE(own.find("layout: pp=1 dp=1 cp=1 tp=1 | zero_stage 0"), std::string::npos) << own;
-  const std::string wide = stdout_of([&] { EXPECT_EQ(cmd_plan({cfg, "--layout", "tp=2,dp=2,zero=3"}), 0); });
-  EXPECT_NE(wide.find("model.embed_tokens.weight"), std::string::npos) << wide;
-  EXPECT_NE(wide.find("rank   3 (pp 0 dp 1 cp 0 tp 1)"), std::string::npos) << wide;
-  expect_error([&] { cmd_plan({cfg, "--layout", "tp=3"}); }, {"model.n_heads = 2 does not split over parallel.tp = 3"});
-  expect_error([&] { cmd_plan({cfg, "--layout", "pp=2"}); }, {"2 chunks but model.n_layers = 1"});
+  const Result own = run_cli({"plan", cfg});
+  EXPECT_EQ(own.code, 0) << own.err;
+  EXPECT_TRUE(contains(own.out, "layout: pp=1 dp=1 cp=1 tp=1 | zero_stage 0")) << own.out;
+  const Result wide = run_cli({"plan", cfg, "--layout", "tp=2,dp=2,zero=3"});
+  EXPECT_EQ(wide.code, 0) << wide.err;
+  EXPECT_TRUE(contains(wide.out, "model.embed_tokens.weight")) << wide.out;
+  EXPECT_TRUE(contains(wide.out, "rank   3 (pp 0 dp 1 cp 0 tp 1)")) << wide.out;
+  expect_failure({"plan", cfg, "--layout", "tp=3"}, "model.n_heads = 2 does not split over parallel.tp = 3");
+  expect_failure({"plan", cfg, "--layout", "pp=2"}, "2 chunks but model.n_layers = 1");
+  expect_failure({"train", cfg, "--set", "model.no_such_key=1"}, "no_such_key");
+}
+
+// tokenizer train -> data prepare --tokenizer -> train -> export -> reload
+// (import and safetensors) -> generate, and eval on the subword data.
+TEST(CliTokenizer, SubwordModelFromTokenizerToGeneration) {
+  TempDir dir;
+  std::string corpus;
+  for (int i = 0; i < 60; ++i)
+    corpus += "The model number " + std::to_string(i) + " trains on a mesh; every layout computes the same update.\n%\n";
+  write_file(dir / "corpus/fortunes", corpus);
+  const Result t = run_cli({"tokenizer", "train", "--vocab", "320", "--out", dir / "tok/tokenizer.model",
+                            dir / "corpus"});
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_TRUE(contains(t.out, "vocabulary 320")) << t.out;
+  expect_failure({"tokenizer", "train", "--vocab", "320", "--out", dir / "tok/tokenizer.model", dir / "corpus"},
+                 "already exists");
+  const Result p = run_cli({"data", "prepare", "--out", dir / "data", "--tokenizer", dir / "tok/tokenizer.model",
+                            "--val-fraction", "0.1", dir / "corpus"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_TRUE(contains(p.out, "\"type\":\"sentencepiece\"")) << p.out;
+
+  const std::string cfg = dir / "sub.toml";
+  write_file(cfg, "[model]\nvocab_size = 320\nd_model = 16\nn_layers = 1\nn_heads = 2\nn_kv_heads = 1\n"
+                  "ffn_hidden = 32\nmax_seq_len = 32\n"
+                  "[data]\npath = \"" + dir / "data" + "\"\ntokenizer = \"" + dir / "tok/tokenizer.model" + "\"\n"
+                  "seq_len = 32\n[training]\nsteps = 3\nmicro_batch = 2\n"
+                  "[optimizer]\nlr = 1e-2\nwarmup_steps = 0\n"
+                  "[metrics]\nrun_dir = \"" + dir / "run" + "\"\n[checkpoint]\nevery = 3\n");
+  const Result tr = run_cli({"train", cfg});
+  ASSERT_EQ(tr.code, 0) << tr.err;
+  EXPECT_TRUE(contains(tr.out, "bits/byte")) << tr.out;
+  expect_eval_matches_train({"eval", "--from", dir / "run/checkpoints", "--data", dir / "data"},
+                            last_eval(dir / "run/metrics.jsonl"));
+
+  // The checkpoint carries the tokenizer; export writes it beside the weights.
+  EXPECT_TRUE(contains(run_cli({"ckpt", "inspect", dir / "run/checkpoints"}).out, "\"type\":\"sentencepiece\""));
+  const Result ex = run_cli({"ckpt", "export", dir / "run/checkpoints", "--out", dir / "export/model.safetensors"});
+  ASSERT_EQ(ex.code, 0) << ex.err;
+  EXPECT_EQ(read_file(dir / "export/tokenizer.model"), read_file(dir / "tok/tokenizer.model"));
+  const auto config = nlohmann::json::parse(read_file(dir / "export/config.json"));
+  EXPECT_EQ(config["bos_token_id"], 1);
+  EXPECT_EQ(config["eos_token_id"], 2);
+  EXPECT_EQ(config["pad_token_id"], 3);
+
+  // Reloaded from the safetensors file and from its import: the same text as
+  // from the training checkpoint.
+  ASSERT_EQ(run_cli({"ckpt", "import", dir / "export/model.safetensors", "--out", dir / "imported"}).code, 0);
+  auto generate = [&](const std::string& from) {
+    const Result g = run_cli({"generate", "--from", from, "--prompt", "The model", "--tokens", "8", "--temperature",
+                              "0.9", "--seed", "4"});
+    EXPECT_EQ(g.code, 0) << g.err;
+    return g.out;
+  };
+  const std::string from_ckpt = generate(dir / "run/checkpoints");
+  EXPECT_EQ(from_ckpt.rfind("The model", 0), 0u) << from_ckpt;
+  EXPECT_EQ(generate(dir / "export/model.safetensors"), from_ckpt);
+  EXPECT_EQ(generate(dir / "imported"), from_ckpt);
+
+  // A byte-level dataset is not this model's data.
+  write_file(dir / "byte/c.txt", "some text\n");
+  ASSERT_EQ(run_cli({"data", "prepare", "--out", dir / "bytes", dir / "byte/c.txt"}).code, 0);
+  expect_failure({"eval", "--from", dir / "run/checkpoints", "--data", dir / "bytes"}, "was tokenized with");
 }
 
 }  // namespace

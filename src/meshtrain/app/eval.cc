@@ -43,7 +43,7 @@ EvalReport evaluate(const EvalRequest& q) {
   train::TrainConfig cfg;
   cfg.model = src.config();
   cfg.parallel.dp = 1;
-  cfg.data.path = q.data;
+  cfg.data.path = q.text.empty() ? q.data : q.text;  // only named in messages
   cfg.data.seq_len = q.seq_len > 0 ? q.seq_len : data_meta.value("seq_len", src.config().max_seq_len);
   cfg.data.mode = !q.mode.empty() ? q.mode : data_meta.value("mode", std::string("packed"));
   cfg.training.micro_batch = q.batch > 0 ? q.batch : layout.value("micro_batch", int64_t(8));

@@ -74,7 +74,16 @@ std::string usage_line(const CLI::App* app) {
 std::string failure(const CLI::App* root, const CLI::Error& e) {
   const CLI::App* app = deepest(root);
   const std::string path = path_of(app);
-  return "meshtrain" + (path.empty() ? "" : " " + path) + ": error: " + e.what() + "\n" + usage_line(app) +
+  std::string what = e.what();
+  const auto subs = app->get_subcommands([](const CLI::App*) { return true; });
+  if (!subs.empty() && e.get_name() == "RequiredError") {
+    // "A subcommand is required": say which ones exist and what was given.
+    what = "needs one of the commands";
+    for (size_t i = 0; i < subs.size(); ++i) what += (i ? ", " : " ") + subs[i]->get_name();
+    const auto rest = app->remaining();
+    if (!rest.empty()) what += " (unknown: '" + rest.front() + "')";
+  }
+  return "meshtrain" + (path.empty() ? "" : " " + path) + ": error: " + what + "\n" + usage_line(app) +
          "Run 'meshtrain " + (path.empty() ? "" : path + " ") + "--help' for the options and an example.\n";
 }
 

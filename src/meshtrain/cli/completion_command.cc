@@ -17,6 +17,7 @@ void emit_nodes(const CLI::App& app, const std::string& path, std::string* out) 
     for (const auto& n : o->get_lnames()) words += "--" + n + " ";
     for (const auto& n : o->get_snames()) words += "-" + n + " ";
   }
+  if (subs.empty()) words += "@files";  // a command: its arguments may be paths
   *out += "    \"" + path + "\") echo \"" + words + "\" ;;\n";
   for (const CLI::App* s : subs) emit_nodes(*s, path.empty() ? s->get_name() : path + " " + s->get_name(), out);
 }
@@ -35,10 +36,10 @@ std::string bash_script(const CLI::App& root) {
          "    [[ -n \"$(_meshtrain_words \"$cand\")\" ]] && path=\"$cand\"\n"
          "  done\n"
          "  words=\"$(_meshtrain_words \"$path\")\"\n"
-         "  if [[ \"$cur\" == -* || -z \"$path\" ]]; then\n"
-         "    COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
+         "  if [[ \"$words\" == *@files && \"$cur\" != -* ]]; then\n"
+         "    COMPREPLY=($(compgen -f -- \"$cur\"))\n"
          "  else\n"
-         "    COMPREPLY=($(compgen -W \"$words\" -- \"$cur\") $(compgen -f -- \"$cur\"))\n"
+         "    COMPREPLY=($(compgen -W \"${words%@files}\" -- \"$cur\"))\n"
          "  fi\n"
          "}\n"
          "complete -o filenames -F _meshtrain meshtrain\n";

@@ -21,14 +21,17 @@ void setup(CLI::App& root, Action& action) {
         for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; }))
           if (sub->get_name() == w) next = sub;
         if (!next) {
-          std::fprintf(stderr, "meshtrain help: error: no command '%s' in '%s'\n%s", w.c_str(), path.c_str(),
-                       app->help().c_str());
+          std::fprintf(stderr, "meshtrain help: error: no command '%s' in '%s'\nRun 'meshtrain help' for the list.\n",
+                       w.c_str(), path.c_str());
           return 2;
         }
-        if (app != top) path += " " + app->get_name();
+        path += " " + w;
         app = next;
       }
-      std::fputs(app == top ? top->help().c_str() : app->help(path).c_str(), stdout);
+      // Through the formatter: App::help() would describe the `help` command
+      // itself, the subcommand this parse selected.
+      std::fputs(app->get_formatter()->make_help(app, app == top ? "" : path, CLI::AppFormatMode::Normal).c_str(),
+                 stdout);
       return 0;
     };
   });
