@@ -13,6 +13,11 @@ packages=(
   openmpi-bin libopenmpi-dev  # multi-process backend
   fortunes fortunes-min       # demo corpus
   clang libclang-rt-14-dev    # libFuzzer targets of the checkpoint parsers
+  libcli11-dev                # command line: subcommands, help, typed options
+  libsentencepiece-dev        # subword tokenizer (BPE, unigram)
+  libxml2-dev libpng-dev      # report tests: parse the page, read the screenshot
+  chromium                    # report browser test (headless rendering)
+  perl-doc                    # configs/subword.toml corpus (with the fortunes)
 )
 
 missing=()

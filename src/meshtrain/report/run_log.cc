@@ -74,7 +74,7 @@ RunLog read_run(const std::string& run_dir) {
       s.skip_reason = j.value("skip_reason", "");
       if (j.contains("peak_memory_bytes") && j["peak_memory_bytes"].is_object())
         for (const auto& [k, v] : j["peak_memory_bytes"].items())
-          if (v.is_number() && k != "cached") s.peak_memory[k] = v.get<double>();
+          if (v.is_number() && k != "cached" && k != "total") s.peak_memory[k] = v.get<double>();
       steps[s.step] = s;
     }
   }
