@@ -31,6 +31,7 @@ class RandomVocab final : public data::Tokenizer {
   int32_t bos_id() const override { return 0; }
   int32_t eos_id() const override { return 1; }
   int32_t pad_id() const override { return 2; }
+  int64_t token_bytes(int32_t id) const override { return id > 2 ? 1 : 0; }
   nlohmann::json describe() const override { return {{"type", "random"}, {"vocab_size", 8192}}; }
 };
 
