@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
+#include "meshtrain/checkpoint/safetensors.h"
 #include "meshtrain/checkpoint/writer.h"
 #include "meshtrain/comm/thread_world.h"
 
@@ -229,6 +230,26 @@ TEST(CliTokenizer, SubwordModelFromTokenizerToGeneration) {
   EXPECT_EQ(from_ckpt.rfind("The model", 0), 0u) << from_ckpt;
   EXPECT_EQ(generate(dir / "export/model.safetensors"), from_ckpt);
   EXPECT_EQ(generate(dir / "imported"), from_ckpt);
+
+  // A file written by another tool: no meshtrain metadata, the tokenizer
+  // only as tokenizer.model beside it (with config.json).
+  {
+    const auto file = checkpoint::SafetensorsReader::open(dir / "export/model.safetensors");
+    std::vector<std::vector<float>> values;
+    std::vector<checkpoint::SafetensorsTensor> views;
+    for (const auto& e : file.header().entries) values.push_back(file.read_f32(e.name));
+    for (size_t i = 0; i < values.size(); ++i) {
+      const auto& e = file.header().entries[i];
+      views.push_back({e.name, DType::F32, e.shape, values[i].data()});
+    }
+    fs::create_directories(dir / "hf");
+    checkpoint::write_safetensors(dir / "hf/model.safetensors", views, {{"format", "pt"}});
+    fs::copy_file(dir / "export/config.json", dir / "hf/config.json");
+    fs::copy_file(dir / "export/tokenizer.model", dir / "hf/tokenizer.model");
+  }
+  EXPECT_EQ(generate(dir / "hf/model.safetensors"), from_ckpt);
+  ASSERT_EQ(run_cli({"ckpt", "import", dir / "hf/model.safetensors", "--out", dir / "hf_imported"}).code, 0);
+  EXPECT_EQ(generate(dir / "hf_imported"), from_ckpt);
 
   // A byte-level dataset is not this model's data.
   write_file(dir / "byte/c.txt", "some text\n");

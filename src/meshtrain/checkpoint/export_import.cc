@@ -10,7 +10,7 @@
 #include "meshtrain/checkpoint/tokenizer_files.h"
 #include "meshtrain/checkpoint/writer.h"
 #include "meshtrain/comm/launch.h"
-#include "meshtrain/data/tokenizer.h"
+#include "meshtrain/data/sentencepiece_tokenizer.h"
 
 namespace meshtrain::checkpoint {
 
@@ -67,8 +67,11 @@ std::string import_safetensors(const std::string& path, const std::string& out_r
                   {"imported", {{"from", path}, {"arch", to_string(hf_arch_for(cfg))}, {"contents", "parameters"}}},
                   {kMetaModelConfig, model_config_to_json(cfg)}};
   auto tok = file.metadata().find("meshtrain.tokenizer");
+  const fs::path beside = fs::path(path).parent_path() / "tokenizer.model";
   if (tok != file.metadata().end()) {
     req.metadata[kMetaTokenizer] = nlohmann::json::parse(tok->second);
+  } else if (fs::exists(beside)) {  // a SentencePiece model the Hugging Face way
+    req.metadata[kMetaTokenizer] = data::SentencePieceTokenizer::from_file(beside.string())->describe();
   } else if (cfg.vocab_size == data::ByteTokenizer::kVocab) {
     req.metadata[kMetaTokenizer] = data::ByteTokenizer().describe();
   }

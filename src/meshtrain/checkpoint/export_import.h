@@ -30,7 +30,9 @@ struct ExportResult {
 ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path,
                                 DType dtype = DType::F32, const ProgressFn& progress = {});
 
-// Needs config.json beside `path`. Returns the checkpoint directory written
+// Needs config.json beside `path`; the tokenizer is the one recorded in the
+// file's metadata, else tokenizer.model beside it, else (vocabulary 259) the
+// byte tokenizer. Returns the checkpoint directory written
 // under out_root (which also gets its `latest` pointer).
 std::string import_safetensors(const std::string& path, const std::string& out_root);
 
