@@ -1,9 +1,8 @@
 #include "meshtrain/app/eval.h"
 
-#include <filesystem>
+
 
 #include "meshtrain/app/model_source.h"
-#include "meshtrain/checkpoint/reader.h"
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/data/corpus_reader.h"
@@ -11,16 +10,7 @@
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::app {
-namespace fs = std::filesystem;
 namespace {
-
-// Settings the checkpoint was trained with (metadata "data" and "layout"),
-// so that by default eval measures what train's validation did.
-nlohmann::json recorded(const std::string& from, const char* key) {
-  if (fs::is_regular_file(from)) return nlohmann::json::object();
-  const auto reader = checkpoint::CheckpointReader::open(from);
-  return reader.metadata().value(key, nlohmann::json::object());
-}
 
 data::TokenDataset text_dataset(const EvalRequest& q, const ModelSource& src) {
   std::vector<std::vector<int32_t>> docs;
@@ -38,7 +28,11 @@ EvalReport evaluate(const EvalRequest& q) {
   MT_REQUIRE(ConfigError, q.split == "val" || q.split == "validation" || q.split == "train", "eval: --split '",
              q.split, "' is not a split (val or train)");
   const ModelSource src = ModelSource::open(q.from);
-  const nlohmann::json data_meta = recorded(q.from, "data"), layout = recorded(q.from, "layout");
+  // Settings the checkpoint was trained with, so that by default eval
+  // measures what train's validation did.
+  const nlohmann::json meta = src.metadata();
+  const nlohmann::json data_meta = meta.value("data", nlohmann::json::object());
+  const nlohmann::json layout = meta.value("layout", nlohmann::json::object());
 
   train::TrainConfig cfg;
   cfg.model = src.config();

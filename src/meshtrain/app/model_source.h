@@ -25,6 +25,9 @@ class ModelSource {
   // source records none).
   const nlohmann::json& tokenizer_description() const { return tokenizer_; }
   std::unique_ptr<data::Tokenizer> tokenizer() const { return data::make_tokenizer(tokenizer_); }
+  // The checkpoint's run metadata ("data", "layout", ...); empty for a
+  // safetensors file.
+  nlohmann::json metadata() const { return reader_ ? reader_->metadata() : nlohmann::json::object(); }
   void load_weights(model::Transformer<float>& model) const;
   std::unique_ptr<model::Transformer<float>> build_model() const;
 
