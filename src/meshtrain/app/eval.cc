@@ -1,7 +1,5 @@
 #include "meshtrain/app/eval.h"
 
-
-
 #include "meshtrain/app/model_source.h"
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/core/error.h"
