@@ -5,6 +5,15 @@
 
 namespace meshtrain::app {
 
+std::string size_error(const std::string& text) {
+  try {
+    comm::bench::parse_size(text);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 void bench_comm(const BenchCommRequest& q) {
   namespace cb = comm::bench;
   cb::BenchOptions o;

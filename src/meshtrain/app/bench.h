@@ -13,6 +13,10 @@ struct BenchCommRequest {
   int iters = 7;
   std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"};
 };
+// "" when `text` is a message size bench comm accepts (4096, 4K, 16M, 1GiB),
+// else what is wrong with it (for the command line's validation).
+std::string size_error(const std::string& text);
+
 // Prints the table to stdout.
 void bench_comm(const BenchCommRequest& request);
 

@@ -13,8 +13,9 @@ void setup(CLI::App& root, Action& action) {
   auto q = std::make_shared<app::BenchCommRequest>();
   cmd->add_option("--backend", q->backend, "threads, or mpi under mpirun")->check(CLI::IsMember({"threads", "mpi"}));
   cmd->add_option("--ranks", q->ranks, "ranks of the threads backend")->check(CLI::Range(1, 1024));
-  cmd->add_option("--min-bytes", q->min_bytes, "smallest message (4K, 16M, ...)");
-  cmd->add_option("--max-bytes", q->max_bytes, "largest message");
+  const CLI::Validator size([](std::string& s) { return app::size_error(s); }, "SIZE");
+  cmd->add_option("--min-bytes", q->min_bytes, "smallest message (4K, 16M, ...)")->check(size);
+  cmd->add_option("--max-bytes", q->max_bytes, "largest message")->check(size);
   cmd->add_option("--iters", q->iters, "timed calls per size at least")->check(CLI::Range(1, 100000));
   cmd->add_option("--ops", q->ops, "collectives to measure")
       ->delimiter(',')
