@@ -138,7 +138,8 @@ TEST(CliUsage, FailuresExitOneWithOneErrorLine) {
   expect_failure({"verify", dir / "none.toml", "--layout", "dp=2"}, "cannot read config file");
   expect_failure({"bench", "comm", "--min-bytes", "2", "--max-bytes", "1K"}, "--min-bytes");
   expect_usage_error({"bench", "comm", "--min-bytes", "lots"}, "bad size 'lots'", "meshtrain bench comm");
-  expect_failure({"eval", "--from", dir / "nowhere"}, "exactly one of --data DIR or --text FILE");
+  expect_usage_error({"eval", "--from", dir / "nowhere"}, "--data DIR or --text FILE is required", "meshtrain eval");
+  expect_failure({"eval", "--from", dir / "nowhere", "--data", dir / "d"}, "nowhere");
   expect_failure({"data", "inspect", dir / "nothing"}, "meta.json");
   const Result r = run_cli({"help", "nonsense"});
   EXPECT_EQ(r.code, 2);

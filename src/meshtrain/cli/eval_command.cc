@@ -27,6 +27,7 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("--rows", q->rows, "rows to evaluate (train's training.eval_rows); 0: all")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   cmd->callback([q, &action] {
+    if (q->data.empty() && q->text.empty()) throw CLI::RequiredError("--data DIR or --text FILE");
     action = [q] {
       const app::EvalReport r = app::evaluate(*q);
       std::printf("model   %s\ndata    %s (seq_len %lld, %s, %lld rows per batch)\n", r.source.c_str(),
