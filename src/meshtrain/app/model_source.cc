@@ -33,13 +33,13 @@ ModelSource ModelSource::open(const std::string& path) {
   return s;
 }
 
-void ModelSource::load_weights(model::Transformer<float>& model) const {
+void ModelSource::load_weights(model::Transformer& model) const {
   if (file_) ck::load_model_weights(*file_, model);
   else ck::load_model_weights(*reader_, model);
 }
 
-std::unique_ptr<model::Transformer<float>> ModelSource::build_model() const {
-  auto m = std::make_unique<model::Transformer<float>>(config_, CachingAllocator::create());
+std::unique_ptr<model::Transformer> ModelSource::build_model() const {
+  auto m = std::make_unique<model::Transformer>(config_, CachingAllocator::create());
   load_weights(*m);
   return m;
 }

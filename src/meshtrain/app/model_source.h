@@ -28,8 +28,8 @@ class ModelSource {
   // The checkpoint's run metadata ("data", "layout", ...); empty for a
   // safetensors file.
   nlohmann::json metadata() const { return reader_ ? reader_->metadata() : nlohmann::json::object(); }
-  void load_weights(model::Transformer<float>& model) const;
-  std::unique_ptr<model::Transformer<float>> build_model() const;
+  void load_weights(model::Transformer& model) const;
+  std::unique_ptr<model::Transformer> build_model() const;
 
  private:
   std::optional<checkpoint::CheckpointReader> reader_;
