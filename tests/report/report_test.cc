@@ -92,8 +92,8 @@ TEST(HtmlReport, IsWellFormedWithOnePlotPerTopicAndOverlaidRuns) {
   EXPECT_EQ(count(doc, "//s:rect[@class='bar']"), 2 * int(runs[0].steps[0].peak_memory.size()));
   // The skipped step is listed, the layout and precision tabled.
   EXPECT_NE(html.find("non-finite gradients"), std::string::npos);
-  EXPECT_NE(html.find("dp=2, zero_stage=0"), std::string::npos);
-  EXPECT_NE(html.find("matmul_inputs f32"), std::string::npos);
+  EXPECT_NE(html.find("pp=1 dp=2 cp=1 tp=1, zero_stage=0"), std::string::npos);
+  EXPECT_NE(html.find("params f32"), std::string::npos);
   xmlFreeDoc(doc);
 }
 

@@ -44,7 +44,9 @@ std::string layout_table(const std::vector<RunLog>& runs) {
     const auto l = j.value("layout", nlohmann::json::object());
     const auto p = j.value("precision", nlohmann::json::object());
     std::string layout = l.empty() ? "not recorded"
-                                   : l.value("backend", "?") + ", dp=" + std::to_string(l.value("dp", 0)) +
+                                   : l.value("backend", "?") + ", pp=" + std::to_string(l.value("pp", 1)) +
+                                         " dp=" + std::to_string(l.value("dp", 0)) + " cp=" +
+                                         std::to_string(l.value("cp", 1)) + " tp=" + std::to_string(l.value("tp", 1)) +
                                          ", zero_stage=" + std::to_string(l.value("zero_stage", 0)) + ", " +
                                          l.value("grad_reduce", "?") + ", " +
                                          std::to_string(l.value("threads_per_rank", 0)) + " threads/rank";

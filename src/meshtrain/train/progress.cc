@@ -6,24 +6,27 @@
 
 namespace meshtrain::train {
 
-nlohmann::json precision_json(const Trainer&) {
-  // Every run is f32 end to end today; one place to change when it is not.
-  return {{"params", "f32"},
-          {"matmul_inputs", "f32"},
-          {"accumulate", "f32"},
-          {"outputs", "f32"},
-          {"optimizer_state", "f32"}};
+nlohmann::json precision_json(const Trainer& t) {
+  const PrecisionPolicy& p = t.precision();
+  auto name = [](DType d) { return std::string(dtype_name(d)); };
+  return {{"params", name(p.params)},         {"compute", name(p.compute)},
+          {"grad_accumulate", name(p.grad_accum)}, {"grad_reduce", name(p.grad_reduce)},
+          {"master", name(p.master)},         {"optimizer_state", name(p.optimizer)}};
 }
 
-nlohmann::json run_record(const Trainer& t, double peak_gflops) {
+nlohmann::json run_record(Trainer& t, double peak_gflops) {
   const TrainConfig& cfg = t.config();
+  const comm::MeshShape mesh = t.context().mesh.shape();
   return {{"event", "run"},
           {"model", cfg.model.describe()},
           {"parameters", t.model_spec().total_params()},
           {"flops_per_token", t.flops_per_token()},
           {"layout",
            {{"backend", cfg.comm.backend},
-            {"dp", t.dp_size()},
+            {"dp", mesh.dp},
+            {"tp", mesh.tp},
+            {"pp", mesh.pp},
+            {"cp", mesh.cp},
             {"zero_stage", cfg.parallel.zero_stage},
             {"grad_reduce", parallel::to_string(cfg.parallel.grad_reduce)},
             {"micro_batch", cfg.training.micro_batch},
@@ -37,13 +40,13 @@ nlohmann::json run_record(const Trainer& t, double peak_gflops) {
           {"total_steps", cfg.training.steps}};
 }
 
-TrainProgress::TrainProgress(const Trainer& t, std::FILE* console, MetricsWriter& writer)
+TrainProgress::TrainProgress(Trainer& t, std::FILE* console, MetricsWriter& writer)
     : line_(console), total_steps_(t.config().training.steps) {
   const auto& tr = t.config().training;
   stop_step_ = tr.stop_at > 0 ? tr.stop_at : tr.steps;
   // Every rank has its own compute threads (threads backend: cores / ranks),
   // so the job's peak is one rank's times the number of ranks.
-  peak_gflops_ = kernels::measure_fma_peak_gflops(compute_threads(), 2'000'000) * double(t.dp_size());
+  peak_gflops_ = kernels::measure_fma_peak_gflops(compute_threads(), 2'000'000) * double(t.context().world_size);
   writer.write(run_record(t, peak_gflops_));
 }
 

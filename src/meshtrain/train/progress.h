@@ -23,13 +23,13 @@ class Trainer;
 nlohmann::json precision_json(const Trainer& t);
 // {"event": "run", ...}: model, parameters, FLOPs/token, layout, precision,
 // peak_gflops, start and total steps.
-nlohmann::json run_record(const Trainer& t, double peak_gflops);
+nlohmann::json run_record(Trainer& t, double peak_gflops);
 
 class TrainProgress {
  public:
   // Measures the FMA peak of the ranks (a ~50 ms register loop) for MFU and
   // writes the run record.
-  TrainProgress(const Trainer& t, std::FILE* console, MetricsWriter& writer);
+  TrainProgress(Trainer& t, std::FILE* console, MetricsWriter& writer);
 
   // Updates the live line after a step (nothing when not a terminal).
   void step_done(const StepMetrics& m);
