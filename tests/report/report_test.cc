@@ -105,6 +105,8 @@ TEST(SvgPlot, EscapesTextAndHandlesEmptyData) {
   EXPECT_NE(svg.find("t &lt;1&gt;"), std::string::npos);
   EXPECT_EQ(short_number(12500), "12.5k");
   EXPECT_EQ(short_number(0.5), "0.5");
+  EXPECT_EQ(short_number(3512), "3512");
+  EXPECT_EQ(short_number(2.5e6), "2.5M");
 }
 
 }  // namespace

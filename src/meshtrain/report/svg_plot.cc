@@ -94,6 +94,7 @@ std::string short_number(double v) {
   if (a >= 1e9) std::snprintf(buf, sizeof buf, "%.3gG", v / 1e9);
   else if (a >= 1e6) std::snprintf(buf, sizeof buf, "%.3gM", v / 1e6);
   else if (a >= 1e4) std::snprintf(buf, sizeof buf, "%.3gk", v / 1e3);
+  else if (a >= 1e3) std::snprintf(buf, sizeof buf, "%.0f", v);  // "%.3g" would print 3.51e+03
   else std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
 }
