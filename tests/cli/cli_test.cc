@@ -217,6 +217,14 @@ TEST(CliTokenizer, SubwordModelFromTokenizerToGeneration) {
   EXPECT_EQ(config["eos_token_id"], 2);
   EXPECT_EQ(config["pad_token_id"], 3);
 
+  // A bf16 export keeps the tokenizer files too.
+  ASSERT_EQ(run_cli({"ckpt", "export", dir / "run/checkpoints", "--out", dir / "bf16/model.safetensors", "--dtype",
+                     "bf16", "--no-progress"})
+                .code,
+            0);
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir / "bf16/config.json"))["torch_dtype"], "bfloat16");
+  EXPECT_EQ(read_file(dir / "bf16/tokenizer.model"), read_file(dir / "tok/tokenizer.model"));
+
   // Reloaded from the safetensors file and from its import: the same text as
   // from the training checkpoint.
   ASSERT_EQ(run_cli({"ckpt", "import", dir / "export/model.safetensors", "--out", dir / "imported"}).code, 0);
