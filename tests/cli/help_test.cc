@@ -96,6 +96,8 @@ TEST(CliUsage, ErrorsExitTwoWithTheUsageLine) {
   expect_usage_error({"verify", "c.toml", "--layout", "dp=2", "--steps", "abc"}, "--steps", "meshtrain verify");
   expect_usage_error({"verify", "c.toml", "--layout", "dp=2", "--steps", "0"}, "--steps", "meshtrain verify");
   expect_usage_error({"verify", "c.toml"}, "--layout is required", "meshtrain verify");
+  expect_usage_error({"verify", "c.toml", "--layout", "dp=2", "--bitwise", "--tolerance", "0.1"}, "excludes",
+                     "meshtrain verify");
   expect_usage_error({"verify", "c.toml", "--layout", "dp=2", "--fast"}, "--fast", "meshtrain verify");
   expect_usage_error({"generate", "--from", "d", "--prompt", "x", "--top-k", "-3"}, "--top-k", "meshtrain generate");
   expect_usage_error({"generate", "--from", "d", "--prompt", "x", "--tokens", "ten"}, "--tokens",
