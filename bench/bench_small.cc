@@ -4,17 +4,23 @@
 // micro-batch 8, random tokens. Prints the median step time, tokens/s, model
 // FLOPs per token (6 * matmul params + 12 * layers * d * seq = 179.3 MFLOP),
 // achieved GFLOP/s as a fraction of (a) the FMA peak measured in the same
-// run and (b) the GEMM library's rate on the same shapes, with 1 and 2
-// threads, and peak memory per category.
+// run (at the active kernel ISA level: MESHTRAIN_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+// measures the AVX2 code and the AVX2 peak on an AVX-512 machine) and (b) the
+// GEMM library's rate on the same shapes, fp32 and bf16, with 1 and 2
+// threads, and peak memory per category. Also per core-second of CPU time
+// against the one-core FMA peak timed the same way: the figure that holds
+// when other processes share the cores (wall-clock fractions then do not).
 //
 //   build/bench/bench_small [--steps N] [--threads 1,2]
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -22,6 +28,7 @@
 #include "meshtrain/core/rng.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/kernels/cpu/gemm.h"
+#include "meshtrain/kernels/cpu/isa.h"
 #include "meshtrain/comm/thread_world.h"
 #include "meshtrain/model/presets.h"
 #include "meshtrain/model/transformer.h"
@@ -34,33 +41,63 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+// CPU seconds of every thread of this process: with other processes on the
+// cores, wall time includes their share and CPU time does not (OpenMP
+// threads waiting at a barrier still count, so it is an upper bound).
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
-// GEMM rate on the 12 forward/backward shapes of one step (the library's
-// best achievable on this work), in GFLOP/s.
-double gemm_rate_on_step_shapes(const model::ModelConfig& c, int64_t n) {
+struct Rate {
+  double gflops;             // per second of wall time
+  double gflop_per_core_s;   // per core-second of CPU time
+};
+
+// GEMM rate on the forward/backward shapes of one step (the library's best
+// achievable on this work); with bf16 inputs (fp32 accumulate) when
+// `bf16_inputs`.
+Rate gemm_rate_on_step_shapes(const model::ModelConfig& c, int64_t n, bool bf16_inputs) {
   struct Lin { int64_t in, out; };
   const std::vector<Lin> lins = {{c.d_model, c.q_dim()}, {c.d_model, c.kv_dim()}, {c.q_dim(), c.d_model},
                                  {c.d_model, c.ffn_hidden}, {c.ffn_hidden, c.d_model}, {c.d_model, c.vocab_size}};
   std::vector<float> x(size_t(n) * 8192, 0.01f), w(size_t(8192) * 1408, 0.02f), y(size_t(n) * 8192);
-  double flops = 0, seconds = 0;
+  std::vector<bf16> xb(x.size(), bf16(0.01f)), wb(w.size(), bf16(0.02f)), yb(y.size(), bf16(0.03f));
+  auto mm = [&](bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, const bf16* Ab, const float* B,
+                const bf16* Bb, float beta, float* C) {
+    if (bf16_inputs) kernels::gemm_bf16(ta, tb, M, N, K, 1.f, Ab, Bb, beta, C);
+    else kernels::gemm<float>(ta, tb, M, N, K, 1.f, A, B, beta, C);
+  };
+  double flops = 0, seconds = 0, cpu_seconds = 0;
   for (int rep = 0; rep < 4; ++rep) {
     for (const Lin& l : lins) {
       const auto t0 = Clock::now();
-      kernels::gemm<float>(false, true, n, l.out, l.in, 1.f, x.data(), w.data(), 0.f, y.data());  // forward
-      kernels::gemm<float>(false, false, n, l.in, l.out, 1.f, y.data(), w.data(), 0.f, x.data());  // dX
-      kernels::gemm<float>(true, false, l.out, l.in, n, 1.f, y.data(), x.data(), 1.f, w.data());   // dW
+      const double c0 = process_cpu_seconds();
+      mm(false, true, n, l.out, l.in, x.data(), xb.data(), w.data(), wb.data(), 0.f, y.data());  // forward
+      mm(false, false, n, l.in, l.out, y.data(), yb.data(), w.data(), wb.data(), 0.f, x.data());  // dX
+      mm(true, false, l.out, l.in, n, y.data(), yb.data(), x.data(), xb.data(), 1.f, w.data());   // dW
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      const double dc = process_cpu_seconds() - c0;
       if (rep > 0) {  // first repetition creates the primitives
         seconds += dt;
+        cpu_seconds += dc;
         flops += 3 * 2.0 * double(n) * double(l.in) * double(l.out);
       }
     }
   }
-  return flops / seconds * 1e-9;
+  return {flops / seconds * 1e-9, flops / cpu_seconds * 1e-9};
 }
 
 }  // namespace
@@ -94,6 +131,8 @@ int main(int argc, char** argv) {
 
   std::printf("bench-small: %s, seq %lld, micro-batch %lld, fp32\n", cfg.describe().c_str(),
               static_cast<long long>(seq), static_cast<long long>(rows));
+  std::printf("kernels: %s | GEMM: %s, bf16 GEMM %s\n", kernels::isa_description().c_str(),
+              kernels::gemm_library_version(), kernels::bf16_gemm_is_native() ? "native" : "widened to fp32");
   std::printf("model FLOPs per token: %.1f MFLOP (6 x %lld matmul params + 12 L d T)\n", flops_per_token * 1e-6,
               static_cast<long long>(model::build_model_spec(cfg).matmul_params(cfg)));
   for (int threads : thread_counts) {
@@ -114,30 +153,51 @@ int main(int argc, char** argv) {
     const parallel::Program program =
         parallel::expand(parallel::one_f_one_b_schedule(1, 1), 0, plan.chunks(),
                          [&](int s) { return m.segment_units(s); }, engine.param_policy());
-    std::vector<double> times;
+    std::vector<double> times, cpu_times;
     int64_t os_allocs_after_warmup = 0;
+    long faults_after_warmup = 0;
     for (int s = 0; s < steps + 2; ++s) {
-      if (s == 2) os_allocs_after_warmup = alloc->os_allocations();
+      if (s == 2) {
+        os_allocs_after_warmup = alloc->os_allocations();
+        faults_after_warmup = minor_faults();
+      }
       alloc->tracker().reset_peaks();
       const auto t0 = Clock::now();
+      const double c0 = process_cpu_seconds();
       engine.begin_window();
       executor.run(program, [&](int) { return batch; },
                    model::ForwardMode{true, double(float(engine.loss_coefficient(n))), false});
       engine.finish_grads();
       const double norm = std::sqrt(engine.grad_sum_squares());
       engine.step(3e-4, optim::clip_coefficient(norm, 1.0));
-      if (s >= 2) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      if (s >= 2) {
+        times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        cpu_times.push_back(process_cpu_seconds() - c0);
+      }
     }
+    const double faults_per_step = double(minor_faults() - faults_after_warmup) / steps;
     const double t = median(times);
     const double gflops = flops_per_token * double(n) / t * 1e-9;
     const double peak = kernels::measure_fma_peak_gflops(threads);
-    const double gemm = gemm_rate_on_step_shapes(cfg, n);
+    const double cpu = median(cpu_times);
+    const double core_peak = kernels::measure_fma_core_peak_gflops();
+    const double gflop_per_core_s = flops_per_token * double(n) / cpu * 1e-9;
+    const Rate gemm = gemm_rate_on_step_shapes(cfg, n, false);
+    const Rate gemm_bf16 = gemm_rate_on_step_shapes(cfg, n, true);
     std::printf("\nthreads %d: median step %.1f ms over %d steps | %.0f tokens/s | %.1f GFLOP/s\n", threads, t * 1e3,
                 steps, double(n) / t, gflops);
     std::printf("  FMA peak %.1f GFLOP/s -> %.1f%% of peak | GEMM library on the step's shapes %.1f GFLOP/s -> %.1f%%\n",
-                peak, 100 * gflops / peak, gemm, 100 * gflops / gemm);
-    std::printf("  fresh OS blocks after warm-up: %lld | peak memory: %s\n",
-                static_cast<long long>(alloc->os_allocations() - os_allocs_after_warmup),
+                peak, 100 * gflops / peak, gemm.gflops, 100 * gflops / gemm.gflops);
+    std::printf("  CPU time: %.1f core-ms per step | %.0f tokens per core-second | %.1f GFLOP per core-second -> "
+                "%.1f%% of the per-core FMA peak %.1f, %.1f%% of the GEMM library's %.1f\n",
+                cpu * 1e3, double(n) / cpu, gflop_per_core_s, 100 * gflop_per_core_s / core_peak, core_peak,
+                100 * gflop_per_core_s / gemm.gflop_per_core_s, gemm.gflop_per_core_s);
+    std::printf("  GEMM library, bf16 inputs (fp32 accumulate) on the same shapes: %.1f GFLOP/s = %.2fx fp32 "
+                "(per core-second %.1f = %.2fx)\n",
+                gemm_bf16.gflops, gemm_bf16.gflops / gemm.gflops, gemm_bf16.gflop_per_core_s,
+                gemm_bf16.gflop_per_core_s / gemm.gflop_per_core_s);
+    std::printf("  fresh OS blocks after warm-up: %lld | page faults per step: %.0f | peak memory: %s\n",
+                static_cast<long long>(alloc->os_allocations() - os_allocs_after_warmup), faults_per_step,
                 alloc->tracker().snapshot().str().c_str());
   }
   return 0;

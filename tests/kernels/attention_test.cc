@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "support/numeric.h"
 
 using namespace meshtrain::kernels;
@@ -187,7 +188,12 @@ TEST(Attention, ForwardAndBackwardMatchReferenceDouble) {
   }
 }
 
-TEST(Attention, FloatAgreesWithDouble) {
+// At every runnable ISA level (scalar loops, AVX2 and AVX-512 micro-kernels
+// with their masked tails).
+TEST(Attention, FloatAgreesWithDoubleAtEveryIsaLevel) {
+  for (Isa isa : test::runnable_levels()) {
+  ScopedIsa level(isa);
+  SCOPED_TRACE(isa_name(isa));
   uint32_t seed = 500;
   for (const auto& c : cases()) {
     const Inputs in = make_inputs(c.s, c.docs, seed += 10);
@@ -200,6 +206,7 @@ TEST(Attention, FloatAgreesWithDouble) {
     EXPECT_LT(max_rel_diff(to_double(rf.dq), rd.dq, 1.0), 1e-4);
     EXPECT_LT(max_rel_diff(to_double(rf.dk), rd.dk, 1.0), 1e-4);
     EXPECT_LT(max_rel_diff(to_double(rf.dv), rd.dv, 1.0), 1e-4);
+  }
   }
 }
 
@@ -386,8 +393,11 @@ TEST(Attention, PartialStatesMergeToFullResultWithDocuments) {
 
 // Each output element is computed by one task in a fixed order, so the thread
 // count does not change a single bit.
-TEST(Attention, ResultsDoNotDependOnThreadCount) {
+TEST(Attention, ResultsDoNotDependOnThreadCountAtEveryIsaLevel) {
   const Inputs in = make_inputs({3, 190, 8, 4, 64}, {100, 90}, 4242);
+  for (Isa isa : test::runnable_levels()) {
+  ScopedIsa level(isa);
+  SCOPED_TRACE(isa_name(isa));
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
   const Result<float> r1 = run<float>(in);
@@ -399,6 +409,7 @@ TEST(Attention, ResultsDoNotDependOnThreadCount) {
   EXPECT_EQ(r1.dq, r2.dq);
   EXPECT_EQ(r1.dk, r2.dk);
   EXPECT_EQ(r1.dv, r2.dv);
+  }
 }
 
 // Queries that see no key of a K/V block (only possible for a partial span)

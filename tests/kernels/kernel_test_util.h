@@ -42,3 +42,18 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 }  // namespace meshtrain::kernels::test
+
+#include "meshtrain/kernels/cpu/isa.h"
+
+namespace meshtrain::kernels::test {
+
+// Every kernel ISA level this CPU can run, lowest first (tests loop over them
+// with ScopedIsa, so an AVX-512 machine checks the AVX2 and scalar code too).
+inline std::vector<Isa> runnable_levels() {
+  std::vector<Isa> levels;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+    if (int(isa) <= int(detected_isa())) levels.push_back(isa);
+  return levels;
+}
+
+}  // namespace meshtrain::kernels::test

@@ -38,8 +38,10 @@ RunResult run(train::TrainConfig cfg, const std::string& mode) {
 // G micro-batches with unequal supervised counts give the update of one
 // batch holding the same rows (29.2)-(29.3). fp32 with a different
 // reduction order (per-micro-batch GEMM sums), then 3 AdamW steps at lr 1e-3:
-// parameters agree within 1e-6 absolute (updates total up to 3e-3), losses
-// within 1e-5 relative.
+// parameters agree within 2e-6 absolute (updates total up to 3e-3; measured
+// 0.06e-6 to 1.2e-6 over the kernel ISA levels: Adam's m / sqrt(v) turns
+// rounding of near-zero gradients into update differences), losses within
+// 1e-5 relative.
 TEST(Trainer, AccumulationEqualsOneBigBatch) {
   for (const std::string mode : {"padded", "packed"}) {
     auto cfg = tiny_train_config();
@@ -53,7 +55,7 @@ TEST(Trainer, AccumulationEqualsOneBigBatch) {
       const RunResult acc = run(cfg, mode);
       EXPECT_EQ(acc.counts, big.counts) << mode << " B=" << B;
       for (int s = 0; s < 3; ++s) EXPECT_NEAR(acc.losses[s], big.losses[s], 1e-5 * big.losses[s]) << mode;
-      EXPECT_LT(max_abs_diff(acc.params, big.params), 1e-6) << mode << " B=" << B << " G=" << G;
+      EXPECT_LT(max_abs_diff(acc.params, big.params), 2e-6) << mode << " B=" << B << " G=" << G;
     }
   }
 }

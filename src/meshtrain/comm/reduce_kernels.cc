@@ -4,9 +4,7 @@
 #include <bit>
 #include <cstring>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
+#include <emmintrin.h>  // SSE2: part of the x86-64 baseline the build targets
 
 #include "meshtrain/core/error.h"
 
@@ -17,32 +15,30 @@ namespace {
 constexpr size_t kTile = 2048;
 // Large outputs bypass the cache (non-temporal stores): no read-for-
 // ownership of lines nobody reads soon, and the reduced data does not
-// evict the inputs still to be read.
+// evict the inputs still to be read. 16-byte SSE2 streaming stores: the
+// write-combining buffers fill a line either way, and SSE2 needs no
+// run-time ISA check.
 
 void store(void* dst, const void* src, size_t bytes, bool stream) {
-#if defined(__AVX2__)
   if (stream) {
     char* d = static_cast<char*>(dst);
     const char* s = static_cast<const char*>(src);
-    const size_t head = std::min(bytes, (32 - (reinterpret_cast<uintptr_t>(d) & 31)) & 31);
+    const size_t head = std::min(bytes, (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15);
     std::memcpy(d, s, head);
     d += head, s += head, bytes -= head;
-    const size_t n = bytes / 32;
+    const size_t n = bytes / 16;
     for (size_t i = 0; i < n; ++i)
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32 * i),
-                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32 * i)));
-    std::memcpy(d + 32 * n, s + 32 * n, bytes - 32 * n);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16 * i),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * i)));
+    std::memcpy(d + 16 * n, s + 16 * n, bytes - 16 * n);
     return;
   }
-#endif
   std::memcpy(dst, src, bytes);
 }
 
 // Non-temporal stores are weakly ordered: fence before peers may read.
 void store_fence(bool stream) {
-#if defined(__AVX2__)
   if (stream) _mm_sfence();
-#endif
 }
 
 template <typename T> struct Acc { using type = T; };

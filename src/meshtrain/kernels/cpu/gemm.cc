@@ -1,8 +1,9 @@
 // GEMM. Row-major: A [M,K] (or [K,M] when trans_a), B [K,N] (or [N,K] when
 // trans_b), C [M,N].  C = alpha * op(A) @ op(B) + beta * C.
 // f32 and bf16 go through oneDNN's matmul primitive; transposes are memory
-// formats (ab / ba), alpha an output scale, beta a sum post-op. f64 is a
-// blocked reference loop for gradient-check tests.
+// formats (ab / ba), alpha an output scale, beta a sum post-op. bf16 falls
+// back to widening + f32 where oneDNN has no bf16 matmul (probed once).
+// f64 is a blocked reference loop for gradient-check tests.
 #include "meshtrain/kernels/cpu/gemm.h"
 
 #include <omp.h>
@@ -13,11 +14,15 @@
 #include <cstring>
 #include <memory>
 #include <type_traits>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/kernels/cpu/elementwise.h"
+#include "meshtrain/kernels/cpu/isa.h"
 
 namespace meshtrain::kernels {
 namespace {
@@ -72,6 +77,22 @@ struct Scratch {
   }
 };
 
+// MESHTRAIN_ISA caps oneDNN too (so one variable forces a whole ISA level),
+// unless oneDNN's own variable is set. oneDNN reads its cap once, before
+// its first primitive, so this runs before any engine is created.
+void cap_onednn_isa_once() {
+  static const bool done = [] {
+    if (std::getenv("MESHTRAIN_ISA") == nullptr || std::getenv("ONEDNN_MAX_CPU_ISA") != nullptr ||
+        std::getenv("DNNL_MAX_CPU_ISA") != nullptr)
+      return true;
+    const Isa isa = active_isa();
+    if (isa == Isa::kAvx2) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+    if (isa == Isa::kScalar) dnnl::set_max_cpu_isa(dnnl::cpu_isa::sse41);  // oneDNN's lowest level
+    return true;
+  }();
+  (void)done;
+}
+
 // Per thread: with the threads backend every rank is a thread with its own
 // OpenMP team size, and a primitive is created for the team size it runs with.
 struct ThreadState {
@@ -82,6 +103,7 @@ struct ThreadState {
 };
 
 ThreadState& thread_state() {
+  cap_onednn_isa_once();
   thread_local ThreadState state;
   return state;
 }
@@ -151,9 +173,47 @@ void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
 
 }  // namespace
 
+bool bf16_gemm_is_native() {
+  static const bool native = [] {
+    ThreadState& st = thread_state();
+    const memory::desc a({64, 64}, dt::bf16, tag::ab), b({64, 64}, dt::bf16, tag::ab), c({64, 64}, dt::f32, tag::ab);
+    // The C API answers with a status; the C++ constructor would throw.
+    dnnl_primitive_desc_t pd = nullptr;
+    dnnl_matmul_desc_t md;
+    if (dnnl_matmul_desc_init(&md, &a.data, &b.data, nullptr, &c.data) != dnnl_success) return false;
+    const bool ok = dnnl_primitive_desc_create(&pd, &md, nullptr, st.engine.get(), nullptr) == dnnl_success;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return ok;
+  }();
+  return native;
+}
+
+void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
+                       const bf16* B, float beta, float* C) {
+  MT_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
+  thread_local std::vector<float> a32, b32;  // grow-only: repeated shapes touch no fresh pages
+  if (a32.size() < size_t(M * K)) a32.resize(size_t(M * K));
+  if (b32.size() < size_t(K * N)) b32.resize(size_t(K * N));
+  convert_bf16_to_f32(reinterpret_cast<const uint16_t*>(A), a32.data(), M * K);
+  convert_bf16_to_f32(reinterpret_cast<const uint16_t*>(B), b32.data(), K * N);
+  onednn_gemm(trans_a, trans_b, M, N, K, alpha, a32.data(), b32.data(), beta, C, false);
+}
+
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
                const bf16* B, float beta, float* C) {
-  onednn_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, true);
+  if (bf16_gemm_is_native())
+    onednn_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, true);
+  else
+    gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+}
+
+const char* gemm_library_version() {
+  static const std::string v = [] {
+    const dnnl_version_t* ver = dnnl_version();
+    return "oneDNN " + std::to_string(ver->major) + "." + std::to_string(ver->minor) + "." +
+           std::to_string(ver->patch);
+  }();
+  return v.c_str();
 }
 
 namespace {

@@ -17,8 +17,22 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, const T* B, T beta,
           T* C);
 
-// bf16 inputs, f32 accumulate and output.
+// bf16 inputs, f32 accumulate and output. Runs oneDNN's bf16 matmul where
+// the CPU has one (bf16_gemm_is_native()), else gemm_bf16_widened: the same
+// semantics (products of bf16 values are exact in f32, f32 accumulation).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
                const bf16* B, float beta, float* C);
+
+// Whether oneDNN has a bf16 matmul here (e.g. avx512_core or AMX; not AVX2),
+// decided once by creating one primitive descriptor, never by an exception
+// in the hot path. Honours ONEDNN_MAX_CPU_ISA and MESHTRAIN_ISA (isa.h).
+bool bf16_gemm_is_native();
+// The fallback: widens A and B to f32 in per-thread scratch (grown once,
+// reused), then the f32 GEMM.
+void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
+                       const bf16* B, float beta, float* C);
+
+// "oneDNN 2.6.3", for --version and run metadata.
+const char* gemm_library_version();
 
 }  // namespace meshtrain::kernels

@@ -6,6 +6,7 @@
 
 #include "meshtrain/kernels/cpu/elementwise.h"
 #include "meshtrain/kernels/cpu/gemm.h"
+#include "meshtrain/kernels/cpu/isa.h"
 
 namespace meshtrain::kernels {
 
@@ -13,10 +14,11 @@ namespace {
 
 // F16C (every AVX2 CPU has it) converts 8 values per instruction with the
 // same rounding as f16::from_float (nearest even, subnormals kept); the
-// build targets the x86-64 baseline, so it is chosen at run time.
+// build targets the x86-64 baseline, so it is chosen at run time, and not
+// at the scalar kernel level (MESHTRAIN_ISA=scalar, isa.h).
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-  return yes;
+  static const bool cpu = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return cpu && active_isa() != Isa::kScalar;
 }
 
 __attribute__((target("avx,f16c"))) void to_f16_f16c(const float* x, uint16_t* y, int64_t n) {

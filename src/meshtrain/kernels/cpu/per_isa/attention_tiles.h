@@ -3,11 +3,17 @@
 // key range with online softmax. Internal to attention.cc.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/attention.h"
-#include "meshtrain/kernels/cpu/attention_microkernels.h"
+#include "meshtrain/kernels/cpu/per_isa/attention_microkernels.h"
+#include "meshtrain/kernels/cpu/per_isa/isa_target.h"
 
-namespace meshtrain::kernels::attention_detail {
+MT_ISA_BEGIN
+namespace meshtrain::kernels::MT_ISA_NS::attention_detail {
 // ---------------------------------------------------------------------------
 // Which (query, key) pairs of a tile are legal: key pos <= query pos and equal
 // document ids. Ids need not be sorted: disjoint [min, max] ranges of the two
@@ -145,15 +151,18 @@ void fold_query_tile(int64_t D, const QueryTile<T>& qt, const KeyRange<T>& kr, T
     }
     for (int i = 0; i < g.nq; ++i) mnew[i] = std::max(a[i], mcol[i]);
     exp_cols(St, kBq, g.nk, g.nq, mnew, colsum);
-    for (int i = 0; i < g.nq; ++i) {
-      if (mnew[i] == kNegInf<T>) continue;   // no legal key yet: the row stays an explicit zero state
-      const T alpha = std::exp(a[i] - mnew[i]);  // 0 when a[i] = -inf
-      l[i] = alpha * l[i] + colsum[i];
-      a[i] = mnew[i];
-      if (alpha != T(1)) {
-        T* orow = o + i * D;
+    T* alpha = mcol;  // rescale factors e^{a - mnew}, 0 when a = -inf; vectorized
 #pragma omp simd
-        for (int64_t d = 0; d < D; ++d) orow[d] *= alpha;
+    for (int i = 0; i < g.nq; ++i) alpha[i] = mnew[i] == kNegInf<T> ? T(1) : exp_t(a[i] - mnew[i]);
+    for (int i = 0; i < g.nq; ++i) {
+      if (mnew[i] == kNegInf<T>) continue;  // no legal key yet: the row stays an explicit zero state
+      l[i] = alpha[i] * l[i] + colsum[i];
+      a[i] = mnew[i];
+      if (alpha[i] != T(1)) {
+        T* orow = o + i * D;
+        const T ai = alpha[i];
+#pragma omp simd
+        for (int64_t d = 0; d < D; ++d) orow[d] *= ai;
       }
     }
     pack_rows(kr.v + j0 * kr.ldk, kr.ldk, g.nk, D, vp);
@@ -194,4 +203,5 @@ KeyRange<T> key_range(const AttentionShape& s, const T* k, const T* v, const Att
   return {k + off, v + off, ldk, ks.len, ks.pos0, ks.seg ? ks.seg + b * ks.len : nullptr};
 }
 
-}  // namespace meshtrain::kernels::attention_detail
+}  // namespace meshtrain::kernels::MT_ISA_NS::attention_detail
+MT_ISA_END

@@ -14,9 +14,12 @@
 #include <cstring>
 
 #include "meshtrain/core/error.h"
-#include "meshtrain/kernels/cpu/attention_tiles.h"
+#include "meshtrain/kernels/cpu/per_isa/attention_tiles.h"
+#include "meshtrain/kernels/cpu/per_isa/isa_target.h"
+#include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
 
-namespace meshtrain::kernels {
+MT_ISA_BEGIN
+namespace meshtrain::kernels::MT_ISA_NS {
 
 using namespace attention_detail;
 
@@ -109,7 +112,7 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
         T* o = state_buf.data();
         T* a = o + kBq * D;
         T* l = a + kBq;
-        softmax_state_init(SoftmaxState<T>{o, a, l}, qt.nq, D);
+        MT_ISA_NS::softmax_state_init(SoftmaxState<T>{o, a, l}, qt.nq, D);
         fold_query_tile(D, qt, key_range(s, k, v, sp, b, h / group), scale, o, a, l);
         for (int i = 0; i < qt.nq; ++i) {
           T* y = out + ((b * T_ + it * kBq + i) * H + h) * D;
@@ -216,7 +219,7 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
   std::memset(dk, 0, sizeof(T) * nk);
   std::memset(dv, 0, sizeof(T) * nk);
   const AttentionSpan sp{s.seq, 0, seg};
-  attention_partial_backward(s, q, sp, k, v, sp, scale, out, lse, dout, dq, dk, dv);
+  MT_ISA_NS::attention_partial_backward(s, q, sp, k, v, sp, scale, out, lse, dout, dq, dk, dv);
 }
 
 #define MT_ATTENTION_INSTANTIATE(T)                                                                                 \
@@ -232,8 +235,8 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
   template void attention_partial_backward<T>(const AttentionShape&, const T*, AttentionSpan, const T*, const T*,  \
                                               AttentionSpan, T, const T*, const T*, const T*, T*, T*, T*);
 
-MT_ATTENTION_INSTANTIATE(float)
-MT_ATTENTION_INSTANTIATE(double)
+MT_PER_ISA_INSTANTIATE(MT_ATTENTION_INSTANTIATE)
 #undef MT_ATTENTION_INSTANTIATE
 
-}  // namespace meshtrain::kernels
+}  // namespace meshtrain::kernels::MT_ISA_NS
+MT_ISA_END

@@ -9,8 +9,11 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/elementwise.h"
+#include "meshtrain/kernels/cpu/per_isa/isa_target.h"
+#include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
 
-namespace meshtrain::kernels {
+MT_ISA_BEGIN
+namespace meshtrain::kernels::MT_ISA_NS {
 namespace {
 
 inline float exp_t(float x) { return fast_exp(x); }
@@ -112,8 +115,8 @@ CrossEntropyResult cross_entropy_forward_backward(const T* logits, const int32_t
   template CrossEntropyResult cross_entropy_forward<T>(const T*, const int32_t*, int64_t, int64_t);         \
   template CrossEntropyResult cross_entropy_forward_backward<T>(const T*, const int32_t*, int64_t, int64_t, \
                                                                 T, T*);
-MT_INSTANTIATE(float)
-MT_INSTANTIATE(double)
+MT_PER_ISA_INSTANTIATE(MT_INSTANTIATE)
 #undef MT_INSTANTIATE
 
-}  // namespace meshtrain::kernels
+}  // namespace meshtrain::kernels::MT_ISA_NS
+MT_ISA_END

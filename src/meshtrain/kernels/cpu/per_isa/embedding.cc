@@ -5,8 +5,11 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/elementwise.h"
+#include "meshtrain/kernels/cpu/per_isa/isa_target.h"
+#include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
 
-namespace meshtrain::kernels {
+MT_ISA_BEGIN
+namespace meshtrain::kernels::MT_ISA_NS {
 namespace {
 
 // Checked up front on the calling thread: a throw must not escape an OpenMP region.
@@ -45,8 +48,8 @@ void embedding_backward(const int32_t* ids, int64_t n, const T* dout, int64_t vo
 #define MT_INSTANTIATE(T)                                                                           \
   template void embedding_forward<T>(const int32_t*, int64_t, const T*, int64_t, int64_t, T*);  \
   template void embedding_backward<T>(const int32_t*, int64_t, const T*, int64_t, int64_t, T*);
-MT_INSTANTIATE(float)
-MT_INSTANTIATE(double)
+MT_PER_ISA_INSTANTIATE(MT_INSTANTIATE)
 #undef MT_INSTANTIATE
 
-}  // namespace meshtrain::kernels
+}  // namespace meshtrain::kernels::MT_ISA_NS
+MT_ISA_END

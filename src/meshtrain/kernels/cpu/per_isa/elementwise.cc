@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <cstring>
+#include "meshtrain/kernels/cpu/per_isa/isa_target.h"
+#include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
 
-namespace meshtrain::kernels {
+MT_ISA_BEGIN
+namespace meshtrain::kernels::MT_ISA_NS {
 
 template <typename T>
 void add_inplace(T* y, const T* x, int64_t n) {
@@ -134,8 +137,8 @@ void convert_bf16_to_f32(const uint16_t* x, float* y, int64_t n) {
   template void fill<T>(T*, T, int64_t);                    \
   template double sum_squares<T>(const T*, int64_t);        \
   template bool all_finite<T>(const T*, int64_t);
-MT_INSTANTIATE(float)
-MT_INSTANTIATE(double)
+MT_PER_ISA_INSTANTIATE(MT_INSTANTIATE)
 #undef MT_INSTANTIATE
 
-}  // namespace meshtrain::kernels
+}  // namespace meshtrain::kernels::MT_ISA_NS
+MT_ISA_END

@@ -5,8 +5,11 @@
 #include <cmath>
 
 #include "meshtrain/kernels/cpu/elementwise.h"
+#include "meshtrain/kernels/cpu/per_isa/isa_target.h"
+#include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
 
-namespace meshtrain::kernels {
+MT_ISA_BEGIN
+namespace meshtrain::kernels::MT_ISA_NS {
 namespace {
 
 inline float exp_t(float x) { return fast_exp(x); }
@@ -80,8 +83,8 @@ void gelu_backward(const T* x, const T* dy, int64_t n, T* dx) {
   template void swiglu_backward<T>(const T*, const T*, const T*, int64_t, T*, T*);       \
   template void gelu_forward<T>(const T*, int64_t, T*);                                  \
   template void gelu_backward<T>(const T*, const T*, int64_t, T*);
-MT_INSTANTIATE(float)
-MT_INSTANTIATE(double)
+MT_PER_ISA_INSTANTIATE(MT_INSTANTIATE)
 #undef MT_INSTANTIATE
 
-}  // namespace meshtrain::kernels
+}  // namespace meshtrain::kernels::MT_ISA_NS
+MT_ISA_END

@@ -7,8 +7,11 @@
 #include <cmath>
 
 #include "meshtrain/kernels/cpu/elementwise.h"
+#include "meshtrain/kernels/cpu/per_isa/isa_target.h"
+#include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
 
-namespace meshtrain::kernels {
+MT_ISA_BEGIN
+namespace meshtrain::kernels::MT_ISA_NS {
 
 template <typename T>
 void rmsnorm_forward(const T* x, const T* w, int64_t n, int64_t d, T eps, T* y, T* rstd) {
@@ -123,8 +126,8 @@ void layernorm_backward(const T* x, const T* w, const T* mean, const T* rstd, co
   template void layernorm_forward<T>(const T*, const T*, const T*, int64_t, int64_t, T, T*, T*, T*);     \
   template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, \
                                       T*, T*, T*);
-MT_INSTANTIATE(float)
-MT_INSTANTIATE(double)
+MT_PER_ISA_INSTANTIATE(MT_INSTANTIATE)
 #undef MT_INSTANTIATE
 
-}  // namespace meshtrain::kernels
+}  // namespace meshtrain::kernels::MT_ISA_NS
+MT_ISA_END

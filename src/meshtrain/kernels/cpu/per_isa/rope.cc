@@ -8,29 +8,11 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/elementwise.h"
+#include "meshtrain/kernels/cpu/per_isa/isa_target.h"
+#include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
 
-namespace meshtrain::kernels {
-
-RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, double theta) {
-  MT_REQUIRE(ConfigError, head_dim > 0 && head_dim % 2 == 0, "rope: head_dim must be even, got ", head_dim);
-  MT_REQUIRE(ConfigError, max_pos > 0, "rope: max_pos must be positive, got ", max_pos);
-  MT_REQUIRE(ConfigError, theta > 0, "rope: theta must be positive, got ", theta);
-  RopeTable t;
-  t.max_pos = max_pos;
-  t.half = head_dim / 2;
-  t.cos.resize(size_t(max_pos * t.half));
-  t.sin.resize(size_t(max_pos * t.half));
-  for (int64_t i = 0; i < t.half; ++i) {
-    // Angles in double: at long positions float angles lose several digits.
-    const double inv_freq = std::pow(theta, -2.0 * double(i) / double(head_dim));
-    for (int64_t p = 0; p < max_pos; ++p) {
-      const double a = double(p) * inv_freq;
-      t.cos[size_t(p * t.half + i)] = float(std::cos(a));
-      t.sin[size_t(p * t.half + i)] = float(std::sin(a));
-    }
-  }
-  return t;
-}
+MT_ISA_BEGIN
+namespace meshtrain::kernels::MT_ISA_NS {
 
 template <typename T>
 void rope_apply(T* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head_dim, const RopeTable& table,
@@ -61,7 +43,9 @@ void rope_apply(T* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head
   });
 }
 
-template void rope_apply<float>(float*, const int32_t*, int64_t, int64_t, int64_t, const RopeTable&, bool);
-template void rope_apply<double>(double*, const int32_t*, int64_t, int64_t, int64_t, const RopeTable&, bool);
+#define MT_INSTANTIATE(T) template void rope_apply<T>(T*, const int32_t*, int64_t, int64_t, int64_t, const RopeTable&, bool);
+MT_PER_ISA_INSTANTIATE(MT_INSTANTIATE)
+#undef MT_INSTANTIATE
 
-}  // namespace meshtrain::kernels
+}  // namespace meshtrain::kernels::MT_ISA_NS
+MT_ISA_END
