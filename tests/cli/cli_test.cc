@@ -171,7 +171,7 @@ TEST(CliTrain, TinyRunThenCkptGenerateEvalAndVerify) {
   EXPECT_TRUE(contains(wide.out, "model.embed_tokens.weight")) << wide.out;
   EXPECT_TRUE(contains(wide.out, "rank   3 (pp 0 dp 1 cp 0 tp 1)")) << wide.out;
   expect_failure({"plan", cfg, "--layout", "tp=3"}, "model.n_heads = 2 does not split over parallel.tp = 3");
-  expect_failure({"plan", cfg, "--layout", "pp=2"}, "2 chunks but model.n_layers = 1");
+  expect_failure({"plan", cfg, "--layout", "pp=2"}, "2 pipeline chunks but model.n_layers = 1");
   expect_failure({"train", cfg, "--set", "model.no_such_key=1"}, "no_such_key");
 }
 
@@ -263,6 +263,44 @@ TEST(CliTokenizer, SubwordModelFromTokenizerToGeneration) {
   write_file(dir / "byte/c.txt", "some text\n");
   ASSERT_EQ(run_cli({"data", "prepare", "--out", dir / "bytes", dir / "byte/c.txt"}).code, 0);
   expect_failure({"eval", "--from", dir / "run/checkpoints", "--data", dir / "bytes"}, "was tokenized with");
+}
+
+// Pipeline: train with a timeline, draw it, verify schedules, plan stages.
+TEST(CliPipeline, TrainRecordsATimelineThatTimelineDrawsAndVerifyChecksSchedules) {
+  TempDir dir;
+  const std::string cfg = tiny_config(dir);
+  const Result train =
+      run_cli({"train", cfg, "--set", "model.n_layers=2", "--set", "parallel.pp=2", "--set", "parallel.schedule=zb-h1",
+               "--set", "training.grad_accum=3", "--set", "metrics.pipeline_timeline=true", "--set",
+               "checkpoint.every=0"});
+  ASSERT_EQ(train.code, 0) << train.err;
+  const std::string log = train.out + train.err;
+  EXPECT_TRUE(contains(log, "pipeline stages (blocks balanced by the cost model; zb-h1, m = 3)")) << log;
+  EXPECT_TRUE(contains(log, "stage 1: [block 1 .. head]")) << log;
+  EXPECT_TRUE(contains(log, "| bubble ")) << log;
+  EXPECT_TRUE(contains(read_file(dir / "run/metrics.jsonl"), "\"event\":\"pipeline_timeline\""));
+
+  const Result drawn = run_cli({"timeline", dir / "run", "--out", dir / "t.svg"});
+  ASSERT_EQ(drawn.code, 0) << drawn.err;
+  EXPECT_TRUE(contains(drawn.out, "step 2 | zb-h1, p = 2, m = 3, v = 1 | bubble measured")) << drawn.out;
+  EXPECT_TRUE(contains(drawn.out, "costed simulation")) << drawn.out;
+  const std::string svg = read_file(dir / "t.svg");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_TRUE(contains(svg, "stage 1"));
+  expect_failure({"timeline", dir / "run", "--step", "7"}, "no pipeline timeline for step 7");
+  expect_usage_error({"timeline"}, "RUN_DIR is required", "meshtrain timeline");
+
+  const Result ok = run_cli({"verify", cfg, "--layout", "pp=2,schedule=zb-v", "--steps", "2", "--tolerance", "0",
+                             "--set", "model.n_layers=4"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(contains(ok.out, "pp=2,schedule=zb-v,v=2 vs single rank")) << ok.out;
+  EXPECT_TRUE(contains(ok.out, "PASS")) << ok.out;
+  expect_failure({"verify", cfg, "--layout", "pp=2,schedule=zb-v,v=3", "--set", "model.n_layers=4"},
+                 "exactly 2 chunks per rank");
+  const Result planned = run_cli({"plan", cfg, "--layout", "pp=2,schedule=1f1b", "--set", "model.n_layers=4"});
+  EXPECT_EQ(planned.code, 0) << planned.err;
+  EXPECT_TRUE(contains(planned.out, "pipeline stages (blocks balanced by the cost model; 1f1b, m = 1)"))
+      << planned.out;
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ TEST(CliHelp, TopLevelListsEveryCommand) {
     EXPECT_EQ(r.code, 0);
     for (const char* cmd : {"train ", "verify ", "plan ", "data prepare ", "data inspect ", "tokenizer train ", "ckpt inspect ",
                             "ckpt verify ", "ckpt export ", "ckpt import ", "ckpt diff ", "generate ", "eval ",
-                            "report ", "bench comm ", "completion ", "help "})
+                            "report ", "timeline ", "bench comm ", "completion ", "help "})
       EXPECT_TRUE(contains(r.out, "  " + std::string(cmd))) << cmd << "\n" << r.out;
   }
   // No command at all: the same list on stderr, exit 2.

@@ -77,7 +77,12 @@ void check_mesh(const model::ModelConfig& cfg, const comm::MeshShape& mesh) {
     for (size_t i = 0; i < plan.spec().params.size(); ++i) {
       const model::ParamSpec& p = plan.spec().params[i];
       const parallel::ParamLayout& l = plan.param(int(i));
-      EXPECT_EQ(l.stages, std::vector<int>{plan.coord("pp")}) << p.name;
+      // A tied embedding sits on the first stage and, as a copy, with the
+      // head on the last; everything else on its chunk's stage.
+      const bool tied = cfg.tied_embeddings && p.unit == 0 && mesh.pp > 1;
+      const std::vector<int> stages = tied ? std::vector<int>{0, mesh.pp - 1} : std::vector<int>{plan.coord("pp")};
+      EXPECT_EQ(l.stages, stages) << p.name;
+      if (tied) EXPECT_EQ(plan.tied_units(), std::vector<int>{0});
       std::vector<int64_t> key = p.global_offset;
       for (int64_t d : p.shape.dims()) key.push_back(d);
       std::string box;

@@ -120,3 +120,24 @@ TEST(Program, PipelineRanksGetTheirChunksWithTransfers) {
   for (const auto& a : first.actions)
     if (a.op == Op::ReduceGrads) EXPECT_LT(a.unit, 2) << "a rank reduces only its own units";
 }
+
+TEST(Program, KeepGatheredGathersEachUnitOncePerWindow) {
+  // 1F1B over 4 micro-batches on one stage: every unit is used 8 times.
+  parallel::ParamPolicy keep{true, true, true, true}, per_use{true, true, true, false};
+  auto gathers = [](const parallel::Program& p) {
+    std::map<int, int> n;
+    std::set<int> bound;
+    for (const auto& a : p.actions) {
+      if (a.op == Op::Require && !bound.count(a.unit)) ++n[a.unit], bound.insert(a.unit);
+      if (a.op == Op::Release) bound.erase(a.unit);
+    }
+    EXPECT_TRUE(bound.empty()) << "released at the end of the window";
+    return n;
+  };
+  const auto kept = gathers(program(parallel::one_f_one_b_schedule(1, 4), 0, false, keep));
+  const auto each = gathers(program(parallel::one_f_one_b_schedule(1, 4), 0, false, per_use));
+  for (int u = 0; u < 4; ++u) {
+    EXPECT_EQ(kept.at(u), 1) << "unit " << u;
+    EXPECT_GT(each.at(u), 1) << "unit " << u;
+  }
+}

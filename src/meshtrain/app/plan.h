@@ -13,7 +13,8 @@ struct PlanRequest {
 };
 // Every parameter's placement per mesh axis, its local shape on each
 // tensor-parallel rank, the axes its gradient is summed over and its bytes
-// per rank, then each rank's persistent bytes.
+// per rank, then each rank's persistent bytes; with pipeline stages, each
+// stage's segments and predicted cost.
 std::string plan(const PlanRequest& request);
 
 }  // namespace meshtrain::app

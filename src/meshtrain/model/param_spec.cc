@@ -159,7 +159,7 @@ ModelSpec localize(const ModelSpec& global, const ModelConfig& cfg, const ModelP
   ModelSpec local;
   local.partition = part;
   for (size_t u = 0; u < global.units.size(); ++u) {
-    ParamUnit lu{global.units[u].name, 0, {}, part.holds(int(u))};
+    ParamUnit lu{global.units[u].name, 0, {}, part.holds_unit(int(u))};
     if (lu.held) {
       for (int gi : global.units[u].params) {
         ParamSpec p = global.params[size_t(gi)];

@@ -49,11 +49,15 @@ Extent split_extent(int64_t n, int64_t granule, int parts, int index, const std:
 
 // What one rank holds of the model: its tensor-parallel coordinate and the
 // segments (embedding = 0, block l = l + 1, head = n_layers + 1) of its
-// pipeline chunks. Segments and parameter units coincide.
+// pipeline chunks. Segments and parameter units coincide, except for a
+// tied weight's copy: the last pipeline stage holds the embedding unit to
+// read it as its LM head without running the embedding segment.
 struct ModelPartition {
   int tp_size = 1, tp_rank = 0;
-  std::vector<int> segments;  // ascending; empty: every segment
+  std::vector<int> segments;    // ascending; empty: every segment
+  std::vector<int> copy_units;  // units held without their segment (a tied weight's copy)
   bool holds(int segment) const;
+  bool holds_unit(int unit) const;
   static ModelPartition whole() { return {}; }
 };
 

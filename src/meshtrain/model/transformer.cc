@@ -27,10 +27,10 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
     if (holds(int(l) + 1)) blocks_[size_t(l)] = std::make_unique<Block>(cfg_, params_, l, rope, tp, exec_.fuse_residual);
   if (holds(num_segments() - 1)) {
-    MT_REQUIRE(ConfigError, !cfg_.tied_embeddings || holds(0),
-               "model.tied_embeddings = true with the head and the embedding on different pipeline stages: the "
-               "tied weight would need a copy on the last stage whose gradient is summed with the first's, which "
-               "this layout does not place");
+    // A tied head on another stage than the embedding reads the copy the
+    // layout plan places there (its gradient is summed with the first's).
+    MT_CHECK(!cfg_.tied_embeddings || params_.spec().partition.holds_unit(0),
+             "tied LM head without the embedding unit or its copy on this rank");
     head_ = std::make_unique<HeadSegment>(cfg_, params_);
   }
 }

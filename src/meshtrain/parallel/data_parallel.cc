@@ -10,11 +10,13 @@ namespace meshtrain::parallel {
 
 DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, comm::ProcessGroup& dp,
                            comm::ProcessGroup& model_group, const ParallelConfig& cfg,
-                           const optim::OptimizerConfig& opt, const std::shared_ptr<CachingAllocator>& alloc)
+                           const optim::OptimizerConfig& opt, const std::shared_ptr<CachingAllocator>& alloc,
+                           comm::ProcessGroup* tie)
     : model_(model),
       layout_(plan),
       dp_(dp),
       model_group_(model_group),
+      tie_(tie),
       cfg_(cfg),
       alloc_(alloc),
       nu_(plan.shards().num_units()),
@@ -26,6 +28,8 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
              " ranks but the layout plan shards over ", sp.size());
   MT_CHECK(model_.params().spec().params.size() == plan.spec().params.size(),
            "the model was not built from the layout plan's spec");
+  MT_CHECK(plan.tied_units().empty() || (tie_ && tie_->size() == 2), "a tied weight on two pipeline stages needs "
+           "the group of those two ranks");
   auto& store = model_.params();
   const PrecisionPolicy& prec = store.precision();
   const uint64_t seed = model_.config().seed;
@@ -97,7 +101,7 @@ comm::ReduceOp DataParallel::reduce_op() const {
 }
 
 ParamPolicy DataParallel::param_policy() const {
-  return {plan().shards_params(), cfg_.reshard_after_forward, cfg_.overlap, cfg_.reproducible};
+  return {plan().shards_params(), cfg_.reshard_after_forward, cfg_.overlap, cfg_.reproducible, cfg_.keep_gathered};
 }
 
 double DataParallel::loss_coefficient(int64_t N) const {
@@ -174,6 +178,11 @@ void DataParallel::reduce_tree(int u) {
 void DataParallel::finish_grads() {
   if (buckets_) buckets_->wait_all();
   else sharded_->wait_all();
+  // A tied weight's copies (first stage: embedding, head's stage: LM head)
+  // sum their reduced gradients: both then step the same update. Each
+  // copy's owned range is the same flat range of the same unit.
+  for (int u : layout_.tied_units())
+    if (plan().owned_numel(u) > 0) tie_->all_reduce(owned_grad(u), comm::ReduceOp::Sum);
 }
 
 double DataParallel::grad_sum_squares() {

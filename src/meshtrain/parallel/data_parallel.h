@@ -40,11 +40,13 @@ class DataParallel {
  public:
   // dp: the group ZeRO shards over and gradients are summed over (the
   // plan's data axes); model_group: the plan's model axes (the norm and
-  // checks span it). The model must be built from plan.spec() with
-  // materialize_params = false.
+  // checks span it); tie: the pipeline ranks holding a tied weight
+  // (plan.tie_stages(); null where this rank holds none), over which its
+  // reduced gradient is summed too. The model must be built from
+  // plan.spec() with materialize_params = false.
   DataParallel(model::Transformer& model, const LayoutPlan& plan, comm::ProcessGroup& dp,
                comm::ProcessGroup& model_group, const ParallelConfig& cfg, const optim::OptimizerConfig& opt,
-               const std::shared_ptr<CachingAllocator>& alloc);
+               const std::shared_ptr<CachingAllocator>& alloc, comm::ProcessGroup* tie = nullptr);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -107,6 +109,7 @@ class DataParallel {
   const LayoutPlan& layout_;
   comm::ProcessGroup& dp_;
   comm::ProcessGroup& model_group_;
+  comm::ProcessGroup* tie_;
   ParallelConfig cfg_;
   std::shared_ptr<CachingAllocator> alloc_;
   GradSyncStats stats_;

@@ -1,6 +1,24 @@
 #include "meshtrain/parallel/executor.h"
 
+#include <chrono>
+
 namespace meshtrain::parallel {
+
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+std::string current_reason() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "a non-standard exception";
+  }
+}
+
+}  // namespace
 
 StepExecutor::StepExecutor(model::Transformer& model, DataParallel* engine, comm::ProcessGroup* pp)
     : model_(model), engine_(engine), pp_(pp) {}
@@ -15,106 +33,167 @@ Tensor StepExecutor::recv_buffer(const model::TokenBatch& b) {
                        model_.allocator(), MemCategory::Activations);
 }
 
+void StepExecutor::post_recv(const Action& a, size_t index, const std::function<model::TokenBatch(int)>& micro) {
+  const bool grad = a.op == Op::RecvGradient;
+  Tensor t = recv_buffer(micro(a.micro));
+  // A gradient received for chunk c was sent by chunk c + 1; an activation
+  // for chunk c by chunk c - 1: tags name the sender's chunk.
+  Action sender = a;
+  sender.chunk = grad ? a.chunk + 1 : a.chunk - 1;
+  comm::Work w = pp_->irecv(t.raw(), size_t(t.numel()), t.dtype(), a.peer, {.tag = tag(sender, grad)});
+  posted_[index] = {std::move(w), std::move(t)};
+}
+
+void StepExecutor::post_ahead(const Program& program, size_t index,
+                              const std::function<model::TokenBatch(int)>& micro) {
+  // The receives the next compute action needs sit right before it.
+  size_t next = index + 1;
+  while (next < program.actions.size() && !is_compute(program.actions[next].op)) ++next;
+  for (size_t k = std::max(posted_until_, index + 1); k < next; ++k) {
+    const Op op = program.actions[k].op;
+    if (op == Op::RecvActivation || op == Op::RecvGradient) post_recv(program.actions[k], k, micro);
+  }
+  posted_until_ = std::max(posted_until_, next);
+}
+
+void StepExecutor::record(const Action& a, double start, double end) {
+  // Segments of one chunk action run back to back: one span.
+  if (!timeline_.empty()) {
+    TimedAction& last = timeline_.back();
+    if (last.op == a.op && last.micro == a.micro && last.chunk == a.chunk) {
+      last.end = end;
+      last.busy += end - start;
+      return;
+    }
+  }
+  timeline_.push_back({a.op, a.micro, a.chunk, start, end, end - start});
+}
+
 WindowResult StepExecutor::run(const Program& program, const std::function<model::TokenBatch(int)>& micro,
                                const model::ForwardMode& mode) {
   MT_CHECK(program.trains == mode.backward, "a ", program.trains ? "training" : "forward-only",
            " program run in the other mode");
   WindowResult result;
-  const int last = model_.num_segments() - 1;
+  timeline_.clear();
+  posted_until_ = 0;
   try {
-    for (const Action& a : program.actions) {
-      const Key key{a.micro, a.segment};
-      switch (a.op) {
-        case Op::Forward: {
-          const model::TokenBatch b = micro(a.micro);
-          model::SegmentState& st = states_[key];
-          Tensor x;
-          if (a.segment > 0) {
-            x = inputs_.at(key);
-            inputs_.erase(key);
-          }
-          Tensor y = model_.forward_segment(a.segment, b, x, st, mode);
-          if (a.segment == last) {
-            result.loss_sum += st.loss.loss_sum;
-            result.count += st.loss.count;
-            if (result.micro_loss.size() <= size_t(a.micro)) result.micro_loss.resize(size_t(a.micro) + 1, 0.0);
-            result.micro_loss[size_t(a.micro)] = st.loss.loss_sum;
-          } else if (!mode.logits) {
-            inputs_[{a.micro, a.segment + 1}] = std::move(y);
-          }
-          if (!mode.backward) states_.erase(key);
-          break;
-        }
-        case Op::Backward:
-        case Op::BackwardInput: {
-          const model::TokenBatch b = micro(a.micro);
-          if (engine_)
-            for (int u : model_.segment_units(a.segment)) engine_->prepare_grads(u);
-          Tensor dy;
-          if (a.segment < last) {
-            dy = output_grads_.at(key);
-            output_grads_.erase(key);
-          }
-          model::SegmentState& st = states_.at(key);
-          Tensor dx = model_.backward_segment_input(a.segment, b, dy, st, a.op == Op::BackwardInput);
-          if (a.segment > 0) output_grads_[{a.micro, a.segment - 1}] = std::move(dx);
-          if (a.op == Op::Backward) states_.erase(key);
-          break;
-        }
-        case Op::BackwardWeight:
-          model_.backward_segment_weight(a.segment, states_.at(key));
-          states_.erase(key);
-          break;
-        case Op::SendActivation:
-        case Op::SendGradient: {
-          const bool grad = a.op == Op::SendGradient;
-          auto& table = grad ? output_grads_ : inputs_;
-          // The payload: the input of the next chunk's first segment, or the
-          // gradient of the previous chunk's last segment's output.
-          const Key k = grad ? Key{a.micro, a.segment} : Key{a.micro, a.segment + 1};
-          Tensor t = table.at(k);
-          table.erase(k);
-          sends_.push_back(pp_->isend(t.raw(), size_t(t.numel()), t.dtype(), a.peer, {.tag = tag(a, grad)}));
-          in_flight_.push_back(std::move(t));
-          break;
-        }
-        case Op::RecvActivation:
-        case Op::RecvGradient: {
-          const bool grad = a.op == Op::RecvGradient;
-          Tensor t = recv_buffer(micro(a.micro));
-          // A gradient received for chunk c was sent by chunk c + 1; an
-          // activation for chunk c by chunk c - 1: tags name the sender's chunk.
-          Action sender = a;
-          sender.chunk = grad ? a.chunk + 1 : a.chunk - 1;
-          pp_->recv(t.raw(), size_t(t.numel()), t.dtype(), a.peer, {.tag = tag(sender, grad)});
-          (grad ? output_grads_ : inputs_)[grad ? key : Key{a.micro, a.segment + 1}] = std::move(t);
-          break;
-        }
-        // Without an engine the model owns whole parameters and gradients.
-        case Op::Gather: if (engine_) engine_->gather(a.unit); break;
-        case Op::Require: if (engine_) engine_->require_params(a.unit); break;
-        case Op::Release: if (engine_) engine_->release(a.unit); break;
-        case Op::ReduceGrads: if (engine_) engine_->reduce_grads(a.unit); break;
-        case Op::CloseLeaf: if (engine_) engine_->close_leaf(a.unit); break;
+    for (size_t i = 0; i < program.actions.size(); ++i) {
+      const Action& a = program.actions[i];
+      if (!is_compute(a.op)) {
+        execute(a, micro, mode, i, result);
+        continue;
       }
+      if (pp_) post_ahead(program, i, micro);
+      const double t0 = now_s();
+      execute(a, micro, mode, i, result);
+      record(a, t0, now_s());
     }
     for (auto& w : sends_) w.wait();
   } catch (...) {
-    // Never free a buffer a pending send still reads.
-    for (auto& w : sends_)
-      if (w.valid()) try { w.wait(); } catch (...) {}
-    sends_.clear();
-    in_flight_.clear();
-    states_.clear();
-    inputs_.clear();
-    output_grads_.clear();
+    unwind(current_reason());
     throw;
   }
   sends_.clear();
   in_flight_.clear();
-  MT_CHECK(states_.empty() && inputs_.empty() && output_grads_.empty(),
+  MT_CHECK(states_.empty() && inputs_.empty() && output_grads_.empty() && posted_.empty(),
            "the step program left state behind: a missing backward or transfer");
   return result;
+}
+
+void StepExecutor::unwind(const std::string& reason) {
+  // A receive posted ahead writes into its buffer whenever its send comes:
+  // abort the group (the peers wake with this error) before freeing it.
+  bool pending = false;
+  for (auto& [k, p] : posted_) pending = pending || !p.work.is_completed();
+  if (pending) pp_->abort(reason);
+  for (auto& [k, p] : posted_)
+    try { p.work.wait(); } catch (...) {}
+  posted_.clear();
+  // Never free a buffer a pending send still reads.
+  for (auto& w : sends_)
+    if (w.valid()) try { w.wait(); } catch (...) {}
+  sends_.clear();
+  in_flight_.clear();
+  states_.clear();
+  inputs_.clear();
+  output_grads_.clear();
+}
+
+void StepExecutor::execute(const Action& a, const std::function<model::TokenBatch(int)>& micro,
+                           const model::ForwardMode& mode, size_t index, WindowResult& result) {
+  const int last = model_.num_segments() - 1;
+  const Key key{a.micro, a.segment};
+  switch (a.op) {
+    case Op::Forward: {
+      const model::TokenBatch b = micro(a.micro);
+      model::SegmentState& st = states_[key];
+      Tensor x;
+      if (a.segment > 0) {
+        x = inputs_.at(key);
+        inputs_.erase(key);
+      }
+      Tensor y = model_.forward_segment(a.segment, b, x, st, mode);
+      if (a.segment == last) {
+        result.loss_sum += st.loss.loss_sum;
+        result.count += st.loss.count;
+        if (result.micro_loss.size() <= size_t(a.micro)) result.micro_loss.resize(size_t(a.micro) + 1, 0.0);
+        result.micro_loss[size_t(a.micro)] = st.loss.loss_sum;
+      } else if (!mode.logits) {
+        inputs_[{a.micro, a.segment + 1}] = std::move(y);
+      }
+      if (!mode.backward) states_.erase(key);
+      break;
+    }
+    case Op::Backward:
+    case Op::BackwardInput: {
+      const model::TokenBatch b = micro(a.micro);
+      if (engine_)
+        for (int u : model_.segment_units(a.segment)) engine_->prepare_grads(u);
+      Tensor dy;
+      if (a.segment < last) {
+        dy = output_grads_.at(key);
+        output_grads_.erase(key);
+      }
+      model::SegmentState& st = states_.at(key);
+      Tensor dx = model_.backward_segment_input(a.segment, b, dy, st, a.op == Op::BackwardInput);
+      if (a.segment > 0) output_grads_[{a.micro, a.segment - 1}] = std::move(dx);
+      if (a.op == Op::Backward) states_.erase(key);
+      break;
+    }
+    case Op::BackwardWeight:
+      model_.backward_segment_weight(a.segment, states_.at(key));
+      states_.erase(key);
+      break;
+    case Op::SendActivation:
+    case Op::SendGradient: {
+      const bool grad = a.op == Op::SendGradient;
+      auto& table = grad ? output_grads_ : inputs_;
+      // The payload: the input of the next chunk's first segment, or the
+      // gradient of the previous chunk's last segment's output.
+      const Key k = grad ? Key{a.micro, a.segment} : Key{a.micro, a.segment + 1};
+      Tensor t = table.at(k);
+      table.erase(k);
+      sends_.push_back(pp_->isend(t.raw(), size_t(t.numel()), t.dtype(), a.peer, {.tag = tag(a, grad)}));
+      in_flight_.push_back(std::move(t));
+      break;
+    }
+    case Op::RecvActivation:
+    case Op::RecvGradient: {
+      const bool grad = a.op == Op::RecvGradient;
+      if (!posted_.count(index)) post_recv(a, index, micro);
+      auto it = posted_.find(index);
+      it->second.work.wait();  // on failure the entry stays for unwind()
+      (grad ? output_grads_ : inputs_)[grad ? key : Key{a.micro, a.segment + 1}] = std::move(it->second.buffer);
+      posted_.erase(it);
+      break;
+    }
+    // Without an engine the model owns whole parameters and gradients.
+    case Op::Gather: if (engine_) engine_->gather(a.unit); break;
+    case Op::Require: if (engine_) engine_->require_params(a.unit); break;
+    case Op::Release: if (engine_) engine_->release(a.unit); break;
+    case Op::ReduceGrads: if (engine_) engine_->reduce_grads(a.unit); break;
+    case Op::CloseLeaf: if (engine_) engine_->close_leaf(a.unit); break;
+  }
 }
 
 }  // namespace meshtrain::parallel

@@ -1,10 +1,12 @@
 // The one executor: runs a rank's step program (program.h) for one window.
 // Compute actions call the model's segments (forward, input gradient,
 // weight gradient), transfers move a micro-batch's activations or their
-// gradients between pipeline ranks (non-blocking sends, receives matched by
-// (kind, micro-batch, chunk) tags, so a payload can never be paired with
+// gradients between pipeline ranks (non-blocking sends; receives posted one
+// compute action ahead, so the data moves while the rank computes; matched
+// by (kind, micro-batch, chunk) tags, so a payload can never be paired with
 // another micro-batch), and parameter actions drive the data-parallel
 // engine. A single device runs the trivial schedule through the same code.
+// Every compute action is timed (timeline.h).
 #pragma once
 
 #include <functional>
@@ -14,6 +16,7 @@
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/data_parallel.h"
 #include "meshtrain/parallel/program.h"
+#include "meshtrain/parallel/timeline.h"
 
 namespace meshtrain::parallel {
 
@@ -34,11 +37,24 @@ class StepExecutor {
   // training (backward + loss coefficient) or forward-only.
   WindowResult run(const Program& program, const std::function<model::TokenBatch(int)>& micro,
                    const model::ForwardMode& mode);
+  // The last run's compute actions, one per chunk action, in the order
+  // they ran, on this rank's steady clock (seconds).
+  const std::vector<TimedAction>& timeline() const { return timeline_; }
 
  private:
   using Key = std::pair<int, int>;  // (micro-batch, segment)
+  struct PostedRecv {
+    comm::Work work;
+    Tensor buffer;
+  };
   int tag(const Action& a, bool gradient) const;
   Tensor recv_buffer(const model::TokenBatch& b);
+  void post_recv(const Action& a, size_t index, const std::function<model::TokenBatch(int)>& micro);
+  void post_ahead(const Program& program, size_t index, const std::function<model::TokenBatch(int)>& micro);
+  void execute(const Action& a, const std::function<model::TokenBatch(int)>& micro, const model::ForwardMode& mode,
+               size_t index, WindowResult& result);
+  void record(const Action& a, double start, double end);
+  void unwind(const std::string& reason);
 
   model::Transformer& model_;
   DataParallel* engine_;
@@ -48,6 +64,9 @@ class StepExecutor {
   std::map<Key, Tensor> output_grads_;  // dL/d(a segment's output)
   std::vector<comm::Work> sends_;
   std::vector<Tensor> in_flight_;       // buffers of pending sends
+  std::map<size_t, PostedRecv> posted_;  // program index -> its receive, posted ahead
+  size_t posted_until_ = 0;              // program indices below this have been looked at
+  std::vector<TimedAction> timeline_;
 };
 
 }  // namespace meshtrain::parallel

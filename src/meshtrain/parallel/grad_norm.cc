@@ -30,9 +30,10 @@ double block_sum(const LayoutPlan& plan, const kernels::KernelTable& k, int u, c
 double global_grad_sum_squares(const LayoutPlan& plan, const std::function<Tensor(int)>& owned_grad,
                                comm::ProcessGroup& data, comm::ProcessGroup& model) {
   const ShardPlan& shards = plan.shards();
+  const int U = shards.num_units();
   std::vector<double> local;
   std::vector<int64_t> unit_block0;  // first block of unit u within a rank's list
-  for (int u = 0; u < shards.num_units(); ++u) {
+  for (int u = 0; u < U; ++u) {
     unit_block0.push_back(int64_t(local.size()));
     if (shards.owned_numel(u) == 0) continue;
     const Tensor g = owned_grad(u);
@@ -41,27 +42,54 @@ double global_grad_sum_squares(const LayoutPlan& plan, const std::function<Tenso
     for (int64_t b = ob; b < shards.unit(u).owned_end; b += kNormBlock)
       local.push_back(block_sum(plan, k, u, g, ob, b, b + kNormBlock));
   }
-  double total = 0;
+  // This rank's units' blocks in canonical order: unit by unit, blocks in
+  // global order (rank-major inside a unit over dp), identical to the
+  // unsharded list. blocks_of[u]: how many belong to unit u.
+  std::vector<double> ordered;
+  std::vector<int64_t> blocks_of(size_t(U), 0);
   if (!shards.shards_optimizer() || data.size() == 1) {
-    for (double v : local) total += v;
+    ordered = local;
+    for (int u = 0; u < U; ++u) blocks_of[size_t(u)] = shards.owned_numel(u) / kNormBlock;
   } else {
-    // Canonical order: unit by unit, blocks in global order (rank-major
-    // inside a unit), identical to the unsharded sum.
     const size_t per_rank = local.size(), R = size_t(data.size());
     std::vector<double> all(per_rank * R);
     data.all_gather(local.data(), all.data(), all.size(), DType::F64);
-    for (int u = 0; u < shards.num_units(); ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t nb = shards.owned_numel(u) / kNormBlock;
+      blocks_of[size_t(u)] = nb * int64_t(R);
       for (size_t r = 0; r < R; ++r)
-        for (int64_t b = 0; b < nb; ++b) total += all[r * per_rank + size_t(unit_block0[size_t(u)] + b)];
+        for (int64_t b = 0; b < nb; ++b) ordered.push_back(all[r * per_rank + size_t(unit_block0[size_t(u)] + b)]);
     }
   }
-  if (model.size() == 1) return total;
-  std::vector<double> totals(size_t(model.size()));
-  model.all_gather(&total, totals.data(), totals.size(), DType::F64);
-  double sum = 0;
-  for (double t : totals) sum += t;
-  return sum;
+  if (model.size() == 1) {
+    double total = 0;
+    for (double v : ordered) total += v;
+    return total;
+  }
+  // Model-parallel ranks hold different units (pipeline stages) or pieces
+  // (tensor-parallel ranks): gather every rank's blocks and sum unit by
+  // unit, ranks in order within a unit, so a pipeline split sums exactly
+  // as one rank holding every unit does.
+  const size_t M = size_t(model.size());
+  std::vector<int64_t> all_counts(M * size_t(U));
+  model.all_gather(blocks_of.data(), all_counts.data(), all_counts.size(), DType::I64);
+  int64_t longest = 0;
+  std::vector<int64_t> begin(M * size_t(U));  // offset of (rank, unit) in that rank's list
+  for (size_t r = 0; r < M; ++r) {
+    int64_t off = 0;
+    for (size_t u = 0; u < size_t(U); ++u) begin[r * size_t(U) + u] = off, off += all_counts[r * size_t(U) + u];
+    longest = std::max(longest, off);
+  }
+  ordered.resize(size_t(longest), 0.0);
+  std::vector<double> blocks(M * size_t(longest));
+  model.all_gather(ordered.data(), blocks.data(), blocks.size(), DType::F64);
+  double total = 0;
+  for (size_t u = 0; u < size_t(U); ++u)
+    for (size_t r = 0; r < M; ++r) {
+      const double* p = blocks.data() + r * size_t(longest) + size_t(begin[r * size_t(U) + u]);
+      for (int64_t b = 0; b < all_counts[r * size_t(U) + u]; ++b) total += p[b];
+    }
+  return total;
 }
 
 }  // namespace meshtrain::parallel

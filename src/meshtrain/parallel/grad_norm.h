@@ -4,9 +4,9 @@
 // KV piece on all but its first rank — adds nothing), summed in a canonical
 // order: blocks of kNormBlock elements of each padded unit (never straddling
 // two ZeRO owners), gathered over the data-parallel group in global block
-// order, then the per-rank totals of the model-parallel ranks (pipeline
-// stages, tensor-parallel ranks) in rank order. ZeRO stage changes alone are
-// therefore bitwise identical.
+// order, then over the model-parallel ranks (pipeline stages, tensor-
+// parallel ranks) unit by unit, ranks in order within a unit. ZeRO stage
+// changes alone and pipeline splits alone are therefore bitwise identical.
 #pragma once
 
 #include <functional>

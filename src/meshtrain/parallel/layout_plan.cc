@@ -26,8 +26,13 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 
 }  // namespace
 
-std::vector<Chunk> pipeline_chunks(int64_t n_layers, int pp, int v, const std::vector<int64_t>& layers) {
+const char* to_string(ChunkPlacement p) { return p == ChunkPlacement::V ? "V" : "loop"; }
+
+std::vector<Chunk> pipeline_chunks(int64_t n_layers, int pp, int v, const std::vector<int64_t>& layers,
+                                   ChunkPlacement placement) {
   MT_REQUIRE(ConfigError, pp >= 1 && v >= 1, "pipeline of pp = ", pp, " x v = ", v, ": both must be >= 1");
+  MT_REQUIRE(ConfigError, placement != ChunkPlacement::V || v == 2, "the V placement (schedule zb-v) puts exactly 2 ",
+             "chunks on every pipeline rank, but parallel.virtual_stages = ", v);
   const int64_t C = int64_t(pp) * v;
   MT_REQUIRE(ConfigError, C <= n_layers, "pipeline of pp = ", pp, " x v = ", v, " = ", C,
              " chunks but model.n_layers = ", n_layers, ": every chunk needs at least one block");
@@ -51,7 +56,7 @@ std::vector<Chunk> pipeline_chunks(int64_t n_layers, int pp, int v, const std::v
     ch.first = c == 0 ? 0 : next_block + 1;  // segment of the first block (l + 1); chunk 0 starts with the embedding
     next_block += int(blocks[size_t(c)]);
     ch.last = next_block + (c == C - 1 ? 1 : 0);  // the last chunk ends with the head (segment L + 1)
-    ch.pp_rank = int(c % pp);
+    ch.pp_rank = placement == ChunkPlacement::V && c >= pp ? int(2 * pp - 1 - c) : int(c % pp);
     chunks.push_back(ch);
   }
   return chunks;
@@ -64,7 +69,12 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
       rank_(rank),
       coords_(mesh.coords(rank)),
       options_(options),
-      chunks_(pipeline_chunks(cfg_.n_layers, mesh.pp, options.virtual_stages, options.pp_layers)),
+      chunks_(pipeline_chunks(cfg_.n_layers, mesh.pp, options.virtual_stages, options.pp_layers, options.placement)),
+      tie_stages_([&] {
+        // The tied LM head reads the embedding: a copy sits with the head.
+        const int first = chunks_.front().pp_rank, head = chunks_.back().pp_rank;
+        return cfg_.tied_embeddings && first != head ? std::vector<int>{first, head} : std::vector<int>{};
+      }()),
       spec_([&] {
         model::ModelPartition part;
         part.tp_size = mesh_.tp;
@@ -73,6 +83,8 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
           for (const Chunk& c : chunks_)
             if (c.pp_rank == coords_.at("pp"))
               for (int s = c.first; s <= c.last; ++s) part.segments.push_back(s);
+        std::sort(part.segments.begin(), part.segments.end());
+        if (!tie_stages_.empty() && coords_.at("pp") == tie_stages_[1]) part.copy_units.push_back(0);
         return std::make_shared<const model::ModelSpec>(model::localize(model::build_model_spec(cfg_), cfg_, part));
       }()),
       shards_(spec_, mesh.dp, coords_.at("dp"), options.zero_stage) {
@@ -82,9 +94,11 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
     for (int s = c.first; s <= c.last; ++s) stage_of_segment[size_t(s)] = c.pp_rank;
   for (const model::ParamSpec& p : spec_->params) {
     ParamLayout l;
-    l.stages = {stage_of_segment[size_t(p.unit)]};
+    const bool tied = p.unit == 0 && !tie_stages_.empty();
+    l.stages = tied ? tie_stages_ : std::vector<int>{stage_of_segment[size_t(p.unit)]};
     l.reduce_axes = data_axes();
     if (mesh_.cp > 1) l.reduce_axes.push_back("cp");
+    if (tied) l.reduce_axes.push_back("pp:" + std::to_string(tie_stages_[0]) + "+" + std::to_string(tie_stages_[1]));
     const int pieces = p.tp.pieces(mesh_.tp, p.name);
     if (p.tp.is_shard()) {
       // A piece shared by several tp ranks (KV heads fewer than ranks): each
@@ -98,12 +112,20 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
       l.counts_in_norm = tp_rank == 0;
     }
     if (mesh_.cp > 1) l.counts_in_norm = l.counts_in_norm && coords_.at("cp") == 0;
+    // The tied copy on the head's stage is the same logical parameter.
+    if (tied) l.counts_in_norm = l.counts_in_norm && coords_.at("pp") == tie_stages_[0];
     l.writes_checkpoint = l.counts_in_norm;
     params_.push_back(std::move(l));
   }
 }
 
 int LayoutPlan::coord(const std::string& axis) const { return coords_.at(axis); }
+
+std::vector<int> LayoutPlan::tied_units() const {
+  if (tie_stages_.empty()) return {};
+  const int pp = coords_.at("pp");
+  return pp == tie_stages_[0] || pp == tie_stages_[1] ? std::vector<int>{0} : std::vector<int>{};
+}
 
 std::vector<int> LayoutPlan::my_chunks() const {
   std::vector<int> mine;
@@ -142,7 +164,7 @@ std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mes
     std::set<std::string> shapes;
     const ParamLayout* layout = nullptr;
     int64_t bytes = 0;
-    int stage = 0;
+    std::string stages;
   };
   std::vector<Row> rows(global.params.size());
   for (const LayoutPlan& plan : plans)
@@ -151,22 +173,25 @@ std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mes
       Row& row = rows[size_t(p.global_index)];
       row.shapes.insert(p.shape.str());
       if (!row.layout) row.layout = &plan.param(int(i));
-      row.stage = plan.param(int(i)).stages.front();
+      row.stages.clear();
+      for (int st : plan.param(int(i)).stages) row.stages += (row.stages.empty() ? "S" : "+S") + std::to_string(st);
       row.bytes = std::max(row.bytes, param_bytes(plan, int(i), precision).total());
     }
 
   std::ostringstream os;
   os << "layout: " << mesh.str() << " | zero_stage " << options.zero_stage << " | v " << options.virtual_stages
+     << " | chunk placement " << to_string(options.placement)
      << (options.sequence_parallel ? " | sequence parallel" : "") << " | world " << mesh.world_size() << "\n";
   os << "precision: " << precision.describe() << "\n";
   os << "pipeline chunks:";
   for (const Chunk& c : plans[0].chunks()) os << " [segments " << c.first << "-" << c.last << " on pp " << c.pp_rank << "]";
   os << "\n";
-  os << "columns: placement per axis (S<k> = pipeline stage k, R = replicated, S(d) = split on dim d, xN = N tp ranks\n"
-        "share each piece); local shape on each tp rank; grad sum = axes its gradient is summed over (tp:N = the N\n"
-        "tp ranks sharing a piece); bytes/rank = values + gradients + optimizer state on the rank holding most\n\n";
+  os << "columns: placement per axis (S<k> = pipeline stage k, S0+S3 = tied: a copy on both stages, R = replicated,\n"
+        "S(d) = split on dim d, xN = N tp ranks share each piece); local shape on each tp rank; grad sum = axes its\n"
+        "gradient is summed over (tp:N = the N tp ranks sharing a piece, pp:0+3 = the tied copies' stages);\n"
+        "bytes/rank = values + gradients + optimizer state on the rank holding most\n\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-48s %-5s %-3s %-3s %-8s %-24s %-12s %12s\n", "parameter", "pp", "dp", "cp", "tp",
+  std::snprintf(line, sizeof line, "%-48s %-7s %-3s %-3s %-8s %-24s %-12s %12s\n", "parameter", "pp", "dp", "cp", "tp",
                 "local shape", "grad sum", "bytes/rank");
   os << line;
   for (size_t g = 0; g < global.params.size(); ++g) {
@@ -175,8 +200,8 @@ std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mes
     std::vector<std::string> shapes(row.shapes.begin(), row.shapes.end());
     std::string group = join(row.layout->reduce_axes, "+");
     if (row.layout->tp_replicas > 1) group += "+tp:" + std::to_string(row.layout->tp_replicas);
-    std::snprintf(line, sizeof line, "%-48s %-5s %-3s %-3s %-8s %-24s %-12s %12s\n", p.name.c_str(),
-                  ("S" + std::to_string(row.stage)).c_str(), "R", "R", p.tp.str(mesh.tp).c_str(),
+    std::snprintf(line, sizeof line, "%-48s %-7s %-3s %-3s %-8s %-24s %-12s %12s\n", p.name.c_str(),
+                  row.stages.c_str(), "R", "R", p.tp.str(mesh.tp).c_str(),
                   join(shapes, " | ").c_str(), group.c_str(), format_bytes(row.bytes).c_str());
     os << line;
   }

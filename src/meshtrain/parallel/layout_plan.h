@@ -20,10 +20,18 @@
 
 namespace meshtrain::parallel {
 
+// Which pipeline rank each chunk sits on (the schedule decides):
+//   Loop: chunk c on rank c % pp (GPipe, 1F1B, interleaved 1F1B, ZB-H1);
+//   V:    v = 2, chunk c on rank c for c < pp and on 2 pp - 1 - c after, so
+//         rank 0 holds the first and the last chunk (ZB-V).
+enum class ChunkPlacement { Loop, V };
+const char* to_string(ChunkPlacement p);
+
 struct LayoutOptions {
   int zero_stage = 0;
   int virtual_stages = 1;               // pipeline chunks per rank (v)
   std::vector<int64_t> pp_layers;       // blocks per chunk, in chunk order (empty: balanced)
+  ChunkPlacement placement = ChunkPlacement::Loop;
   bool sequence_parallel = false;       // replicated norm weights see a sequence shard: partial over tp
 };
 
@@ -34,15 +42,19 @@ struct Chunk {
   int pp_rank = 0;
 };
 
-// Chunks of the model for pp ranks x v chunks each (chunk c on pp rank
-// c % pp); blocks balanced unless `layers` gives them. ConfigError naming
-// the numbers when there are more chunks than blocks or `layers` does not
-// add up.
-std::vector<Chunk> pipeline_chunks(int64_t n_layers, int pp, int v, const std::vector<int64_t>& layers);
+// Chunks of the model for pp ranks x v chunks each, placed by `placement`;
+// blocks balanced unless `layers` gives them. ConfigError naming the
+// numbers when there are more chunks than blocks, `layers` does not add up
+// or the placement does not fit v.
+std::vector<Chunk> pipeline_chunks(int64_t n_layers, int pp, int v, const std::vector<int64_t>& layers,
+                                   ChunkPlacement placement = ChunkPlacement::Loop);
 
 struct ParamLayout {
-  std::vector<int> stages;                // pipeline ranks holding it
-  std::vector<std::string> reduce_axes;   // mesh axes its gradient is summed over
+  // Pipeline ranks holding it: one, or for a tied embedding whose head sits
+  // on another rank, {first stage, head's stage}: the gradient is then also
+  // summed over those two ranks of the pp axis (the tie group).
+  std::vector<int> stages;
+  std::vector<std::string> reduce_axes;   // mesh axes its gradient is summed over ("pp:0+3": the tie group)
   int tp_replicas = 1;                    // tp ranks sharing its piece whose gradients are partial
   bool counts_in_norm = true;             // this copy is the one the global norm counts
   bool writes_checkpoint = true;          // this copy's boxes go to checkpoints (then split over dp)
@@ -64,6 +76,11 @@ class LayoutPlan {
   const ParamLayout& param(int i) const { return params_[size_t(i)]; }
   const std::vector<Chunk>& chunks() const { return chunks_; }
   std::vector<int> my_chunks() const;  // indices into chunks(), ascending
+  // The pipeline ranks sharing the tied embedding (first stage, head's
+  // stage), empty when one rank holds both; the units this rank must sum
+  // over them after the data-parallel reduction.
+  const std::vector<int>& tie_stages() const { return tie_stages_; }
+  std::vector<int> tied_units() const;
   // Axes the data-parallel engine shards ZeRO state over and sums every
   // gradient over (dp; cp joins when context parallelism does).
   std::vector<std::string> data_axes() const { return {"dp"}; }
@@ -78,6 +95,7 @@ class LayoutPlan {
   std::map<std::string, int> coords_;
   LayoutOptions options_;
   std::vector<Chunk> chunks_;
+  std::vector<int> tie_stages_;
   std::shared_ptr<const model::ModelSpec> spec_;
   ShardPlan shards_;
   std::vector<ParamLayout> params_;

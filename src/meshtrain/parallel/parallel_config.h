@@ -1,7 +1,10 @@
-// [parallel] settings: data-parallel degree and ZeRO/FSDP state sharding.
+// [parallel] settings: data-parallel degree and ZeRO/FSDP state sharding,
+// pipeline stages and their schedule.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace meshtrain::parallel {
 
@@ -20,6 +23,15 @@ struct ParallelConfig {
   // tree over the global micro-batch index (grad_tree.h, tree_reduce.h), so
   // every dp x G split of the same window gives the same bits.
   bool reproducible = false;
+  // Pipeline (S7): stages, schedule (gpipe | 1f1b | interleaved | zb-h1 |
+  // zb-v), chunks per stage, blocks per chunk (empty: the cost model's
+  // partition, stage_partition.h); training.grad_accum is the number of
+  // micro-batches m of the schedule.
+  int pp = 1;
+  std::string schedule = "1f1b";
+  int virtual_stages = 1;
+  std::vector<int64_t> pp_layers;
+  bool keep_gathered = false;        // ZeRO-3: keep a unit gathered across the window's micro-batches
   void validate() const;             // ConfigError with the key path
 };
 

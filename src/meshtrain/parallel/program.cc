@@ -62,6 +62,10 @@ Program expand(const Schedule& schedule, int pp_rank, const std::vector<Chunk>& 
   // The next parameter-using action after each position (prefetch and release).
   std::vector<int> next_use(seg.size() + 1, -1);
   for (size_t i = seg.size(); i-- > 0;) next_use[i] = uses_params(seg[i].op) ? int(i) : next_use[i + 1];
+  std::map<int, size_t> last_use;  // keep_gathered: release there
+  for (size_t i = 0; i < seg.size(); ++i)
+    if (uses_params(seg[i].op))
+      for (int u : units_of(seg[i].segment)) last_use[u] = i;
 
   auto emit = [&](Op op, int unit) {
     Action a;
@@ -81,7 +85,7 @@ Program expand(const Schedule& schedule, int pp_rank, const std::vector<Chunk>& 
     prog.actions.push_back(a);
     const bool release_now = a.op != Op::Forward || policy.reshard_after_forward || !prog.trains;
     for (int u : mine)
-      if (release_now && !contains(next_units, u)) emit(Op::Release, u);
+      if (policy.keep_gathered ? last_use.at(u) == i : release_now && !contains(next_units, u)) emit(Op::Release, u);
     if (policy.close_leaves && writes_grads(a.op))
       for (int u : units_of(a.segment))
         if (last_write_of_micro.at({a.micro, u}) == i) {

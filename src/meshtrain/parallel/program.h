@@ -8,7 +8,8 @@
 //   ZeRO-3: Require(u) before each use of u's parameters, Gather of the
 //     next compute action's units just before the current one (prefetch in
 //     the schedule's order), Release(u) when the next compute action does
-//     not use u (after forward only with reshard_after_forward).
+//     not use u (after forward only with reshard_after_forward), or with
+//     keep_gathered after its last use of the window.
 // The executor (executor.h) runs it as given.
 #pragma once
 
@@ -25,6 +26,10 @@ struct ParamPolicy {
   bool reshard_after_forward = true;
   bool overlap = true;               // reduce a unit's gradient as soon as it is complete
   bool close_leaves = false;         // reproducible mode: CloseLeaf(u) after each micro-batch's last write of u
+  // ZeRO-3: a unit gathered once stays until its last use of the window
+  // (one gather per unit and window instead of one per use: more memory,
+  // less traffic under pipeline and accumulation schedules).
+  bool keep_gathered = false;
 };
 
 struct Program {

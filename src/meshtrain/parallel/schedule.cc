@@ -85,12 +85,23 @@ void check_fields(const Facts& f, int r, size_t i, const Action& a) {
 
 using Key = std::tuple<int, int, int>;  // (op, micro, chunk)
 
+double duration(const ChunkCosts& c, const Action& a) {
+  const size_t k = size_t(a.chunk);
+  switch (a.op) {
+    case Op::Forward: return c.f[k];
+    case Op::Backward: return c.b[k] + c.w[k];
+    case Op::BackwardInput: return c.b[k];
+    case Op::BackwardWeight: return c.w[k];
+    default: return 0.0;
+  }
+}
+
 // Runs every rank's list in order with non-blocking sends and blocking
 // receives; throws on a use before definition or a deadlock. Calls
 // on_run(rank, index, start) for each action with its start time when
-// `durations` is given (unit-time simulation), else start = 0.
+// `costs` is given (simulation), else every action takes no time.
 template <typename OnRun>
-double run_in_order(const Facts& f, const double* durations, OnRun&& on_run) {
+double run_in_order(const Facts& f, const ChunkCosts* costs, OnRun&& on_run) {
   const Schedule& s = f.s;
   const int P = s.ranks;
   std::vector<size_t> next(size_t(P), 0);
@@ -152,13 +163,13 @@ double run_in_order(const Facts& f, const double* durations, OnRun&& on_run) {
             const int from_chunk = a.op == Op::RecvActivation ? a.chunk - 1 : a.chunk + 1;
             auto it = sent.find({int(send), a.micro, from_chunk});
             if (it == sent.end()) blocked = true;
-            else ready = std::max(ready, it->second);
+            else ready = std::max(ready, it->second + (costs ? costs->latency : 0.0));
             break;
           }
           default: break;
         }
         if (blocked) break;
-        const double dur = durations && is_compute(a.op) ? durations[int(a.op)] : 0.0;
+        const double dur = costs ? duration(*costs, a) : 0.0;
         on_run(r, i, ready);
         const double end = ready + dur;
         clock[size_t(r)] = end;
@@ -235,20 +246,26 @@ void validate(const Schedule& s) {
 }
 
 SimResult simulate(const Schedule& s, double fwd, double bwd, double wgt) {
+  ChunkCosts c;
+  c.f.assign(size_t(s.chunks()), fwd);
+  c.b.assign(size_t(s.chunks()), bwd);
+  c.w.assign(size_t(s.chunks()), wgt);
+  return simulate(s, c);
+}
+
+SimResult simulate(const Schedule& s, const ChunkCosts& costs) {
   validate(s);
   const Facts f(s);
-  double dur[16] = {};
-  dur[int(Op::Forward)] = fwd;
-  dur[int(Op::Backward)] = bwd + wgt;
-  dur[int(Op::BackwardInput)] = bwd;
-  dur[int(Op::BackwardWeight)] = wgt;
+  const size_t C = size_t(s.chunks());
+  MT_REQUIRE(ConfigError, costs.f.size() == C && costs.b.size() == C && costs.w.size() == C, "schedule ", s.name,
+             ": costs for ", costs.f.size(), " chunks, the schedule has ", C);
   double busy = 0;
   SimResult res;
   res.peak_live.assign(size_t(s.ranks), 0);
   std::vector<int> live(size_t(s.ranks), 0);
-  res.makespan = run_in_order(f, dur, [&](int r, size_t i, double) {
+  res.makespan = run_in_order(f, &costs, [&](int r, size_t i, double) {
     const Action& a = s.actions[size_t(r)][i];
-    if (is_compute(a.op)) busy += dur[int(a.op)];
+    busy += duration(costs, a);
     // Activations are held from F until the weight gradient no longer needs them.
     if (a.op == Op::Forward) res.peak_live[size_t(r)] = std::max(res.peak_live[size_t(r)], ++live[size_t(r)]);
     if (a.op == Op::Backward || a.op == Op::BackwardWeight) --live[size_t(r)];

@@ -60,15 +60,23 @@ struct Schedule {
 // Throws ConfigError naming the first broken action and why.
 void validate(const Schedule& s);
 
-// Unit-time simulation of a valid schedule (every F, B, W takes the given
-// time; fused B+W takes b + w; transfers are free): the makespan, the idle
-// (bubble) fraction over all ranks and the peak number of micro-batches
-// whose activations a rank holds at once (F done, W not yet).
+// Simulation of a valid schedule: the makespan, the idle (bubble) fraction
+// over all ranks and the peak number of (micro-batch, chunk) activations a
+// rank holds at once (F started, its BW or W not yet).
 struct SimResult {
   double makespan = 0;
   double bubble = 0;                    // idle time / (ranks * makespan)
   std::vector<int> peak_live;           // per rank
 };
+// Unit time: every F, B, W of a chunk takes the given time, a fused BW
+// takes b + w, transfers are free.
 SimResult simulate(const Schedule& s, double f = 1, double b = 1, double w = 1);
+// Costed: per chunk the measured times of its F, B and W (a fused BW
+// takes b + w), and each transfer arrives `latency` after its send.
+struct ChunkCosts {
+  std::vector<double> f, b, w;  // per chunk
+  double latency = 0;
+};
+SimResult simulate(const Schedule& s, const ChunkCosts& costs);
 
 }  // namespace meshtrain::parallel

@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "meshtrain/comm/launch.h"
+#include "meshtrain/parallel/schedule_gen.h"
+#include "meshtrain/train/run.h"
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::train {
@@ -24,8 +26,8 @@ Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_
   Trace trace;
   std::mutex mu;
   comm::LaunchOptions o;
-  o.world_size = cfg.parallel.dp;
-  o.mesh.dp = cfg.parallel.dp;
+  o.world_size = cfg.parallel.dp * cfg.parallel.pp;
+  o.mesh = mesh_for(cfg, o.world_size);
   o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
     Trainer t(cfg, ctx, train_data, std::nullopt);
@@ -34,8 +36,8 @@ Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_
       const StepMetrics m = t.step();
       local.loss.push_back(m.loss);
       local.counts.push_back(m.supervised);
-      local.grads.push_back(t.engine().gather_grads());
-      local.params.push_back(t.engine().gather_params());
+      local.grads.push_back(gather_model(t, true));
+      local.params.push_back(gather_model(t, false));
     }
     if (ctx.rank == 0) {
       std::lock_guard<std::mutex> lock(mu);
@@ -70,12 +72,53 @@ int parse_int(const std::string& key, const std::string& v) {
 
 }  // namespace
 
+std::vector<double> gather_model(Trainer& t, bool grads) {
+  parallel::DataParallel& engine = t.engine();
+  const int U = engine.plan().num_units();
+  std::vector<std::vector<double>> units(static_cast<size_t>(U));
+  for (int u = 0; u < U; ++u) units[size_t(u)] = engine.gather_unit(u, grads);
+  comm::ProcessGroup& pp = t.context().group("pp");
+  if (pp.size() > 1) {
+    // Each unit from the first stage holding it (a tied copy is the same).
+    std::vector<int64_t> mine(static_cast<size_t>(U)), all(size_t(U) * size_t(pp.size()));
+    for (int u = 0; u < U; ++u) mine[size_t(u)] = int64_t(units[size_t(u)].size());
+    pp.all_gather(mine.data(), all.data(), all.size(), DType::I64);
+    for (int u = 0; u < U; ++u) {
+      int owner = 0;
+      while (owner < pp.size() && all[size_t(owner) * size_t(U) + size_t(u)] == 0) ++owner;
+      if (owner == pp.size()) continue;
+      units[size_t(u)].resize(size_t(all[size_t(owner) * size_t(U) + size_t(u)]));
+      pp.broadcast(units[size_t(u)].data(), units[size_t(u)].size(), DType::F64, owner);
+    }
+  }
+  std::vector<double> out;
+  for (const auto& v : units) out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+TrainConfig with_layout(const TrainConfig& cfg, const Layout& layout) {
+  TrainConfig par = cfg;
+  par.parallel.dp = layout.dp;
+  par.parallel.zero_stage = layout.zero_stage;
+  par.parallel.reshard_after_forward = layout.reshard_after_forward;
+  par.parallel.grad_reduce = layout.grad_reduce;
+  par.parallel.overlap = layout.overlap;
+  par.parallel.pp = layout.pp;
+  par.parallel.schedule = layout.schedule;
+  par.parallel.virtual_stages = layout.v;
+  par.parallel.keep_gathered = layout.keep_gathered;
+  if (layout.pp != cfg.parallel.pp || layout.v != cfg.parallel.virtual_stages) par.parallel.pp_layers.clear();
+  par.validate();
+  return par;
+}
+
 std::string Layout::str() const {
   std::ostringstream os;
   os << "dp=" << dp << ",zero=" << zero_stage << ",reshard=" << reshard_after_forward
      << ",reduce=" << parallel::to_string(grad_reduce) << ",overlap=" << overlap;
   if (tp > 1) os << ",tp=" << tp << ",sp=" << (sequence_parallel ? "on" : "off");
-  if (pp > 1) os << ",pp=" << pp << ",schedule=" << schedule << ",v=" << v;
+  if (pp > 1 || v > 1) os << ",pp=" << pp << ",schedule=" << schedule << ",v=" << v;
+  if (keep_gathered) os << ",keep=1";
   if (cp > 1) os << ",cp=" << cp;
   if (ep > 1) os << ",ep=" << ep;
   return os.str();
@@ -96,6 +139,7 @@ parallel::LayoutOptions Layout::options() const {
   parallel::LayoutOptions o;
   o.zero_stage = zero_stage;
   o.virtual_stages = v;
+  o.placement = parallel::placement_of(schedule);
   o.sequence_parallel = sequence_parallel;
   return o;
 }
@@ -103,8 +147,6 @@ parallel::LayoutOptions Layout::options() const {
 void Layout::check_runnable() const {
   MT_REQUIRE(ConfigError, tp == 1 && !sequence_parallel, "layout ", str(),
              ": tensor and sequence parallelism are planned (meshtrain plan) but do not train yet");
-  MT_REQUIRE(ConfigError, pp == 1 && v == 1, "layout ", str(),
-             ": pipeline parallelism is planned (meshtrain plan) but does not train yet");
   MT_REQUIRE(ConfigError, cp == 1 && ep == 1, "layout ", str(),
              ": context and expert parallelism are planned (meshtrain plan) but do not train yet");
 }
@@ -129,12 +171,13 @@ Layout parse_layout(const std::string& text) {
     else if (k == "cp") l.cp = parse_int(k, v);
     else if (k == "ep") l.ep = parse_int(k, v);
     else if (k == "schedule") l.schedule = v;
+    else if (k == "keep") l.keep_gathered = parse_bool(k, v);
     else if (k == "reduce") {
       MT_REQUIRE(ConfigError, v == "sum" || v == "avg", "layout reduce=", v, ": expected sum or avg");
       l.grad_reduce = v == "sum" ? parallel::GradReduce::Sum : parallel::GradReduce::Avg;
     } else {
       MT_THROW(ConfigError, "unknown layout key '", k,
-               "' (known: dp, zero, reshard, reduce, overlap, tp, sp, pp, schedule, v, cp, ep)");
+               "' (known: dp, zero, reshard, reduce, overlap, keep, tp, sp, pp, schedule, v, cp, ep)");
     }
   }
   MT_REQUIRE(ConfigError, l.dp >= 1, "layout dp=", l.dp, ": expected >= 1");
@@ -144,8 +187,9 @@ Layout parse_layout(const std::string& text) {
   pc.validate();
   l.mesh();  // axis sizes >= 1, ep carved out of dp x cp
   MT_REQUIRE(ConfigError, l.v >= 1, "layout v=", l.v, ": expected >= 1");
-  MT_REQUIRE(ConfigError, l.schedule == "1f1b" || l.schedule == "gpipe", "layout schedule=", l.schedule,
-             ": expected 1f1b or gpipe");
+  // zb-v runs two chunks per rank: v=2 is implied when not given.
+  if (l.schedule == "zb-v" && text.find("v=") == std::string::npos) l.v = 2;
+  parallel::check_schedule(l.schedule, l.pp, 1, l.v);
   return l;
 }
 
@@ -189,11 +233,7 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
     par.training.reproducible = true;
     tolerance = 0;
   }
-  par.parallel.dp = layout.dp;
-  par.parallel.zero_stage = layout.zero_stage;
-  par.parallel.reshard_after_forward = layout.reshard_after_forward;
-  par.parallel.grad_reduce = layout.grad_reduce;
-  par.parallel.overlap = layout.overlap;
+  par = with_layout(par, layout);
   par.comm.backend = "threads";
   TrainConfig ref = par;
   ref.parallel = parallel::ParallelConfig{};

@@ -16,11 +16,13 @@
 
 namespace meshtrain::train {
 
-// "dp=4,zero=3,reshard=0,reduce=avg,overlap=1,tp=2,sp=on,pp=2,schedule=1f1b,v=1,cp=1,ep=1"
+// "dp=4,zero=3,reshard=0,keep=1,reduce=avg,overlap=1,tp=2,sp=on,pp=2,schedule=1f1b,v=1,cp=1,ep=1"
+// (schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-v; zb-v implies v=2)
 struct Layout {
   int dp = 1;
   int zero_stage = 0;
   bool reshard_after_forward = true;
+  bool keep_gathered = false;
   parallel::GradReduce grad_reduce = parallel::GradReduce::Sum;
   bool overlap = true;
   int tp = 1, pp = 1, cp = 1, ep = 1, v = 1;
@@ -33,6 +35,15 @@ struct Layout {
   void check_runnable() const;
 };
 Layout parse_layout(const std::string& text);  // ConfigError on unknown keys / values
+
+class Trainer;
+// `cfg` with the layout's parallel settings (validated: a pipeline the
+// model cannot hold is a ConfigError naming the key).
+TrainConfig with_layout(const TrainConfig& cfg, const Layout& layout);
+// The full logical values (or reduced gradients) of every unit of the
+// model, concatenated in unit order, as doubles. Collective over the
+// trainer's dp and pp groups.
+std::vector<double> gather_model(Trainer& t, bool grads);
 
 struct StepDiff {
   int64_t step = 0;

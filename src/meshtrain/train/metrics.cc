@@ -33,6 +33,10 @@ nlohmann::json StepMetrics::to_json() const {
                       {"skipped_total", skipped_total},
                       {"peak_memory_bytes", mem}};
   if (skipped) j["skip_reason"] = skip_reason;
+  if (pipeline_bubble >= 0) {
+    j["pipeline_bubble"] = pipeline_bubble;
+    j["pipeline_bubble_formula"] = pipeline_bubble_formula;
+  }
   return j;
 }
 
@@ -52,6 +56,10 @@ std::string StepMetrics::console_line(int64_t total_steps) const {
   std::string line = buf;
   if (loss_scale != 1) {
     std::snprintf(buf, sizeof buf, " | scale %.0f (%lld skipped)", loss_scale, static_cast<long long>(skipped_total));
+    line += buf;
+  }
+  if (pipeline_bubble >= 0) {
+    std::snprintf(buf, sizeof buf, " | bubble %.3f (formula %.3f)", pipeline_bubble, pipeline_bubble_formula);
     line += buf;
   }
   return line;

@@ -33,6 +33,8 @@ struct StepMetrics {
   int64_t comm_bytes = 0;      // gradient bytes reduced
   double loss_scale = 1;       // fp16 loss scale this step ran with (1: none)
   int64_t skipped_total = 0;   // steps skipped for non-finite gradients so far
+  double pipeline_bubble = -1;          // measured idle share of the pipeline stages (-1: one stage)
+  double pipeline_bubble_formula = -1;  // the schedule's unit-time bubble
   MemorySnapshot memory;
   nlohmann::json to_json() const;
   std::string console_line(int64_t total_steps) const;

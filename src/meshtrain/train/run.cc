@@ -8,6 +8,7 @@
 #include "meshtrain/data/stats.h"
 #include "meshtrain/train/data_setup.h"
 #include "meshtrain/train/progress.h"
+#include "meshtrain/train/timeline_json.h"
 
 namespace meshtrain::train {
 
@@ -28,6 +29,7 @@ void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
                compute_threads(), static_cast<long long>(cfg.training.micro_batch * cfg.training.grad_accum * dp),
                static_cast<long long>(cfg.data.seq_len), static_cast<long long>(cfg.training.grad_accum),
                static_cast<long long>(cfg.training.micro_batch), cfg.data.mode.c_str());
+  if (cfg.parallel.pp > 1) std::fputs(t.pipeline_description().c_str(), console);
   if (const data::TokenDataset* val = t.validation_data()) {
     const double h = data::unigram_entropy(*val);
     std::fprintf(console, "validation: %lld documents, %lld tokens | unigram entropy baseline %.4f nats/token\n",
@@ -72,7 +74,10 @@ void run_training(Trainer& t, std::FILE* console) {
       progress->log("checkpoint step " + std::to_string(m.step) + " -> " +
                     cfg.checkpoint.resolved_dir(cfg.metrics.run_dir) + (cfg.checkpoint.async ? " (async)" : ""));
     writer->write(m.to_json());
-    if (m.step % cfg.metrics.log_every == 0 || m.step == total || m.skipped) progress->log(m.console_line(total));
+    const bool log_now = m.step % cfg.metrics.log_every == 0 || m.step == total;
+    if (cfg.metrics.pipeline_timeline && log_now && !t.pipeline_timeline().stages.empty())
+      writer->write(timeline_record(m.step, t.pipeline_timeline(), m.pipeline_bubble_formula));
+    if (log_now || m.skipped) progress->log(m.console_line(total));
     if (eval_now) {
       char line[160];
       std::snprintf(line, sizeof line, "eval step %lld | val loss %.4f nats/token, %.4f bits/byte over %lld targets",
@@ -94,11 +99,13 @@ void run_training(Trainer& t, std::FILE* console) {
 
 comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
   comm::MeshShape m;
+  m.pp = cfg.parallel.pp;
   m.dp = cfg.parallel.dp;
   if (m.dp == 0) {
-    MT_REQUIRE(ConfigError, world_size % m.world_size() == 0 || m.world_size() == 0, "world size ", world_size,
-               " is not a multiple of the other axes");
-    m.dp = world_size;
+    m.dp = 1;
+    MT_REQUIRE(ConfigError, world_size % m.world_size() == 0, "world size ", world_size,
+               " is not a multiple of the other axes (", m.str(), " without dp = ", m.world_size(), ")");
+    m.dp = world_size / m.world_size();
   }
   MT_REQUIRE(ConfigError, m.world_size() == world_size, "the layout needs ", m.str(), " = ", m.world_size(),
              " ranks but the world has ", world_size,
@@ -116,7 +123,7 @@ void train_main(const TrainConfig& cfg) {
     MT_REQUIRE(ConfigError, cfg.parallel.dp >= 1,
                "parallel.dp = 0 (take dp from the world size) needs the mpi backend; the threads backend starts "
                "exactly the ranks the layout asks for");
-    o.mesh = mesh_for(cfg, cfg.parallel.dp);
+    o.mesh = mesh_for(cfg, cfg.parallel.dp * cfg.parallel.pp);
     o.world_size = o.mesh.world_size();
   } else {
     o.mesh_from_world = [&cfg](int world) { return mesh_for(cfg, world); };

@@ -72,6 +72,17 @@ void TomlSection::read(const char* key, std::vector<std::string>& out) {
   }
 }
 
+void TomlSection::read(const char* key, std::vector<int64_t>& out) {
+  if (const toml::node* n = get(key)) {
+    if (!n->is_array()) wrong_type(key, "an array of integers");
+    out.clear();
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_integer()) wrong_type(key, "an array of integers");
+      out.push_back(e.as_integer()->get());
+    }
+  }
+}
+
 void TomlSection::finish() const {
   if (!table_) return;
   for (const auto& [k, v] : *table_) {

@@ -27,6 +27,7 @@ class TomlSection {
   void read(const char* key, bool& out);
   void read(const char* key, std::string& out);
   void read(const char* key, std::vector<std::string>& out);
+  void read(const char* key, std::vector<int64_t>& out);
   template <typename E>
   void read_enum(const char* key, E& out, std::initializer_list<std::pair<const char*, E>> choices) {
     std::string s;

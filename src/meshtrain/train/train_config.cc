@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "meshtrain/core/precision.h"
+#include "meshtrain/parallel/pipeline_config.h"
 #include "meshtrain/train/toml_reader.h"
 
 namespace meshtrain::train {
@@ -86,6 +87,7 @@ void read_metrics(TomlSection s, MetricsConfig& m) {
   s.read("run_dir", m.run_dir);
   s.read("jsonl", m.jsonl);
   s.read("log_every", m.log_every);
+  s.read("pipeline_timeline", m.pipeline_timeline);
   s.finish();
 }
 
@@ -97,6 +99,11 @@ void read_parallel(TomlSection s, parallel::ParallelConfig& p) {
   s.read_enum("grad_reduce", p.grad_reduce,
               {{"sum", parallel::GradReduce::Sum}, {"avg", parallel::GradReduce::Avg}});
   s.read("overlap", p.overlap);
+  s.read("pp", p.pp);
+  s.read("schedule", p.schedule);
+  s.read("virtual_stages", p.virtual_stages);
+  s.read("pp_layers", p.pp_layers);
+  s.read("keep_gathered", p.keep_gathered);
   s.finish();
 }
 
@@ -154,6 +161,7 @@ void TrainConfig::validate() {
   training.loss_scale.validate();
   MT_REQUIRE(ConfigError, training.threads >= 0, "training.threads = ", training.threads, ": expected >= 0");
   parallel.validate();
+  parallel::check_pipeline(parallel, model, training.grad_accum);
   MT_REQUIRE(ConfigError, comm.backend == "threads" || comm.backend == "mpi", "comm.backend = \"", comm.backend,
              "\": expected \"threads\" or \"mpi\"");
   MT_REQUIRE(ConfigError, comm.timeout_s > 0, "comm.timeout_s = ", comm.timeout_s, ": expected > 0");

@@ -48,6 +48,7 @@ struct MetricsConfig {
   std::string run_dir = "runs/default";
   std::string jsonl = "metrics.jsonl";  // relative to run_dir; "" disables
   int64_t log_every = 1;
+  bool pipeline_timeline = false;       // record every stage's action start/end per logged step
 };
 
 struct CommConfig {

@@ -8,6 +8,7 @@
 #include "meshtrain/optim/adamw.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/parallel/tree_reduce.h"
+#include "meshtrain/parallel/tie_group.h"
 #include "meshtrain/train/data_setup.h"
 
 namespace meshtrain::train {
@@ -33,7 +34,13 @@ TrainConfig validated(TrainConfig cfg) {
 parallel::LayoutOptions layout_options(const TrainConfig& cfg) {
   parallel::LayoutOptions o;
   o.zero_stage = cfg.parallel.zero_stage;
+  parallel::set_pipeline_options(o, cfg.parallel, cfg.model, micro_batch_shape(cfg));
   return o;
+}
+
+parallel::MicroBatchShape micro_batch_shape(const TrainConfig& cfg) {
+  return {cfg.training.micro_batch, cfg.data.seq_len, cfg.training.recompute,
+          cfg.precision().compute};
 }
 
 Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::TokenDataset train_data,
@@ -48,6 +55,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
       loader_(train_, loader_config(cfg_.data)) {
   MT_REQUIRE(ConfigError, dp_.size() == cfg_.parallel.dp, "parallel.dp = ", cfg_.parallel.dp,
              " but the mesh's dp axis has ", dp_.size(), " ranks");
+  MT_REQUIRE(ConfigError, ctx.mesh.shape().pp == cfg_.parallel.pp, "parallel.pp = ", cfg_.parallel.pp,
+             " but the mesh's pp axis has ", ctx.mesh.shape().pp, " ranks");
   MT_REQUIRE(ConfigError, train_.tokenizer().vocab_size() <= cfg_.model.vocab_size, "model.vocab_size = ",
              cfg_.model.vocab_size, " is smaller than the dataset tokenizer's vocabulary (",
              train_.tokenizer().vocab_size(), ")");
@@ -65,18 +74,24 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
   exec.precision = cfg_.precision();
   comm::ProcessGroup* tp = ctx_.mesh.shape().tp > 1 ? &ctx_.group("tp") : nullptr;
   model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->partition(), tp);
-  engine_ = std::make_unique<parallel::DataParallel>(*model_, *layout_, dp_, ctx_.group({"pp", "tp"}), cfg_.parallel,
-                                                     cfg_.optimizer, ctx_.allocator);
   comm::ProcessGroup* pp = ctx_.mesh.shape().pp > 1 ? &ctx_.group("pp") : nullptr;
+  tie_group_ = parallel::make_tie_group(pp, layout_->tie_stages());
+  engine_ = std::make_unique<parallel::DataParallel>(*model_, *layout_, dp_, ctx_.group({"pp", "tp"}), cfg_.parallel,
+                                                     cfg_.optimizer, ctx_.allocator, tie_group_.get());
   executor_ = std::make_unique<parallel::StepExecutor>(*model_, engine_.get(), pp);
   const int p = ctx_.mesh.shape().pp, pp_rank = layout_->coord("pp");
   auto units_of = [this](int s) { return model_->segment_units(s); };
   // 1F1B with one stage is the plain loop F0 BW0 F1 BW1 ... of one device.
-  train_program_ = parallel::expand(parallel::one_f_one_b_schedule(p, int(cfg_.training.grad_accum)), pp_rank,
-                                    layout_->chunks(), units_of, engine_->param_policy());
-  eval_program_ = parallel::expand(parallel::gpipe_schedule(p, 1, /*forward_only=*/true), pp_rank, layout_->chunks(),
-                                   units_of, engine_->param_policy());
+  pipeline_schedule_ = parallel::make_schedule(cfg_.parallel.schedule, p, int(cfg_.training.grad_accum),
+                                      cfg_.parallel.virtual_stages);
+  train_program_ = parallel::expand(pipeline_schedule_, pp_rank, layout_->chunks(), units_of, engine_->param_policy());
+  std::vector<int> chunk_rank;
+  for (const parallel::Chunk& c : layout_->chunks()) chunk_rank.push_back(c.pp_rank);
+  eval_program_ = parallel::expand(parallel::forward_schedule(p, 1, chunk_rank), pp_rank, layout_->chunks(), units_of,
+                                   engine_->param_policy());
   flops_per_token_ = model::model_flops_per_token(cfg_.model, cfg_.data.seq_len);
+  bubble_formula_ = parallel::bubble_formula(cfg_.parallel.schedule, p, int(cfg_.training.grad_accum),
+                                             cfg_.parallel.virtual_stages);
 }
 
 StepMetrics Trainer::step() {
@@ -118,6 +133,7 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
     const parallel::WindowResult r = executor_->run(
         train_program_, [&](int j) { return rows_of(window, j * B, B); }, model::ForwardMode{true, coeff, false});
     engine_->finish_grads();
+    if (ctx_.mesh.shape().pp > 1) record_pipeline(m);
     if (after_reduction_) after_reduction_(*this);
     double loss_sum = r.loss_sum;
     if (cfg_.training.reproducible) {
@@ -169,6 +185,19 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
 }
 
 double EvalResult::bits_per_byte() const { return data::bits_per_byte(loss_sum, target_bytes); }
+std::string Trainer::pipeline_description() const {
+  return parallel::pipeline_table(cfg_.parallel, cfg_.model, micro_batch_shape(cfg_), cfg_.training.grad_accum,
+                                  precision().params);
+}
+
+void Trainer::record_pipeline(StepMetrics& m) {
+  timeline_ = parallel::gather_timeline(ctx_.group("pp"), executor_->timeline());
+  timeline_.schedule = cfg_.parallel.schedule;
+  timeline_.micro_batches = int(cfg_.training.grad_accum);
+  timeline_.virtual_stages = cfg_.parallel.virtual_stages;
+  m.pipeline_bubble = timeline_.measured_bubble();
+  m.pipeline_bubble_formula = bubble_formula_;
+}
 
 EvalResult Trainer::evaluate() {
   EvalResult r;

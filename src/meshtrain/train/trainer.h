@@ -33,6 +33,8 @@
 #include "meshtrain/parallel/data_parallel.h"
 #include "meshtrain/parallel/executor.h"
 #include "meshtrain/parallel/layout_plan.h"
+#include "meshtrain/parallel/pipeline_config.h"
+#include "meshtrain/parallel/timeline.h"
 #include "meshtrain/train/metrics.h"
 #include "meshtrain/train/train_config.h"
 
@@ -46,8 +48,10 @@ struct EvalResult {
   double bits_per_byte() const;
 };
 
-// The layout plan options a config asks for.
+// The layout plan options a config asks for (pipeline chunks included).
 parallel::LayoutOptions layout_options(const TrainConfig& cfg);
+// The micro-batch the pipeline cost model weighs stages with.
+parallel::MicroBatchShape micro_batch_shape(const TrainConfig& cfg);
 
 class Trainer {
  public:
@@ -64,6 +68,12 @@ class Trainer {
   parallel::DataParallel& engine() { return *engine_; }
   const parallel::LayoutPlan& layout() const { return *layout_; }
   const parallel::Program& program() const { return train_program_; }
+  const parallel::Schedule& pipeline_schedule() const { return pipeline_schedule_; }
+  // The stage partition with each stage's predicted cost (stage_partition.h).
+  std::string pipeline_description() const;
+  // The last step's pipeline timeline (every stage, times from the window's
+  // start; empty with one stage).
+  const parallel::PipelineTimeline& pipeline_timeline() const { return timeline_; }
   data::BatchLoader& loader() { return loader_; }
   int64_t steps_done() const { return step_; }
   const TrainConfig& config() const { return cfg_; }
@@ -98,6 +108,7 @@ class Trainer {
   void set_after_reduction(std::function<void(Trainer&)> fn) { after_reduction_ = std::move(fn); }
 
  private:
+  void record_pipeline(StepMetrics& m);  // gathers the stages' timelines, the measured bubble
   TrainConfig cfg_;
   comm::ParallelContext& ctx_;
   comm::ProcessGroup& dp_;
@@ -106,8 +117,12 @@ class Trainer {
   std::unique_ptr<parallel::LayoutPlan> layout_;
   std::unique_ptr<model::Transformer> model_;
   std::unique_ptr<parallel::DataParallel> engine_;
+  std::shared_ptr<comm::ProcessGroup> tie_group_;
   std::unique_ptr<parallel::StepExecutor> executor_;
+  parallel::Schedule pipeline_schedule_;
   parallel::Program train_program_, eval_program_;
+  parallel::PipelineTimeline timeline_;
+  double bubble_formula_ = 0;
   optim::LrSchedule schedule_;
   optim::LossScaler scaler_;
   data::BatchLoader loader_;

@@ -1,0 +1,42 @@
+// Pipeline timelines: when each stage ran each compute action of a window
+// (recorded by the executor), the measured bubble, and the measured F, B, W
+// times per chunk that feed the costed simulator (schedule.h). The SVG
+// drawing is in timeline_svg.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/comm/process_group.h"
+#include "meshtrain/parallel/schedule.h"
+
+namespace meshtrain::parallel {
+
+// One chunk action (its segments merged): seconds on the rank's steady
+// clock, or from the window's start once gathered.
+struct TimedAction {
+  Op op = Op::Forward;
+  int micro = 0, chunk = 0;
+  double start = 0, end = 0;
+  double busy = 0;  // computing (end - start less the parameter waits between its segments)
+};
+
+struct PipelineTimeline {
+  std::string schedule;
+  int micro_batches = 0, virtual_stages = 1;
+  std::vector<std::vector<TimedAction>> stages;  // per pipeline rank
+  // 1 - (time computing) / (stages x (last end - first start)).
+  double measured_bubble() const;
+  // Median F, B and W seconds of each chunk (a fused BW counts as B with
+  // W = 0; a chunk without a measurement gets the median of its kind).
+  ChunkCosts chunk_costs(int chunks) const;
+  // Shifts every time so the earliest start is 0.
+  void rebase();
+};
+
+// Collective over the pipeline group: every stage's actions (stage =
+// rank in `pp`), times from the earliest start. The stages' steady clocks
+// must be one clock: threads, or processes on one host.
+PipelineTimeline gather_timeline(comm::ProcessGroup& pp, const std::vector<TimedAction>& mine);
+
+}  // namespace meshtrain::parallel
