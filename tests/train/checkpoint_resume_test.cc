@@ -16,13 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::path(::testing::TempDir()) / ("mt_ckpt_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 train::TrainConfig config_for(int R, int stage, const fs::path& dir) {
   auto cfg = tiny_train_config();
   cfg.optimizer.lr = 1e-3;
@@ -34,18 +27,6 @@ train::TrainConfig config_for(int R, int stage, const fs::path& dir) {
   cfg.checkpoint.dir = dir.string();
   cfg.checkpoint.keep_last = 10;
   return cfg;
-}
-
-// Every tensor of a checkpoint, by name.
-std::map<std::string, std::vector<float>> tensors_of(const fs::path& root) {
-  const auto r = checkpoint::CheckpointReader::open(root.string());
-  std::map<std::string, std::vector<float>> out;
-  for (const auto& name : r.names()) {
-    std::vector<float> v(size_t(r.tensor(name).shape.numel()));
-    r.read_all(name, v.data(), DType::F32);
-    out[name] = std::move(v);
-  }
-  return out;
 }
 
 nlohmann::json loader_state_of(const fs::path& root) {

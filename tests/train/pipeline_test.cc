@@ -223,3 +223,44 @@ TEST(Pipeline, StepsMeasureTheirBubbleAndRecordEveryAction) {
     });
   }
 }
+
+TEST(Pipeline, BadPipelineConfigsAreRejectedWhenRead) {
+  const std::string base = "[model]\nd_model = 32\nn_layers = 8\nn_heads = 4\nn_kv_heads = 2\n[data]\npath = \"d\"\n";
+  auto error_of = [&](const std::vector<std::string>& overrides) -> std::string {
+    try {
+      train::parse_config(base, overrides);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const auto ok = train::parse_config(base, {"parallel.pp=3", "parallel.pp_layers=[3, 3, 2]",
+                                             "parallel.schedule=\"zb-h1\"", "training.grad_accum=2"});
+  EXPECT_EQ(ok.parallel.pp_layers, (std::vector<int64_t>{3, 3, 2}));
+  EXPECT_NE(error_of({"parallel.pp=9"}).find("9 pipeline chunks but model.n_layers = 8"), std::string::npos);
+  EXPECT_NE(error_of({"parallel.pp=2", "parallel.schedule=\"interleaved\"", "parallel.virtual_stages=3"})
+                .find("parallel.virtual_stages = 3 does not divide the 8 / 2 blocks"),
+            std::string::npos);
+  EXPECT_NE(error_of({"parallel.pp=2", "parallel.schedule=\"zb-v\""}).find("set parallel.virtual_stages = 2"),
+            std::string::npos);
+  EXPECT_NE(error_of({"parallel.pp=2", "parallel.schedule=\"1f1b\"", "parallel.virtual_stages=2"})
+                .find("needs schedule = interleaved"),
+            std::string::npos);
+  EXPECT_NE(error_of({"parallel.pp=2", "parallel.pp_layers=[3, 3]"}).find("adds up to 6 blocks"), std::string::npos);
+  EXPECT_NE(error_of({"parallel.pp=2", "parallel.pp_layers=[8, 0]"}).find("at least one block"), std::string::npos);
+  EXPECT_NE(error_of({"parallel.pp=2", "parallel.schedule=\"chimera\""}).find("expected one of gpipe"),
+            std::string::npos);
+  EXPECT_NE(error_of({"parallel.pp=0"}).find("parallel.pp = 0"), std::string::npos);
+  EXPECT_NE(error_of({"parallel.pp=2", "training.grad_accum=0"}).find("training.grad_accum = 0"), std::string::npos);
+  // The mesh composes pp with dp: dp = 0 takes what the world leaves.
+  auto cfg = train::parse_config(base, {"parallel.pp=2", "parallel.dp=0"});
+  const comm::MeshShape mesh = train::mesh_for(cfg, 4);
+  EXPECT_EQ(mesh.pp, 2);
+  EXPECT_EQ(mesh.dp, 2);
+  try {
+    train::mesh_for(cfg, 3);
+    ADD_FAILURE() << "3 ranks cannot hold 2 stages";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("world size 3 is not a multiple"), std::string::npos) << e.what();
+  }
+}

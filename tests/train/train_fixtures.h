@@ -1,10 +1,14 @@
 // Small in-memory datasets and configs for trainer tests.
 #pragma once
 
+#include <filesystem>
+#include <functional>
+#include <map>
 #include <vector>
 
-#include <functional>
+#include <gtest/gtest.h>
 
+#include "meshtrain/checkpoint/reader.h"
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/core/rng.h"
 #include "meshtrain/data/dataset.h"
@@ -68,6 +72,26 @@ inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDatase
     train::Trainer t(cfg, ctx, train_ds, val_ds);
     fn(t);
   });
+}
+
+// An empty directory under the test's temporary directory.
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  std::filesystem::path d = std::filesystem::path(::testing::TempDir()) / ("mt_ckpt_" + name);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+// Every tensor of a checkpoint, by name.
+inline std::map<std::string, std::vector<float>> tensors_of(const std::filesystem::path& root) {
+  const auto r = checkpoint::CheckpointReader::open(root.string());
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& name : r.names()) {
+    std::vector<float> v(size_t(r.tensor(name).shape.numel()));
+    r.read_all(name, v.data(), DType::F32);
+    out[name] = std::move(v);
+  }
+  return out;
 }
 
 }  // namespace meshtrain::testing

@@ -59,6 +59,7 @@ void read_pieces(const checkpoint::CheckpointReader& reader, const std::string& 
 nlohmann::json layout_json(const TrainConfig& cfg, const comm::MeshShape& mesh, int world) {
   return {{"dp", mesh.dp},       {"zero_stage", cfg.parallel.zero_stage},
           {"tp", mesh.tp},       {"pp", mesh.pp},
+          {"schedule", cfg.parallel.schedule}, {"virtual_stages", cfg.parallel.virtual_stages},
           {"cp", mesh.cp},       {"world", world},
           {"grad_accum", cfg.training.grad_accum}, {"micro_batch", cfg.training.micro_batch},
           {"backend", cfg.comm.backend},         {"reproducible", cfg.training.reproducible}};
@@ -205,8 +206,15 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
   const int64_t old_window = old.at("dp").get<int64_t>() * old.at("grad_accum").get<int64_t>() *
                              old.at("micro_batch").get<int64_t>();
   const int64_t new_window = int64_t(cfg_.parallel.dp) * cfg_.training.grad_accum * cfg_.training.micro_batch;
-  // Layouts from before placements recorded no cp; tp and pp were 1.
-  const bool same_model_axes = old.value("tp", 1) == ctx_.mesh.shape().tp && old.value("pp", 1) == ctx_.mesh.shape().pp &&
+  // Layouts from before placements recorded no cp; tp and pp were 1. A
+  // pipeline split alone keeps every sum in the same order (the global norm
+  // is canonical), except a tied weight's: with its embedding and head on
+  // two stages it sums two copies' gradients, one rank interleaves them.
+  auto two_copies = [](int pp, const std::string& schedule) { return pp > 1 && schedule != "zb-v"; };
+  const bool same_pp = !cfg_.model.tied_embeddings ||
+                       two_copies(old.value("pp", 1), old.value("schedule", std::string("1f1b"))) ==
+                           two_copies(ctx_.mesh.shape().pp, cfg_.parallel.schedule);
+  const bool same_model_axes = old.value("tp", 1) == ctx_.mesh.shape().tp && same_pp &&
                                old.value("cp", 1) == ctx_.mesh.shape().cp;
   const bool same_reduction = same_model_axes && old.at("dp") == cfg_.parallel.dp &&
                               old.at("grad_accum") == cfg_.training.grad_accum &&
@@ -223,7 +231,8 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
     return "bitwise replay: reproducible mode, same global window and micro-batch (dp x G splits and ZeRO stages are "
            "bitwise)";
   if (same_reduction)
-    return "bitwise replay: same data-parallel degree and accumulation (ZeRO stage changes alone are bitwise)";
+    return "bitwise replay: same data-parallel degree and accumulation (ZeRO stage, pipeline stage and schedule "
+           "changes alone are bitwise)";
   return "numerically close: same samples and objective per update; the reduction order changed";
 }
 
