@@ -17,6 +17,8 @@ echo "== bench-small vs PyTorch (python3-torch, same model and run) =="
 bash bench/compare-torch.sh "$build"
 echo "== data parallelism / ZeRO (R=2, threads) =="
 "$build/bench/dp_bench"
+echo "== pipeline schedules (threads, 1 compute thread per stage) =="
+"$build/bench/pipeline_bench"
 echo "== collectives (threads backend) =="
 for n in 2 4; do "$build/bin/meshtrain" bench comm --ranks "$n"; done
 if command -v mpirun >/dev/null; then

@@ -264,3 +264,29 @@ TEST(Pipeline, BadPipelineConfigsAreRejectedWhenRead) {
     EXPECT_NE(std::string(e.what()).find("world size 3 is not a multiple"), std::string::npos) << e.what();
   }
 }
+
+TEST(Pipeline, EvaluationRunsThroughEveryChunkPlacement) {
+  const auto ds = varied_documents(64, 15);
+  const auto val = std::optional<data::TokenDataset>(varied_documents(24, 16));
+  auto evaluate = [&](const train::TrainConfig& cfg) {
+    double loss = 0;
+    comm::LaunchOptions o;
+    o.world_size = cfg.parallel.pp;
+    o.mesh = train::mesh_for(cfg, o.world_size);
+    std::mutex mu;
+    comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
+      train::Trainer t(cfg, ctx, ds, val);
+      t.step();
+      const train::EvalResult e = t.evaluate();
+      std::lock_guard<std::mutex> lock(mu);
+      if (ctx.rank == 0) loss = e.loss;
+    });
+    return loss;
+  };
+  auto cfg = pipeline_config(2, false);
+  cfg.training.eval_rows = 8;
+  const double ref = evaluate(cfg);
+  EXPECT_GT(ref, 0.0);
+  for (const std::string& layout : {"pp=2,schedule=zb-v", "pp=4,schedule=interleaved,v=2", "pp=2,schedule=gpipe"})
+    EXPECT_EQ(evaluate(with(cfg, layout)), ref) << layout;
+}
