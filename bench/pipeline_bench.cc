@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "meshtrain/comm/launch.h"
+#include "meshtrain/core/memory_tracker.h"
 #include "meshtrain/core/rng.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/parallel/schedule_gen.h"
@@ -91,7 +92,8 @@ Result run(const std::string& schedule, int p, int m, const data::TokenDataset& 
       times.push_back(met.seconds);
       bubbles.push_back(met.pipeline_bubble);
       const auto& tl = t.pipeline_timeline();
-      costed.push_back(parallel::simulate(t.pipeline_schedule(), tl.chunk_costs(t.pipeline_schedule().chunks())).bubble);
+      costed.push_back(
+          parallel::simulate(t.pipeline_schedule(), tl.chunk_costs(t.pipeline_schedule().chunks())).bubble);
       act = std::max(act, met.memory.peak[int(MemCategory::Activations)]);
       r.formula = met.pipeline_bubble_formula;
     }
@@ -100,12 +102,6 @@ Result run(const std::string& schedule, int p, int m, const data::TokenDataset& 
     if (ctx.rank == 0) r.step_s = median(times), r.bubble = median(bubbles), r.costed = median(costed);
   });
   return r;
-}
-
-std::string mib(int64_t b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", double(b) / (1024.0 * 1024.0));
-  return buf;
 }
 
 }  // namespace
@@ -122,28 +118,29 @@ int main(int argc, char** argv) {
     }
   }
   const auto ds = documents(512, 65);
-  std::printf("pipeline_bench: 8 blocks, d_model 192, micro-batch 4 x 64, threads backend, 1 compute thread per "
-              "stage, median of %d steps\n\n",
-              steps);
+  std::printf(
+      "pipeline_bench: 8 blocks, d_model 192, micro-batch 4 x 64, threads backend, 1 compute thread per "
+      "stage, median of %d steps\n\n",
+      steps);
   std::printf("bubble: measured | formula (unit time) | costed simulation (measured F, B, W per chunk)\n");
   std::printf("  %-12s %2s %2s | %8s | %8s | %8s | %8s\n", "schedule", "p", "m", "measured", "formula", "costed",
               "step s");
   std::map<std::tuple<std::string, int, int>, Result> all;
   for (int p : ps)
     for (int m : {2, 4, 8})
-      for (const std::string& schedule : {"gpipe", "1f1b", "interleaved", "zb-h1"}) {
+      for (std::string schedule : {"gpipe", "1f1b", "interleaved", "zb-h1"}) {
         const Result r = run(schedule, p, m, ds, steps);
         all[{schedule, p, m}] = r;
         std::printf("  %-12s %2d %2d | %8.3f | %8.3f | %8.3f | %8.3f\n", schedule.c_str(), p, m, r.bubble, r.formula,
                     r.costed, r.step_s);
         std::fflush(stdout);
       }
-  std::printf("\npeak activation memory per stage (MiB), m = 8:\n");
+  std::printf("\npeak activation memory per stage, m = 8:\n");
   for (int p : ps)
-    for (const std::string& schedule : {"gpipe", "1f1b"}) {
+    for (std::string schedule : {"gpipe", "1f1b"}) {
       const Result& r = all.at({schedule, p, 8});
       std::printf("  p=%d %-6s:", p, schedule.c_str());
-      for (int64_t b : r.peak_activations) std::printf(" %8s", mib(b).c_str());
+      for (int64_t b : r.peak_activations) std::printf(" %10s", format_bytes(b).c_str());
       std::printf("\n");
     }
   std::printf("\nstep time relative to 1F1B (same p, m; < 1 is faster):\n");

@@ -82,7 +82,9 @@ void check_mesh(const model::ModelConfig& cfg, const comm::MeshShape& mesh) {
       const bool tied = cfg.tied_embeddings && p.unit == 0 && mesh.pp > 1;
       const std::vector<int> stages = tied ? std::vector<int>{0, mesh.pp - 1} : std::vector<int>{plan.coord("pp")};
       EXPECT_EQ(l.stages, stages) << p.name;
-      if (tied) EXPECT_EQ(plan.tied_units(), std::vector<int>{0});
+      if (tied) {
+        EXPECT_EQ(plan.tied_units(), std::vector<int>{0});
+      }
       std::vector<int64_t> key = p.global_offset;
       for (int64_t d : p.shape.dims()) key.push_back(d);
       std::string box;

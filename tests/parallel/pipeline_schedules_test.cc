@@ -5,6 +5,7 @@
 // is the closed form stated in schedule_gen.h / schedule_zero_bubble.h, and
 // the live activations stay within each schedule's limit. The costed
 // simulator follows measured per-chunk times and transfer latency.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -16,6 +17,8 @@
 
 using namespace meshtrain;
 using parallel::Op;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 namespace {
 
@@ -70,14 +73,18 @@ TEST(PipelineSchedules, UnitTimeBubblesAreTheStatedFormulas) {
       EXPECT_NEAR(ofob.bubble, (P - 1) / (M + P - 1), 1e-12);
       // Interleaved, v = 2: the fill and drain shrink to one chunk's time
       // when m is a multiple of p; never worse than 1F1B otherwise.
-      if (m % p == 0) EXPECT_NEAR(inter.bubble, (P - 1) / (2 * M + P - 1), 1e-12);
+      if (m % p == 0) {
+        EXPECT_NEAR(inter.bubble, (P - 1) / (2 * M + P - 1), 1e-12);
+      }
       EXPECT_LE(inter.bubble, ofob.bubble + 1e-12);
       // ZB-H1: (p-1)(F + B - W) of idle per rank for m >= p; with fewer
       // micro-batches each missing one adds one unit.
       const double idle = P - 1 + std::max(0.0, P - M);
       EXPECT_NEAR(h1.bubble, idle / (3 * M + idle), 1e-12);
       // ZB-V: only the start-up is idle for m >= p.
-      if (m >= p) EXPECT_NEAR(zbv.bubble, (P - 1) / (6 * M + P - 1), 1e-12);
+      if (m >= p) {
+        EXPECT_NEAR(zbv.bubble, (P - 1) / (6 * M + P - 1), 1e-12);
+      }
       EXPECT_LE(zbv.bubble, h1.bubble + 1e-12);
       for (const std::string& name : parallel::schedule_names()) {
         const int v = name == "interleaved" || name == "zb-v" ? 2 : 1;
@@ -119,7 +126,9 @@ TEST(PipelineSchedules, ZeroBubbleSchedulesSplitTheBackward) {
   EXPECT_EQ(zbv.chunk_rank, (std::vector<int>{0, 1, 2, 3, 3, 2, 1, 0}));
   // Chunks 3 and 4 meet on rank 3: no transfer between them.
   for (const auto& a : zbv.actions[3])
-    if (a.op == Op::SendActivation) EXPECT_NE(a.chunk, 3) << a.str();
+    if (a.op == Op::SendActivation) {
+      EXPECT_NE(a.chunk, 3) << a.str();
+    }
   EXPECT_EQ(parallel::placement_of("zb-v"), parallel::ChunkPlacement::V);
   EXPECT_EQ(parallel::placement_of("interleaved"), parallel::ChunkPlacement::Loop);
 }
@@ -143,27 +152,19 @@ TEST(PipelineSchedules, CostedSimulationFollowsChunkTimesAndLatency) {
   slow.w = {0, 0};
   EXPECT_DOUBLE_EQ(parallel::simulate(g, slow).makespan, 1 + 16 + 1);
   // Unit costs are the unit-time simulation.
-  EXPECT_DOUBLE_EQ(parallel::simulate(g).makespan, parallel::simulate(g, parallel::ChunkCosts{
-                                                                             {1, 1}, {1, 1}, {1, 1}, 0})
-                                                       .makespan);
+  EXPECT_DOUBLE_EQ(parallel::simulate(g).makespan,
+                   parallel::simulate(g, parallel::ChunkCosts{{1, 1}, {1, 1}, {1, 1}, 0}).makespan);
 }
 
 TEST(PipelineSchedules, BadScheduleOptionsAreRejectedNamingTheKey) {
-  auto error_of = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "";
-  };
-  EXPECT_NE(error_of([] { parallel::make_schedule("zb-v", 2, 4, 3); }).find("exactly 2 chunks per rank"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { parallel::make_schedule("interleaved", 2, 4, 1); }).find("virtual_stages >= 2"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { parallel::make_schedule("1f1b", 2, 4, 2); }).find("needs schedule = interleaved"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { parallel::make_schedule("pipedream", 2, 4); }).find("expected one of gpipe, 1f1b"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { parallel::make_schedule("1f1b", 2, 0); }).find("micro-batches = 0"), std::string::npos);
+  EXPECT_THAT([] { parallel::make_schedule("zb-v", 2, 4, 3); },
+              ThrowsMessage<ConfigError>(HasSubstr("exactly 2 chunks per rank")));
+  EXPECT_THAT([] { parallel::make_schedule("interleaved", 2, 4, 1); },
+              ThrowsMessage<ConfigError>(HasSubstr("virtual_stages >= 2")));
+  EXPECT_THAT([] { parallel::make_schedule("1f1b", 2, 4, 2); },
+              ThrowsMessage<ConfigError>(HasSubstr("needs schedule = interleaved")));
+  EXPECT_THAT([] { parallel::make_schedule("pipedream", 2, 4); },
+              ThrowsMessage<ConfigError>(HasSubstr("expected one of gpipe, 1f1b")));
+  EXPECT_THAT([] { parallel::make_schedule("1f1b", 2, 0); },
+              ThrowsMessage<ConfigError>(HasSubstr("micro-batches = 0")));
 }

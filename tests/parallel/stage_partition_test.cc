@@ -5,6 +5,7 @@
 // pipeline_config.h reject what cannot run before anything does.
 #include "meshtrain/parallel/stage_partition.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -14,6 +15,8 @@
 #include "meshtrain/parallel/schedule_gen.h"
 
 using namespace meshtrain;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 namespace {
 
@@ -36,15 +39,6 @@ double largest_chunk(const std::vector<parallel::SegmentCost>& c, const std::vec
   return worst;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 model::ModelConfig eight_layers() {
   model::ModelConfig m;
   m.vocab_size = 259;
@@ -60,8 +54,7 @@ model::ModelConfig eight_layers() {
 }  // namespace
 
 TEST(StagePartition, BalancesChunkFlopsWithEmbeddingAndHead) {
-  EXPECT_EQ(parallel::balance_blocks(costs(0, std::vector<double>(8, 1.0), 0), 4),
-            (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(parallel::balance_blocks(costs(0, std::vector<double>(8, 1.0), 0), 4), (std::vector<int64_t>{2, 2, 2, 2}));
   // A head worth two blocks: the last stage keeps fewer blocks.
   const auto heavy = costs(0.1, std::vector<double>(8, 1.0), 2.0);
   const auto b = parallel::balance_blocks(heavy, 2);
@@ -74,8 +67,8 @@ TEST(StagePartition, BalancesChunkFlopsWithEmbeddingAndHead) {
   for (int64_t a = 1; a <= 6; ++a)
     for (int64_t c = 1; a + c <= 7; ++c) best = std::min(best, largest_chunk(uneven, {a, c, 8 - a - c}));
   EXPECT_DOUBLE_EQ(largest_chunk(uneven, got), best);
-  EXPECT_NE(error_of([&] { parallel::balance_blocks(heavy, 9); }).find("every chunk needs at least one block"),
-            std::string::npos);
+  EXPECT_THAT([&] { parallel::balance_blocks(heavy, 9); },
+              ThrowsMessage<ConfigError>(HasSubstr("every chunk needs at least one block")));
 }
 
 TEST(StagePartition, TheModelsHeadWeighsOnTheLastStage) {
@@ -85,14 +78,14 @@ TEST(StagePartition, TheModelsHeadWeighsOnTheLastStage) {
   ASSERT_EQ(c.size(), 10u);
   EXPECT_GT(c.back().flops, 2 * c[1].flops);
   EXPECT_GT(c.back().activation_bytes, c[1].activation_bytes);  // dlogits are vocabulary-wide
-  EXPECT_EQ(c[1].flops, c[8].flops);                           // blocks are alike
+  EXPECT_EQ(c[1].flops, c[8].flops);                            // blocks are alike
   const auto recompute = parallel::segment_costs(m, 2, 16, true, DType::F32);
-  EXPECT_GT(recompute[1].flops, c[1].flops);                          // one more forward
+  EXPECT_GT(recompute[1].flops, c[1].flops);                         // one more forward
   EXPECT_EQ(recompute[1].activation_bytes, 2 * 16 * m.d_model * 4);  // only the block input
   const auto blocks = parallel::balance_blocks(c, 2);
   EXPECT_GT(blocks[0], blocks[1]);
-  const std::string table = parallel::partition_table(
-      c, parallel::pipeline_chunks(8, 2, 1, blocks), parallel::make_schedule("1f1b", 2, 4), DType::F32, "cost model");
+  const std::string table = parallel::partition_table(c, parallel::pipeline_chunks(8, 2, 1, blocks),
+                                                      parallel::make_schedule("1f1b", 2, 4), DType::F32, "cost model");
   EXPECT_NE(table.find("stage 0: [embedding .. block " + std::to_string(blocks[0] - 1) + "]"), std::string::npos)
       << table;
   EXPECT_NE(table.find("stage 1: [block " + std::to_string(blocks[0]) + " .. head]"), std::string::npos) << table;
@@ -104,26 +97,26 @@ TEST(StagePartition, PipelineConfigsThatCannotRunAreRejectedBeforeAnything) {
   const model::ModelConfig m = eight_layers();
   parallel::ParallelConfig p;
   p.pp = 9;
-  EXPECT_NE(error_of([&] { parallel::check_pipeline(p, m, 4); }).find("9 pipeline chunks but model.n_layers = 8"),
-            std::string::npos);
+  EXPECT_THAT([&] { parallel::check_pipeline(p, m, 4); },
+              ThrowsMessage<ConfigError>(HasSubstr("9 pipeline chunks but model.n_layers = 8")));
   p.pp = 2;
   p.schedule = "interleaved";
   p.virtual_stages = 3;
-  EXPECT_NE(error_of([&] { parallel::check_pipeline(p, m, 4); })
-                .find("parallel.virtual_stages = 3 does not divide the 8 / 2 blocks of a stage"),
-            std::string::npos);
+  EXPECT_THAT(
+      [&] { parallel::check_pipeline(p, m, 4); },
+      ThrowsMessage<ConfigError>(HasSubstr("parallel.virtual_stages = 3 does not divide the 8 / 2 blocks of a stage")));
   p.pp_layers = {2, 1, 1, 2, 1, 1};  // explicit: uneven chunks are the user's choice
-  EXPECT_EQ(error_of([&] { parallel::check_pipeline(p, m, 4); }), "");
+  EXPECT_NO_THROW(parallel::check_pipeline(p, m, 4));
   p.pp_layers = {2, 2};
-  EXPECT_NE(error_of([&] { parallel::check_pipeline(p, m, 4); }).find("parallel.pp_layers has 2 entries"),
-            std::string::npos);
+  EXPECT_THAT([&] { parallel::check_pipeline(p, m, 4); },
+              ThrowsMessage<ConfigError>(HasSubstr("parallel.pp_layers has 2 entries")));
   p = {};
   p.pp = 2;
   p.schedule = "zb-v";
-  EXPECT_NE(error_of([&] { parallel::check_pipeline(p, m, 4); }).find("parallel.virtual_stages = 2"),
-            std::string::npos);
+  EXPECT_THAT([&] { parallel::check_pipeline(p, m, 4); },
+              ThrowsMessage<ConfigError>(HasSubstr("parallel.virtual_stages = 2")));
   p.schedule = "1f1b";
-  EXPECT_NE(error_of([&] { parallel::check_pipeline(p, m, 0); }).find("micro-batches = 0"), std::string::npos);
+  EXPECT_THAT([&] { parallel::check_pipeline(p, m, 0); }, ThrowsMessage<ConfigError>(HasSubstr("micro-batches = 0")));
   // The chunk placement follows the schedule; blocks from the cost model.
   parallel::LayoutOptions o;
   p.schedule = "zb-v";

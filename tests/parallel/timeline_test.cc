@@ -77,8 +77,8 @@ TEST(Timeline, SvgHasOneBoxPerActionAndIsWellFormed) {
   EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   EXPECT_NE(svg.find("1f1b &lt;p=2&gt;"), std::string::npos);  // the title escaped
-  EXPECT_EQ(count(svg, "<rect x=") - 4, 4u);                  // 4 actions + 4 legend swatches
-  EXPECT_EQ(count(svg, "<rect"), count(svg, "</rect>") + 4);  // legend swatches are self-closed
+  EXPECT_EQ(count(svg, "<rect x=") - 4, 4u);                   // 4 actions + 4 legend swatches
+  EXPECT_EQ(count(svg, "<rect"), count(svg, "</rect>") + 4);   // legend swatches are self-closed
   EXPECT_EQ(count(svg, "<text"), count(svg, "</text>"));
   EXPECT_NE(svg.find("stage 1"), std::string::npos);
   EXPECT_NE(svg.find("measured bubble 0.500"), std::string::npos);

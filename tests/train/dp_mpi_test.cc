@@ -4,8 +4,8 @@
 //   mpirun -np 2 --oversubscribe --allow-run-as-root train_dp_mpi_test
 #include <gtest/gtest.h>
 
-#include "meshtrain/comm/mpi_world.h"
 #include "support/numeric.h"
+#include "train/mpi_test_main.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -90,16 +90,4 @@ TEST(DataParallelMpi, ReproducibleModeIsBitwiseAcrossTheSplit) {
   }
 }
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  auto world = comm::mpi_world();
-  if (world->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS();
-  world->all_reduce(&failed, 1, DType::I32, comm::ReduceOp::Max);
-  world.reset();
-  comm::mpi_finalize();
-  return failed;
-}
+int main(int argc, char** argv) { return run_mpi_tests(argc, argv); }

@@ -10,7 +10,6 @@
 #include <mutex>
 
 #include "meshtrain/train/equivalence.h"
-#include "meshtrain/train/run.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -43,11 +42,7 @@ struct After {
 After run(const train::TrainConfig& cfg, const data::TokenDataset& ds, const fs::path& from = {}) {
   After out;
   std::mutex mu;
-  comm::LaunchOptions o;
-  o.world_size = cfg.parallel.dp * cfg.parallel.pp;
-  o.mesh = train::mesh_for(cfg, o.world_size);
-  comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
-    train::Trainer t(cfg, ctx, ds, std::nullopt);
+  with_trainers(cfg, ds, std::nullopt, [&](train::Trainer& t) {
     std::string claim;
     if (from.empty()) {
       for (int k = 0; k < 2; ++k) t.step();
@@ -60,7 +55,7 @@ After run(const train::TrainConfig& cfg, const data::TokenDataset& ds, const fs:
     const auto params = train::gather_model(t, false);
     std::lock_guard<std::mutex> lock(mu);
     if (!copy.empty()) out.tied_copies.push_back(copy);
-    if (ctx.rank == 0) out.loss = loss, out.params = params, out.claim = claim;
+    if (t.context().rank == 0) out.loss = loss, out.params = params, out.claim = claim;
   });
   return out;
 }
@@ -72,7 +67,7 @@ TEST(PipelineCheckpoint, SavedAtTwoStagesResumesAtOneOrFourAndUnderAnotherSchedu
   const fs::path src = fresh_dir("pp2");
   const After base = run(config("pp=2,schedule=1f1b", false, src), ds);
   const auto saved = tensors_of(src);
-  for (const std::string& target :
+  for (std::string target :
        {"pp=1", "pp=4,schedule=zb-h1", "pp=2,schedule=interleaved,v=2", "pp=2,schedule=zb-v", "pp=4,schedule=gpipe"}) {
     SCOPED_TRACE(target);
     const fs::path dst = fresh_dir("pp_dst");
@@ -93,7 +88,7 @@ TEST(PipelineCheckpoint, ATiedEmbeddingIsSavedOnceAndRestoredIntoBothCopies) {
   const auto saved = tensors_of(src);
   EXPECT_EQ(saved.count("model.embed_tokens.weight"), 1u);
   EXPECT_EQ(saved.count("lm_head.weight"), 0u);
-  for (const std::string& target : {"pp=2,schedule=zb-h1", "pp=1"}) {
+  for (std::string target : {"pp=2,schedule=zb-h1", "pp=1"}) {
     SCOPED_TRACE(target);
     const fs::path dst = fresh_dir("tied_dst");
     const After got = run(config(target, true, dst), ds, src);

@@ -10,10 +10,10 @@
 
 #include <cstring>
 
-#include "meshtrain/comm/mpi_world.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/equivalence.h"
 #include "support/numeric.h"
+#include "train/mpi_test_main.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -96,8 +96,10 @@ TEST(PipelineMpi, EquivalentToSingleRank) {
       train::Trainer t(cfg, ctx, ds, std::nullopt);
       for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
       const auto got = train::gather_model(t, false);
-      if (pp == W) EXPECT_EQ(got, ref);
-      else EXPECT_LT(max_abs_diff(got, ref), 1e-6);
+      if (pp == W)
+        EXPECT_EQ(got, ref);
+      else
+        EXPECT_LT(max_abs_diff(got, ref), 1e-6);
     }
   }
 }
@@ -105,15 +107,5 @@ TEST(PipelineMpi, EquivalentToSingleRank) {
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--fail-stage") == 0) return fail_mid_schedule();
-  ::testing::InitGoogleTest(&argc, argv);
-  auto world = comm::mpi_world();
-  if (world->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS();
-  world->all_reduce(&failed, 1, DType::I32, comm::ReduceOp::Max);
-  world.reset();
-  comm::mpi_finalize();
-  return failed;
+  return run_mpi_tests(argc, argv);
 }

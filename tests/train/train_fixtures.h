@@ -12,6 +12,7 @@
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/core/rng.h"
 #include "meshtrain/data/dataset.h"
+#include "meshtrain/train/run.h"
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::testing {
@@ -59,14 +60,14 @@ inline std::vector<double> gathered(train::Trainer& t, bool grads = false) {
   return {v.begin(), v.end()};
 }
 
-// Runs fn on every rank of a dp-sized threads world, each with its Trainer
-// on the same datasets.
+// Runs fn on every rank of the threads world the config's layout needs
+// (dp x pp), each with its Trainer on the same datasets.
 inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDataset& train_ds,
                           const std::optional<data::TokenDataset>& val_ds,
                           const std::function<void(train::Trainer&)>& fn) {
   comm::LaunchOptions o;
-  o.world_size = cfg.parallel.dp;
-  o.mesh.dp = cfg.parallel.dp;
+  o.world_size = cfg.parallel.dp * cfg.parallel.pp;
+  o.mesh = train::mesh_for(cfg, o.world_size);
   o.group.timeout = comm::Millis(60000);
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
     train::Trainer t(cfg, ctx, train_ds, val_ds);

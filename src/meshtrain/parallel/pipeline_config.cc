@@ -9,9 +9,9 @@ namespace meshtrain::parallel {
 void check_pipeline(const ParallelConfig& p, const model::ModelConfig& model, int64_t micro_batches) {
   check_schedule(p.schedule, p.pp, int(micro_batches), p.virtual_stages);
   const int64_t chunks = int64_t(p.pp) * p.virtual_stages;
-  MT_REQUIRE(ConfigError, chunks <= model.n_layers, "parallel.pp = ", p.pp, " x parallel.virtual_stages = ",
-             p.virtual_stages, " = ", chunks, " pipeline chunks but model.n_layers = ", model.n_layers,
-             ": every chunk needs at least one block");
+  MT_REQUIRE(ConfigError, chunks <= model.n_layers, "parallel.pp = ", p.pp,
+             " x parallel.virtual_stages = ", p.virtual_stages, " = ", chunks,
+             " pipeline chunks but model.n_layers = ", model.n_layers, ": every chunk needs at least one block");
   if (p.virtual_stages > 1 && p.pp_layers.empty())
     MT_REQUIRE(ConfigError, model.n_layers % chunks == 0, "parallel.virtual_stages = ", p.virtual_stages,
                " does not divide the ", model.n_layers, " / ", p.pp, " blocks of a stage into equal chunks (",
@@ -20,8 +20,8 @@ void check_pipeline(const ParallelConfig& p, const model::ModelConfig& model, in
   pipeline_chunks(model.n_layers, p.pp, p.virtual_stages, p.pp_layers, placement_of(p.schedule));
 }
 
-std::vector<int64_t> chunk_blocks(const ParallelConfig& p, const model::ModelConfig& model,
-                                  const MicroBatchShape& mb, std::string* how) {
+std::vector<int64_t> chunk_blocks(const ParallelConfig& p, const model::ModelConfig& model, const MicroBatchShape& mb,
+                                  std::string* how) {
   auto say = [&](const std::string& s) {
     if (how) *how = s;
   };

@@ -27,8 +27,8 @@ struct MicroBatchShape {
 
 // pp_layers as given; else for v = 1 and pp > 1 the cost model's balance;
 // else equal chunks. `how` (optional) says which.
-std::vector<int64_t> chunk_blocks(const ParallelConfig& p, const model::ModelConfig& model,
-                                  const MicroBatchShape& mb, std::string* how = nullptr);
+std::vector<int64_t> chunk_blocks(const ParallelConfig& p, const model::ModelConfig& model, const MicroBatchShape& mb,
+                                  std::string* how = nullptr);
 
 // The layout plan's pipeline options: virtual stages, placement, blocks.
 void set_pipeline_options(LayoutOptions& o, const ParallelConfig& p, const model::ModelConfig& model,

@@ -39,7 +39,8 @@ void add_transfers(Schedule& s) {
           out.push_back(a);
           if (remote_in) out.push_back({Op::SendGradient, a.micro, a.chunk, -1, -1, rank_of(a.chunk - 1)});
           break;
-        default: out.push_back(a);
+        default:
+          out.push_back(a);
       }
     }
     s.actions[size_t(r)] = std::move(out);
@@ -82,8 +83,8 @@ Schedule list_schedule(const std::string& name, int p, int m, const std::vector<
       for (int c : chunks_of[size_t(r)]) {
         ChunkState& cs = st[size_t(c)];
         const int f = cs.next_f, b = cs.next_b, w = cs.next_w;
-        const bool room = policy.max_live.empty() || policy.max_live[size_t(r)] == 0 ||
-                          live[size_t(r)] < policy.max_live[size_t(r)];
+        const bool room =
+            policy.max_live.empty() || policy.max_live[size_t(r)] == 0 || live[size_t(r)] < policy.max_live[size_t(r)];
         if (f < m && room && (c == 0 || done_by_now(st[size_t(c - 1)].f_end[size_t(f)])) &&
             (best_f < 0 || fkey(f, c) < kf))
           best_f = c, kf = fkey(f, c);

@@ -33,17 +33,17 @@ std::vector<SegmentCost> segment_costs(const model::ModelConfig& config, int64_t
   // Kept per token: input, both norm outputs and the residual, q k v and
   // the attention output, the log-sum-exp per head, the MLP's hidden
   // activations (SwiGLU: gate, up, product; GELU: pre-activation, output).
-  const int64_t kept = recompute ? cfg.d_model
-                                 : 4 * cfg.d_model + 2 * q + 2 * kv + cfg.n_heads + (swiglu ? 3 : 2) * ffn;
+  const int64_t kept =
+      recompute ? cfg.d_model : 4 * cfg.d_model + 2 * q + 2 * kv + cfg.n_heads + (swiglu ? 3 : 2) * ffn;
   for (int64_t l = 0; l < cfg.n_layers; ++l)
-    out.push_back({"block " + std::to_string(l), block_fwd * (recompute ? 4.0 : 3.0), kept * n * es,
-                   unit_params(int(l) + 1)});
+    out.push_back(
+        {"block " + std::to_string(l), block_fwd * (recompute ? 4.0 : 3.0), kept * n * es, unit_params(int(l) + 1)});
 
   // Head: final norm, LM head matmul, cross-entropy; keeps its input, the
   // normed input and dlogits (in the logits' buffer).
   const double head_fwd = (2.0 * d * V + 5.0 * V) * tokens;
-  out.push_back({"head", 3.0 * head_fwd, (2 * cfg.d_model + cfg.vocab_size) * n * es,
-                 unit_params(int(cfg.n_layers) + 1)});
+  out.push_back(
+      {"head", 3.0 * head_fwd, (2 * cfg.d_model + cfg.vocab_size) * n * es, unit_params(int(cfg.n_layers) + 1)});
   return out;
 }
 
@@ -102,8 +102,8 @@ std::string partition_table(const std::vector<SegmentCost>& costs, const std::ve
                (ch.last > ch.first ? " .. " + costs[size_t(ch.last)].name : "") + "]";
   }
   const double slowest = *std::max_element(flops.begin(), flops.end());
-  std::string out = "pipeline stages (" + how + "; " + schedule.name + ", m = " +
-                    std::to_string(schedule.micro_batches) + "):\n";
+  std::string out =
+      "pipeline stages (" + how + "; " + schedule.name + ", m = " + std::to_string(schedule.micro_batches) + "):\n";
   char line[512];
   for (int r = 0; r < P; ++r) {
     // A stage with v chunks holds live chunk activations: its per-micro-

@@ -12,10 +12,14 @@ constexpr double kLeft = 70, kRight = 20, kTop = 40, kLane = 30, kGap = 6, kWidt
 
 const char* fill_of(Op op) {
   switch (op) {
-    case Op::Forward: return "#4e79a7";
-    case Op::BackwardInput: return "#59a14f";
-    case Op::BackwardWeight: return "#f28e2b";
-    default: return "#76b7b2";  // fused BW
+    case Op::Forward:
+      return "#4e79a7";
+    case Op::BackwardInput:
+      return "#59a14f";
+    case Op::BackwardWeight:
+      return "#f28e2b";
+    default:
+      return "#76b7b2";  // fused BW
   }
 }
 
@@ -23,11 +27,20 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -60,7 +73,8 @@ std::string timeline_svg(const PipelineTimeline& t, const std::string& title) {
                 kWidth, height, kWidth, height);
   s += buf;
   s += "<title>" + escape(title) + "</title>\n";
-  std::snprintf(buf, sizeof buf, "<text x=\"%.0f\" y=\"20\" font-size=\"14\">%s</text>\n", kLeft, escape(title).c_str());
+  std::snprintf(buf, sizeof buf, "<text x=\"%.0f\" y=\"20\" font-size=\"14\">%s</text>\n", kLeft,
+                escape(title).c_str());
   s += buf;
   for (int r = 0; r < lanes; ++r) {
     const double y = kTop + r * (kLane + kGap);
@@ -105,9 +119,10 @@ std::string timeline_svg(const PipelineTimeline& t, const std::string& title) {
   double lx = kLeft;
   const double ly = axis_y + 44;
   for (Op op : {Op::Forward, Op::Backward, Op::BackwardInput, Op::BackwardWeight}) {
-    const char* name = op == Op::Forward ? "F forward" : op == Op::Backward ? "BW backward" : op == Op::BackwardInput
-                                                                                                  ? "B input gradient"
-                                                                                                  : "W weight gradient";
+    const char* name = op == Op::Forward         ? "F forward"
+                       : op == Op::Backward      ? "BW backward"
+                       : op == Op::BackwardInput ? "B input gradient"
+                                                 : "W weight gradient";
     std::snprintf(buf, sizeof buf,
                   "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
                   "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",

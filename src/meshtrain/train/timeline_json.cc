@@ -74,11 +74,11 @@ RecordedTimeline read_timeline(const std::string& run_dir, int64_t step) {
   r.timeline.stages.resize(size_t(j.value("stages", 0)));
   for (const auto& op : j.at("ops")) {
     const int s = op.at("stage").get<int>();
-    MT_REQUIRE(DataError, s >= 0 && s < int(r.timeline.stages.size()), path, ": timeline op on stage ", s,
-               " of ", r.timeline.stages.size());
+    MT_REQUIRE(DataError, s >= 0 && s < int(r.timeline.stages.size()), path, ": timeline op on stage ", s, " of ",
+               r.timeline.stages.size());
     r.timeline.stages[size_t(s)].push_back({op_of(op.at("kind").get<std::string>()), op.at("micro").get<int>(),
-                                             op.at("chunk").get<int>(), op.at("start_s").get<double>(),
-                                             op.at("end_s").get<double>(), op.value("busy_s", 0.0)});
+                                            op.at("chunk").get<int>(), op.at("start_s").get<double>(),
+                                            op.at("end_s").get<double>(), op.value("busy_s", 0.0)});
   }
   return r;
 }
