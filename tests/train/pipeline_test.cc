@@ -260,3 +260,19 @@ TEST(Pipeline, EvaluationRunsThroughEveryChunkPlacement) {
   for (std::string layout : {"pp=2,schedule=zb-v", "pp=4,schedule=interleaved,v=2", "pp=2,schedule=gpipe"})
     EXPECT_EQ(evaluate(with(cfg, layout)), ref) << layout;
 }
+
+TEST(Pipeline, SixteenBitPoliciesSplitIntoStagesBitwise) {
+  // bf16 and fp16 (with its dynamic loss scale): activations and their
+  // gradients cross stages in the compute dtype, the scaler's skip
+  // decision spans every stage.
+  const auto ds = varied_documents(96, 17);
+  for (const char* precision : {"bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    auto cfg = pipeline_config(3, false);
+    cfg.training.precision = precision;
+    cfg.validate();
+    const Trace ref = run(cfg, ds);
+    expect_bitwise(run(with(cfg, "pp=2,schedule=zb-h1"), ds), ref);
+    expect_bitwise(run(with(cfg, "pp=4,schedule=interleaved,v=2"), ds), ref);
+  }
+}
