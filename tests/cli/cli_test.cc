@@ -303,41 +303,5 @@ TEST(CliPipeline, TrainRecordsATimelineThatTimelineDrawsAndVerifyChecksSchedules
       << planned.out;
 }
 
-// ---- pipeline: train with a timeline, draw it, verify a schedule ---------------
-
-TEST(CliPipeline, TrainRecordsATimelineThatTimelineDrawsAndVerifyChecksSchedules) {
-  TempDir dir;
-  const std::string cfg = tiny_config(dir);
-  const std::vector<std::string> two_stages = {"--set", "model.n_layers=2", "--set", "parallel.pp=2",
-                                               "--set", "parallel.schedule=zb-h1", "--set", "training.grad_accum=3",
-                                               "--set", "metrics.pipeline_timeline=true", "--set", "checkpoint.every=0"};
-  std::vector<std::string> train_args = {cfg};
-  train_args.insert(train_args.end(), two_stages.begin(), two_stages.end());
-  const std::string log = stdout_of([&] { EXPECT_EQ(cmd_train(train_args), 0); });
-  EXPECT_NE(log.find("pipeline stages (blocks balanced by the cost model; zb-h1, m = 3)"), std::string::npos) << log;
-  EXPECT_NE(log.find("stage 1: [block 1 .. head]"), std::string::npos) << log;
-  EXPECT_NE(log.find("| bubble "), std::string::npos) << log;
-  EXPECT_NE(read_file(dir / "run/metrics.jsonl").find("\"event\":\"pipeline_timeline\""), std::string::npos);
-
-  const std::string drawn = stdout_of([&] { EXPECT_EQ(cmd_timeline({dir / "run", "--out", dir / "t.svg"}), 0); });
-  EXPECT_NE(drawn.find("step 2 | zb-h1, p = 2, m = 3, v = 1 | bubble measured"), std::string::npos) << drawn;
-  EXPECT_NE(drawn.find("costed simulation"), std::string::npos) << drawn;
-  const std::string svg = read_file(dir / "t.svg");
-  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
-  EXPECT_NE(svg.find("stage 1"), std::string::npos);
-  expect_error<DataError>([&] { cmd_timeline({dir / "run", "--step", "7"}); }, {"no pipeline timeline for step 7"});
-  expect_error([&] { cmd_timeline({}); }, {"usage: meshtrain timeline"});
-
-  const std::string ok = stdout_of([&] {
-    EXPECT_EQ(cmd_verify({cfg, "--layout", "pp=2,schedule=zb-v", "--steps", "2", "--tolerance", "0", "--set",
-                          "model.n_layers=4"}),
-              0);
-  });
-  EXPECT_NE(ok.find("pp=2,schedule=zb-v,v=2 vs single rank"), std::string::npos) << ok;
-  EXPECT_NE(ok.find("PASS"), std::string::npos) << ok;
-  expect_error([&] { cmd_verify({cfg, "--layout", "pp=2,schedule=zb-v,v=3", "--set", "model.n_layers=4"}); },
-               {"exactly 2 chunks per rank"});
-}
-
 }  // namespace
 }  // namespace meshtrain::cli
