@@ -276,3 +276,21 @@ TEST(Pipeline, SixteenBitPoliciesSplitIntoStagesBitwise) {
     expect_bitwise(run(with(cfg, "pp=4,schedule=interleaved,v=2"), ds), ref);
   }
 }
+
+TEST(Pipeline, ReproducibleModeComposesWithFusedBackwardSchedules) {
+  // The per-micro-batch gradient trees of reproducible mode: dp x pp splits
+  // of the window give the bits one rank gets; a split backward is refused.
+  const auto ds = varied_documents(96, 18);
+  auto cfg = pipeline_config(4, false);
+  cfg.training.reproducible = true;
+  cfg.validate();
+  const Trace ref = run(cfg, ds);
+  for (const char* layout : {"pp=2,schedule=1f1b", "dp=2,pp=2,schedule=gpipe,zero=2", "pp=4,schedule=interleaved,v=2"}) {
+    SCOPED_TRACE(layout);
+    auto par = with(cfg, layout);
+    par.training.grad_accum = 4 / par.parallel.dp;  // the same window
+    expect_bitwise(run(par, ds), ref);
+  }
+  EXPECT_THAT([&] { with(cfg, "pp=2,schedule=zb-h1"); },
+              ThrowsMessage<ConfigError>(HasSubstr("parallel.schedule = zb-h1 runs the next micro-batch's input")));
+}

@@ -93,6 +93,8 @@ ChunkPlacement placement_of(const std::string& name) {
   return name == "zb-v" ? ChunkPlacement::V : ChunkPlacement::Loop;
 }
 
+bool splits_backward(const std::string& name) { return name == "zb-h1" || name == "zb-v"; }
+
 void check_schedule(const std::string& name, int p, int m, int v) {
   const auto& names = schedule_names();
   if (std::find(names.begin(), names.end(), name) == names.end()) {

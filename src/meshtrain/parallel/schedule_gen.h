@@ -31,6 +31,10 @@ Schedule forward_schedule(int p, int m, const std::vector<int>& chunk_rank);
 const std::vector<std::string>& schedule_names();
 // The chunk placement a schedule runs on (zb-v: V, the others: loop).
 ChunkPlacement placement_of(const std::string& name);
+// Whether the schedule runs B and W as separate actions (zb-h1, zb-v): a
+// micro-batch's weight gradients then land after the next one's input
+// gradients began writing the same units.
+bool splits_backward(const std::string& name);
 // ConfigError, naming the key and the numbers, when the schedule cannot run
 // p stages x v chunks with m micro-batches (checked before anything runs).
 void check_schedule(const std::string& name, int p, int m, int v);

@@ -246,8 +246,13 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
   r.tolerance = tolerance;
   r.bitwise = bitwise;
   // What reproducible mode makes bitwise so far: the data-parallel split of
-  // the window and the ZeRO stage (tp, pp, cp and ep join as they are covered).
-  if (bitwise) r.claim_covers = {"dp x grad_accum split of the window", "ZeRO stage " + std::to_string(layout.zero_stage)};
+  // the window, the ZeRO stage and the pipeline split of an untied model
+  // (tp, cp and ep join as they are covered).
+  if (bitwise) {
+    r.claim_covers = {"dp x grad_accum split of the window", "ZeRO stage " + std::to_string(layout.zero_stage)};
+    if (layout.pp > 1 && !cfg.model.tied_embeddings)
+      r.claim_covers.push_back("pipeline stages (pp " + std::to_string(layout.pp) + ", " + layout.schedule + ")");
+  }
   for (int s = 0; s < steps; ++s) {
     StepDiff d;
     d.step = s + 1;

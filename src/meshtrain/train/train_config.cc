@@ -6,6 +6,7 @@
 
 #include "meshtrain/core/precision.h"
 #include "meshtrain/parallel/pipeline_config.h"
+#include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/toml_reader.h"
 
 namespace meshtrain::train {
@@ -162,6 +163,12 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, training.threads >= 0, "training.threads = ", training.threads, ": expected >= 0");
   parallel.validate();
   parallel::check_pipeline(parallel, model, training.grad_accum);
+  // Reproducible mode closes a unit's gradient leaf after each micro-batch's
+  // last write; a split backward interleaves two micro-batches' writes.
+  MT_REQUIRE(ConfigError, !training.reproducible || !parallel::splits_backward(parallel.schedule),
+             "training.reproducible sums each micro-batch's gradient as its own leaf, but parallel.schedule = ",
+             parallel.schedule, " runs the next micro-batch's input gradient before this one's weight gradient: "
+             "use gpipe, 1f1b or interleaved");
   MT_REQUIRE(ConfigError, comm.backend == "threads" || comm.backend == "mpi", "comm.backend = \"", comm.backend,
              "\": expected \"threads\" or \"mpi\"");
   MT_REQUIRE(ConfigError, comm.timeout_s > 0, "comm.timeout_s = ", comm.timeout_s, ": expected > 0");
