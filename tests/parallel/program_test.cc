@@ -123,7 +123,7 @@ TEST(Program, PipelineRanksGetTheirChunksWithTransfers) {
 
 TEST(Program, KeepGatheredGathersEachUnitOncePerWindow) {
   // 1F1B over 4 micro-batches on one stage: every unit is used 8 times.
-  parallel::ParamPolicy keep{true, true, true, true}, per_use{true, true, true, false};
+  parallel::ParamPolicy keep{.gather_params = true, .keep_gathered = true}, per_use{.gather_params = true};
   auto gathers = [](const parallel::Program& p) {
     std::map<int, int> n;
     std::set<int> bound;
