@@ -160,7 +160,12 @@ TEST(CliTrain, TinyRunThenCkptGenerateEvalAndVerify) {
   // verify parses the layout after loading the (valid) config and data.
   expect_failure({"verify", cfg, "--layout", "dp=2,bogus=1", "--steps", "1"}, "unknown layout key 'bogus'");
   expect_failure({"verify", cfg, "--layout", "dp=two"}, "layout dp=two: expected an integer");
-  expect_failure({"verify", cfg, "--layout", "tp=2"}, "do not train yet");
+  // Tensor and sequence parallelism train: the KV head shared by both tp ranks.
+  const Result tp2 = run_cli({"verify", cfg, "--layout", "tp=2,sp=on", "--steps", "1"});
+  EXPECT_EQ(tp2.code, 0) << tp2.err;
+  EXPECT_TRUE(contains(tp2.out, "tp=2,sp=on vs single rank")) << tp2.out;
+  EXPECT_TRUE(contains(tp2.out, "PASS")) << tp2.out;
+  expect_failure({"verify", cfg, "--layout", "tp=3"}, "model.n_heads = 2 does not split over parallel.tp = 3");
 
   // plan: the config's layout by default, any mesh with --layout; nothing runs.
   const Result own = run_cli({"plan", cfg});

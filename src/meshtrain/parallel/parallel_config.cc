@@ -15,6 +15,7 @@ void ParallelConfig::validate() const {
   MT_REQUIRE(ConfigError, zero_stage >= 0 && zero_stage <= 3, "parallel.zero_stage = ", zero_stage,
              ": expected 0, 1, 2 or 3");
   MT_REQUIRE(ConfigError, bucket_mb > 0, "parallel.bucket_mb = ", bucket_mb, ": expected > 0");
+  MT_REQUIRE(ConfigError, tp >= 1, "parallel.tp = ", tp, ": expected >= 1");
 }
 
 }  // namespace meshtrain::parallel

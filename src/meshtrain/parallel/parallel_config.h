@@ -1,4 +1,5 @@
-// [parallel] settings: data-parallel degree and ZeRO/FSDP state sharding.
+// [parallel] settings: data-parallel degree, ZeRO/FSDP state sharding,
+// tensor-parallel degree and sequence parallelism.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,8 @@ struct ParallelConfig {
   // tree over the global micro-batch index (grad_tree.h, tree_reduce.h), so
   // every dp x G split of the same window gives the same bits.
   bool reproducible = false;
+  int tp = 1;                        // tensor-parallel degree (innermost mesh axis)
+  bool sequence_parallel = false;    // norms and the residual stream on seq / tp rows per tp rank
   void validate() const;             // ConfigError with the key path
 };
 

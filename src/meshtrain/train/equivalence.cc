@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "meshtrain/comm/launch.h"
+#include "meshtrain/parallel/global_values.h"
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::train {
@@ -24,18 +25,21 @@ Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_
   Trace trace;
   std::mutex mu;
   comm::LaunchOptions o;
-  o.world_size = cfg.parallel.dp;
   o.mesh.dp = cfg.parallel.dp;
+  o.mesh.tp = cfg.parallel.tp;
+  o.world_size = o.mesh.world_size();
   o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
     Trainer t(cfg, ctx, train_data, std::nullopt);
+    comm::ProcessGroup& model_group = ctx.group({"pp", "tp"});
     Trace local;
     for (int s = 0; s < steps; ++s) {
       const StepMetrics m = t.step();
       local.loss.push_back(m.loss);
       local.counts.push_back(m.supervised);
-      local.grads.push_back(t.engine().gather_grads());
-      local.params.push_back(t.engine().gather_params());
+      // Whole tensors in global order, whatever the tensor-parallel split.
+      local.grads.push_back(parallel::gather_global_values(t.engine(), model_group, true));
+      local.params.push_back(parallel::gather_global_values(t.engine(), model_group, false));
     }
     if (ctx.rank == 0) {
       std::lock_guard<std::mutex> lock(mu);
@@ -74,7 +78,7 @@ std::string Layout::str() const {
   std::ostringstream os;
   os << "dp=" << dp << ",zero=" << zero_stage << ",reshard=" << reshard_after_forward
      << ",reduce=" << parallel::to_string(grad_reduce) << ",overlap=" << overlap;
-  if (tp > 1) os << ",tp=" << tp << ",sp=" << (sequence_parallel ? "on" : "off");
+  if (tp > 1 || sequence_parallel) os << ",tp=" << tp << ",sp=" << (sequence_parallel ? "on" : "off");
   if (pp > 1) os << ",pp=" << pp << ",schedule=" << schedule << ",v=" << v;
   if (cp > 1) os << ",cp=" << cp;
   if (ep > 1) os << ",ep=" << ep;
@@ -101,8 +105,6 @@ parallel::LayoutOptions Layout::options() const {
 }
 
 void Layout::check_runnable() const {
-  MT_REQUIRE(ConfigError, tp == 1 && !sequence_parallel, "layout ", str(),
-             ": tensor and sequence parallelism are planned (meshtrain plan) but do not train yet");
   MT_REQUIRE(ConfigError, pp == 1 && v == 1, "layout ", str(),
              ": pipeline parallelism is planned (meshtrain plan) but does not train yet");
   MT_REQUIRE(ConfigError, cp == 1 && ep == 1, "layout ", str(),
@@ -194,7 +196,10 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
   par.parallel.reshard_after_forward = layout.reshard_after_forward;
   par.parallel.grad_reduce = layout.grad_reduce;
   par.parallel.overlap = layout.overlap;
+  par.parallel.tp = layout.tp;
+  par.parallel.sequence_parallel = layout.sequence_parallel;
   par.comm.backend = "threads";
+  par.validate();  // the tensor-parallel shape rules, before anything runs
   TrainConfig ref = par;
   ref.parallel = parallel::ParallelConfig{};
   ref.training.grad_accum = cfg.training.grad_accum * layout.dp;  // same global window

@@ -33,6 +33,7 @@ nlohmann::json StepMetrics::to_json() const {
                       {"skipped_total", skipped_total},
                       {"peak_memory_bytes", mem}};
   if (skipped) j["skip_reason"] = skip_reason;
+  if (tp.calls > 0 || tp.grad_sum_bytes > 0) j["tp_comm"] = tp.to_json();
   return j;
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/memory_tracker.h"
+#include "meshtrain/train/tp_metrics.h"
 
 namespace meshtrain::train {
 
@@ -33,6 +34,7 @@ struct StepMetrics {
   int64_t comm_bytes = 0;      // gradient bytes reduced
   double loss_scale = 1;       // fp16 loss scale this step ran with (1: none)
   int64_t skipped_total = 0;   // steps skipped for non-finite gradients so far
+  TpMetrics tp;                // tensor-parallel communication (empty without it)
   MemorySnapshot memory;
   nlohmann::json to_json() const;
   std::string console_line(int64_t total_steps) const;

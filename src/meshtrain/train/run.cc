@@ -22,9 +22,10 @@ void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
   std::fprintf(console, "precision: %s%s\n", t.precision().describe().c_str(),
                t.loss_scaler().enabled() ? " | dynamic loss scaling" : "");
   std::fprintf(console,
-               "layout: %s backend, dp=%d, zero_stage=%d, grad_reduce=%s | %d compute threads per rank | "
+               "layout: %s backend, dp=%d, tp=%d%s, zero_stage=%d, grad_reduce=%s | %d compute threads per rank | "
                "global window %lld rows x %lld (G=%lld, micro-batch %lld) | %s\n",
-               cfg.comm.backend.c_str(), dp, cfg.parallel.zero_stage, parallel::to_string(cfg.parallel.grad_reduce),
+               cfg.comm.backend.c_str(), dp, cfg.parallel.tp, cfg.parallel.sequence_parallel ? " (sequence parallel)" : "",
+               cfg.parallel.zero_stage, parallel::to_string(cfg.parallel.grad_reduce),
                compute_threads(), static_cast<long long>(cfg.training.micro_batch * cfg.training.grad_accum * dp),
                static_cast<long long>(cfg.data.seq_len), static_cast<long long>(cfg.training.grad_accum),
                static_cast<long long>(cfg.training.micro_batch), cfg.data.mode.c_str());
@@ -94,11 +95,13 @@ void run_training(Trainer& t, std::FILE* console) {
 
 comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
   comm::MeshShape m;
+  m.tp = cfg.parallel.tp;  // innermost: the chattiest group on the closest ranks
   m.dp = cfg.parallel.dp;
   if (m.dp == 0) {
-    MT_REQUIRE(ConfigError, world_size % m.world_size() == 0 || m.world_size() == 0, "world size ", world_size,
-               " is not a multiple of the other axes");
-    m.dp = world_size;
+    m.dp = 1;
+    MT_REQUIRE(ConfigError, world_size % m.world_size() == 0, "world size ", world_size,
+               " is not a multiple of the other axes (", m.str(), ")");
+    m.dp = world_size / m.world_size();
   }
   MT_REQUIRE(ConfigError, m.world_size() == world_size, "the layout needs ", m.str(), " = ", m.world_size(),
              " ranks but the world has ", world_size,
@@ -116,7 +119,7 @@ void train_main(const TrainConfig& cfg) {
     MT_REQUIRE(ConfigError, cfg.parallel.dp >= 1,
                "parallel.dp = 0 (take dp from the world size) needs the mpi backend; the threads backend starts "
                "exactly the ranks the layout asks for");
-    o.mesh = mesh_for(cfg, cfg.parallel.dp);
+    o.mesh = mesh_for(cfg, cfg.parallel.dp * cfg.parallel.tp);
     o.world_size = o.mesh.world_size();
   } else {
     o.mesh_from_world = [&cfg](int world) { return mesh_for(cfg, world); };

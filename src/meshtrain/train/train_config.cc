@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "meshtrain/core/precision.h"
+#include "meshtrain/train/tp_config.h"
 #include "meshtrain/train/toml_reader.h"
 
 namespace meshtrain::train {
@@ -97,6 +98,8 @@ void read_parallel(TomlSection s, parallel::ParallelConfig& p) {
   s.read_enum("grad_reduce", p.grad_reduce,
               {{"sum", parallel::GradReduce::Sum}, {"avg", parallel::GradReduce::Avg}});
   s.read("overlap", p.overlap);
+  s.read("tp", p.tp);
+  s.read("sequence_parallel", p.sequence_parallel);
   s.finish();
 }
 
@@ -154,6 +157,7 @@ void TrainConfig::validate() {
   training.loss_scale.validate();
   MT_REQUIRE(ConfigError, training.threads >= 0, "training.threads = ", training.threads, ": expected >= 0");
   parallel.validate();
+  check_tensor_parallel_config(*this);
   MT_REQUIRE(ConfigError, comm.backend == "threads" || comm.backend == "mpi", "comm.backend = \"", comm.backend,
              "\": expected \"threads\" or \"mpi\"");
   MT_REQUIRE(ConfigError, comm.timeout_s > 0, "comm.timeout_s = ", comm.timeout_s, ": expected > 0");
