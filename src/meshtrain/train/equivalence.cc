@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "meshtrain/comm/launch.h"
+#include "meshtrain/core/threading.h"
 #include "meshtrain/parallel/global_values.h"
 #include "meshtrain/train/trainer.h"
 
@@ -30,6 +31,7 @@ Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_
   o.world_size = o.mesh.world_size();
   o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
+    if (cfg.training.threads > 0) set_compute_threads(cfg.training.threads);  // as train_main does
     Trainer t(cfg, ctx, train_data, std::nullopt);
     comm::ProcessGroup& model_group = ctx.group({"pp", "tp"});
     Trace local;
