@@ -18,6 +18,7 @@
 #include "meshtrain/model/vocab_parallel.h"
 #include "meshtrain/parallel/layout_plan.h"
 #include "model/model_fixtures.h"
+#include "support/numeric.h"
 #include "support/run_ranks.h"
 
 using namespace meshtrain;
@@ -125,15 +126,6 @@ Result run_tp(const model::ModelConfig& cfg, int t, bool sp, bool defer_weights 
   return out;
 }
 
-double max_rel(const std::vector<double>& a, const std::vector<double>& ref) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - ref[i]));
-    scale = std::max(scale, std::abs(ref[i]));
-  }
-  return diff / scale;
-}
-
 }  // namespace
 
 TEST(TensorParallel, LossAndEveryGradientMatchOneRank) {
@@ -149,7 +141,7 @@ TEST(TensorParallel, LossAndEveryGradientMatchOneRank) {
           const Result got = run_tp(cfg, t, sp);
           EXPECT_EQ(got.count, ref.count);
           EXPECT_NEAR(got.loss, ref.loss, 1e-10 * std::abs(ref.loss));
-          EXPECT_LT(max_rel(got.grads, ref.grads), 1e-10);
+          EXPECT_LT(rel_to_max(got.grads, ref.grads), 1e-10);
         }
       }
     }

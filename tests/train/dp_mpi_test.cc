@@ -6,6 +6,7 @@
 
 #include "meshtrain/comm/mpi_world.h"
 #include "support/numeric.h"
+#include "train/mpi_main.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -90,16 +91,4 @@ TEST(DataParallelMpi, ReproducibleModeIsBitwiseAcrossTheSplit) {
   }
 }
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  auto world = comm::mpi_world();
-  if (world->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS();
-  world->all_reduce(&failed, 1, DType::I32, comm::ReduceOp::Max);
-  world.reset();
-  comm::mpi_finalize();
-  return failed;
-}
+int main(int argc, char** argv) { return run_mpi_tests(argc, argv); }

@@ -9,6 +9,8 @@
 #include "meshtrain/comm/mpi_world.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/parallel/global_values.h"
+#include "support/numeric.h"
+#include "train/mpi_main.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -39,15 +41,6 @@ std::vector<double> single_rank(const train::TrainConfig& cfg, int R, const data
     p = gathered(t);
   });
   return p;
-}
-
-double rel_diff(const std::vector<double>& a, const std::vector<double>& ref) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - ref[i]));
-    scale = std::max(scale, std::abs(ref[i]));
-  }
-  return diff / scale;
 }
 
 }  // namespace
@@ -85,21 +78,9 @@ TEST(TensorParallelMpi, EquivalentToSingleRank) {
     for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
     const auto got = parallel::gather_global_values(t.engine(), ctx.group({"pp", "tp"}), false);
     ASSERT_EQ(got.size(), ref.size());
-    EXPECT_LT(rel_diff(got, ref), 1e-4);
-    EXPECT_GT(rel_diff(got, ref), 0.0) << "a different reduction order: not bitwise";
+    EXPECT_LT(rel_to_max(got, ref), 1e-4);
+    EXPECT_GT(rel_to_max(got, ref), 0.0) << "a different reduction order: not bitwise";
   }
 }
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  auto world = comm::mpi_world();
-  if (world->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS();
-  world->all_reduce(&failed, 1, DType::I32, comm::ReduceOp::Max);
-  world.reset();
-  comm::mpi_finalize();
-  return failed;
-}
+int main(int argc, char** argv) { return run_mpi_tests(argc, argv); }

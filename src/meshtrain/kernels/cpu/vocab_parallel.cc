@@ -1,8 +1,8 @@
 // Vocabulary-parallel embedding and cross-entropy: ids/targets [n], table
 // [Vl, dim], logits [n, Vl] (columns [vocab_begin, vocab_begin + Vl) of V).
 // The row loops are those of the serial kernels (embedding.cc,
-// cross_entropy.cc), so one rank holding the whole vocabulary computes the
-// same bits.
+// cross_entropy.cc; softmax_rows.h), so one rank holding the whole
+// vocabulary computes the same bits.
 #include "meshtrain/kernels/cpu/vocab_parallel.h"
 
 #include <cmath>
@@ -12,22 +12,15 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/elementwise.h"
+#include "meshtrain/kernels/cpu/softmax_rows.h"
 
 namespace meshtrain::kernels {
 namespace {
 
-inline float exp_t(float x) { return fast_exp(x); }
-inline double exp_t(double x) { return std::exp(x); }
+using detail::exp_t;
+using detail::row_max;
 
 bool in_slice(int32_t id, int64_t begin, int64_t Vl) { return id >= begin && id < begin + Vl; }
-
-template <typename T>
-T row_max(const T* x, int64_t V) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < V; ++j) m = x[j] > m ? x[j] : m;
-  return m;
-}
 
 }  // namespace
 
