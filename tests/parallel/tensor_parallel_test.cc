@@ -43,7 +43,7 @@ struct Result {
 
 // One forward + backward of tiny_batch at tp = t (threads), gradients
 // assembled by the plan's rules; t = 1 is the reference.
-Result run_tp(const model::ModelConfig& cfg, int t, bool sp, bool defer_weights = false) {
+Result run_tp(const model::ModelConfig& cfg, int t, bool sp, bool defer_weights = false, bool recompute = false) {
   const model::ModelSpec global = model::build_model_spec(cfg);
   std::vector<int64_t> base(global.params.size() + 1, 0);
   for (size_t i = 0; i < global.params.size(); ++i) base[i + 1] = base[i] + global.params[i].numel();
@@ -61,7 +61,7 @@ Result run_tp(const model::ModelConfig& cfg, int t, bool sp, bool defer_weights 
     opt.sequence_parallel = sp;
     const parallel::LayoutPlan plan(cfg, mesh, r, opt);
     auto alloc = CachingAllocator::create();
-    model::ExecOptions exec = exec_in(DType::F64);
+    model::ExecOptions exec = exec_in(DType::F64, recompute);
     exec.sequence_parallel = sp;
     model::Transformer m(cfg, alloc, exec, plan.partition(), t > 1 ? world->group(r).get() : nullptr);
     // Biases start at zero; give them values (a function of the global
@@ -153,6 +153,16 @@ TEST(TensorParallel, SplitBackwardEqualsFusedUnderSequenceParallelism) {
   const Result fused = run_tp(cfg, 2, true), split = run_tp(cfg, 2, true, /*defer_weights=*/true);
   EXPECT_EQ(split.loss, fused.loss);
   EXPECT_EQ(split.grads, fused.grads);
+}
+
+TEST(TensorParallel, RecomputationReplaysTheRegionsBitwise) {
+  // Backward replays each block's forward, collectives included, on every rank.
+  for (bool sp : {false, true}) {
+    const model::ModelConfig cfg = four_heads(1, false);
+    const Result kept = run_tp(cfg, 2, sp), replayed = run_tp(cfg, 2, sp, false, /*recompute=*/true);
+    EXPECT_EQ(replayed.loss, kept.loss);
+    EXPECT_EQ(replayed.grads, kept.grads);
+  }
 }
 
 TEST(TensorParallel, OneRankWithSequenceParallelismIsTheSerialModelBitwise) {
