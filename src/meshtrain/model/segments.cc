@@ -76,10 +76,14 @@ Tensor HeadSegment::backward(const kernels::KernelTable& k, const TokenBatch& b,
                              const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = b.n(), nl = tp_.local_rows(n), d = cfg_.d_model;
   Tensor dxf = activation(alloc, acc_, {n, d}, MemCategory::Workspace);
-  const Tensor dlogits = as_operand(k, st.dlogits, op_, alloc);
-  st.weights.linear(k, head_, st.xf, dlogits, false);
-  head_.backward_input(k, dlogits, dxf, false);  // partial: this rank's vocabulary columns
-  st.dlogits = Tensor();  // a deferred weight job keeps its own reference
+  {
+    const Tensor dlogits = as_operand(k, st.dlogits, op_, alloc);
+    st.weights.linear(k, head_, st.xf, dlogits, false);
+    head_.backward_input(k, dlogits, dxf, false);  // partial: this rank's vocabulary columns
+  }
+  // The logits are freed here, before the stream's gradient is allocated (a
+  // deferred weight job keeps its own reference).
+  st.dlogits = Tensor();
   const Tensor dxf_mine = tp_.column_input_grad(dxf, alloc);
   Tensor dres = activation(alloc, dxf.dtype(), {nl, d});
   k.fill(dres, 0.0);
