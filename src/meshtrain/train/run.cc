@@ -15,9 +15,10 @@ namespace {
 
 void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
   const TrainConfig& cfg = t.config();
-  const auto& spec = t.model_spec();
+  // The whole model's count (this rank's spec holds its tensor-parallel slice).
+  const int64_t params = model::build_model_spec(cfg.model).total_params();
   std::fprintf(console, "model: %s | %.2fM parameters | %.1f MFLOP/token\n", cfg.model.describe().c_str(),
-               double(spec.total_params()) * 1e-6, t.flops_per_token() * 1e-6);
+               double(params) * 1e-6, t.flops_per_token() * 1e-6);
   const int dp = t.dp_size();
   std::fprintf(console, "precision: %s%s\n", t.precision().describe().c_str(),
                t.loss_scaler().enabled() ? " | dynamic loss scaling" : "");
