@@ -61,7 +61,8 @@ nlohmann::json layout_json(const TrainConfig& cfg, const comm::MeshShape& mesh, 
           {"tp", mesh.tp},       {"pp", mesh.pp},
           {"cp", mesh.cp},       {"world", world},
           {"grad_accum", cfg.training.grad_accum}, {"micro_batch", cfg.training.micro_batch},
-          {"backend", cfg.comm.backend},         {"reproducible", cfg.training.reproducible}};
+          {"backend", cfg.comm.backend},         {"reproducible", cfg.training.reproducible},
+          {"sequence_parallel", cfg.parallel.sequence_parallel}};
 }
 
 }  // namespace
@@ -207,7 +208,9 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
   const int64_t new_window = int64_t(cfg_.parallel.dp) * cfg_.training.grad_accum * cfg_.training.micro_batch;
   // Layouts from before placements recorded no cp; tp and pp were 1.
   const bool same_model_axes = old.value("tp", 1) == ctx_.mesh.shape().tp && old.value("pp", 1) == ctx_.mesh.shape().pp &&
-                               old.value("cp", 1) == ctx_.mesh.shape().cp;
+                               old.value("cp", 1) == ctx_.mesh.shape().cp &&
+                               // sequence parallelism sums norm gradients over shards: another order
+                               old.value("sequence_parallel", false) == cfg_.parallel.sequence_parallel;
   const bool same_reduction = same_model_axes && old.at("dp") == cfg_.parallel.dp &&
                               old.at("grad_accum") == cfg_.training.grad_accum &&
                               old.at("micro_batch") == cfg_.training.micro_batch &&
