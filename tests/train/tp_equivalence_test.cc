@@ -107,3 +107,18 @@ TEST(TensorParallelEquivalence, Bf16TracksOneRank) {
     EXPECT_TRUE(r.pass()) << r.str();
   }
 }
+
+// Reproducible mode sums each unit's window gradient in its fixed tree over
+// the micro-batches; the tensor-parallel partial sums join before the tree's
+// data-parallel reduction. Not bitwise against one rank (the tp split
+// changes the forward's sums), within the f32 tolerance.
+TEST(TensorParallelEquivalence, ReproducibleModeComposesWithTensorParallelism) {
+  const auto ds = varied_documents(64, 5);
+  for (const char* text : {"tp=2,sp=on,dp=2", "tp=2,dp=2,zero=3"}) {
+    SCOPED_TRACE(text);
+    auto cfg = tp_config(true, false, 1);
+    cfg.training.reproducible = true;
+    const auto r = train::compare_with_single_rank(cfg, train::parse_layout(text), 3, ds, kTolerance);
+    EXPECT_TRUE(r.pass()) << r.str();
+  }
+}
