@@ -190,6 +190,10 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
   layout.check_runnable();
   TrainConfig par = cfg;
   if (bitwise) {
+    MT_REQUIRE(ConfigError, layout.tp == 1, "layout ", layout.str(),
+               ": --bitwise covers the data-parallel split and the ZeRO stage; tensor parallelism splits the "
+               "forward's own sums (row-parallel outputs, the softmax over the vocabulary), so verify it with a "
+               "tolerance");
     par.training.reproducible = true;
     tolerance = 0;
   }
