@@ -14,34 +14,15 @@
 #include <vector>
 
 #include "meshtrain/comm/launch.h"
-#include "meshtrain/core/rng.h"
 #include "meshtrain/model/presets.h"
 #include "meshtrain/train/trainer.h"
+#include "random_tokens.h"
 
 using namespace meshtrain;
 
 namespace {
 
-// Random tokens over the whole 8192-id vocabulary.
-class RandomVocab final : public data::Tokenizer {
- public:
-  std::vector<int32_t> encode(std::string_view) const override { return {}; }
-  std::string decode(std::span<const int32_t>) const override { return {}; }
-  int64_t vocab_size() const override { return 8192; }
-  int32_t bos_id() const override { return 0; }
-  int32_t eos_id() const override { return 1; }
-  int32_t pad_id() const override { return 2; }
-  int64_t token_bytes(int32_t id) const override { return id > 2 ? 1 : 0; }
-  nlohmann::json describe() const override { return {{"type", "random"}, {"vocab_size", 8192}}; }
-};
-
-data::TokenDataset random_documents(int n, int len) {
-  CounterRng rng(7);
-  std::vector<std::vector<int32_t>> docs(size_t(n), std::vector<int32_t>(size_t(len), 0));
-  for (int d = 0; d < n; ++d)
-    for (int i = 0; i < len; ++i) docs[size_t(d)][size_t(i)] = int32_t(3 + rng.bits(uint64_t(d), uint64_t(i))[0] % 8189);
-  return data::TokenDataset::from_documents(docs, std::make_unique<RandomVocab>());
-}
+using bench::random_documents;
 
 train::TrainConfig bench_small(int stage, bool overlap, double bucket_mb) {
   train::TrainConfig c;

@@ -19,6 +19,8 @@ echo "== data parallelism / ZeRO (R=2, threads) =="
 "$build/bench/dp_bench"
 echo "== pipeline schedules (threads, 1 compute thread per stage) =="
 "$build/bench/pipeline_bench"
+echo "== tensor parallelism (tp=2 vs dp=2 vs one rank, threads) =="
+"$build/bench/tp_bench"
 echo "== collectives (threads backend) =="
 for n in 2 4; do "$build/bin/meshtrain" bench comm --ranks "$n"; done
 if command -v mpirun >/dev/null; then

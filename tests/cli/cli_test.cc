@@ -160,12 +160,20 @@ TEST(CliTrain, TinyRunThenCkptGenerateEvalAndVerify) {
   // verify parses the layout after loading the (valid) config and data.
   expect_failure({"verify", cfg, "--layout", "dp=2,bogus=1", "--steps", "1"}, "unknown layout key 'bogus'");
   expect_failure({"verify", cfg, "--layout", "dp=two"}, "layout dp=two: expected an integer");
-  expect_failure({"verify", cfg, "--layout", "tp=2"}, "do not train yet");
+  // Tensor and sequence parallelism train: the KV head shared by both tp ranks.
+  const Result tp2 = run_cli({"verify", cfg, "--layout", "tp=2,sp=on", "--steps", "1"});
+  EXPECT_EQ(tp2.code, 0) << tp2.err;
+  EXPECT_TRUE(contains(tp2.out, "tp=2,sp=on vs single rank")) << tp2.out;
+  EXPECT_TRUE(contains(tp2.out, "PASS")) << tp2.out;
+  expect_failure({"verify", cfg, "--layout", "tp=3"}, "model.n_heads = 2 does not split over parallel.tp = 3");
 
   // plan: the config's layout by default, any mesh with --layout; nothing runs.
   const Result own = run_cli({"plan", cfg});
   EXPECT_EQ(own.code, 0) << own.err;
   EXPECT_TRUE(contains(own.out, "layout: pp=1 dp=1 cp=1 tp=1 | zero_stage 0")) << own.out;
+  const Result config_tp = run_cli({"plan", cfg, "--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true"});
+  EXPECT_TRUE(contains(config_tp.out, "layout: pp=1 dp=1 cp=1 tp=2 | zero_stage 0 | v 1 | sequence parallel"))
+      << config_tp.out;
   const Result wide = run_cli({"plan", cfg, "--layout", "tp=2,dp=2,zero=3"});
   EXPECT_EQ(wide.code, 0) << wide.err;
   EXPECT_TRUE(contains(wide.out, "model.embed_tokens.weight")) << wide.out;

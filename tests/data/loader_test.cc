@@ -130,6 +130,39 @@ TEST(Loader, StateJsonShapeAndForeignStates) {
   EXPECT_THROW(nlohmann::json({{"version", 1}}).get<LoaderState>(), DataError);
 }
 
+TEST(Bucketing, SeqMultipleRoundsPaddedWindowsUpAndKeepsTheirRows) {
+  // Sequence parallelism splits every row's positions over tp ranks: the
+  // window's padded length becomes a multiple of tp, with the same rows,
+  // the same supervision and only padding added.
+  const TokenDataset ds = random_docs(40, 8, 13);
+  LoaderConfig c4 = cfg(BatchMode::Padded);
+  c4.seq_multiple = 4;
+  BatchLoader plain(ds, cfg(BatchMode::Padded)), rounded(ds, c4);
+  Batch a, b;
+  bool rounded_up = false;
+  for (int s = 0; s < 12; ++s) {
+    plain.next(3, &a);
+    rounded.next(3, &b);
+    ASSERT_EQ(b.seq % 4, 0);
+    ASSERT_GE(b.seq, a.seq);
+    ASSERT_LT(b.seq - a.seq, 4);
+    rounded_up = rounded_up || b.seq > a.seq;
+    EXPECT_EQ(b.supervised_targets, a.supervised_targets);
+    EXPECT_EQ(b.non_pad_tokens, a.non_pad_tokens);
+    for (int64_t r = 0; r < a.rows; ++r)
+      for (int64_t i = 0; i < b.seq; ++i) {
+        const bool pad = i >= a.seq;
+        EXPECT_EQ(b.targets[size_t(b.at(r, i))], pad ? -1 : a.targets[size_t(a.at(r, i))]);
+        if (!pad) {
+          EXPECT_EQ(b.tokens[size_t(b.at(r, i))], a.tokens[size_t(a.at(r, i))]);
+        }
+      }
+  }
+  EXPECT_TRUE(rounded_up);
+  c4.seq_len = 18;
+  EXPECT_THROW(BatchLoader(ds, c4), ConfigError);
+}
+
 TEST(Loader, BatchStorageIsReused) {
   BatchLoader l(random_docs(30, 4), cfg(BatchMode::Packed));
   Batch b;

@@ -36,4 +36,14 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
+double rel_to_max(const std::vector<double>& a, const std::vector<double>& ref) {
+  if (a.size() != ref.size()) throw std::invalid_argument("rel_to_max: size mismatch");
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
 }  // namespace meshtrain::testing

@@ -29,6 +29,7 @@ Values local_values(const train::TrainConfig& cfg, const comm::MeshShape& mesh, 
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
     train::TrainConfig c = cfg;
     c.parallel.dp = mesh.dp;
+    c.parallel.tp = mesh.tp;
     train::Trainer t(c, ctx, ds, std::nullopt);
     act(t);
     // Gather each unit over dp (ZeRO-3 shards), then read every parameter.

@@ -8,9 +8,10 @@ namespace meshtrain::app {
 std::string plan(const PlanRequest& q) {
   train::TrainConfig cfg = train::load_config(q.config, q.overrides);
   const parallel::ParallelConfig& p = cfg.parallel;
-  train::Layout layout = train::parse_layout("dp=" + std::to_string(p.dp == 0 ? 1 : p.dp) + ",zero=" +
-                                             std::to_string(p.zero_stage) + ",pp=" + std::to_string(p.pp) +
-                                             ",schedule=" + p.schedule + ",v=" + std::to_string(p.virtual_stages));
+  train::Layout layout = train::parse_layout(
+      "dp=" + std::to_string(p.dp == 0 ? 1 : p.dp) + ",zero=" + std::to_string(p.zero_stage) +
+      ",tp=" + std::to_string(p.tp) + ",sp=" + (p.sequence_parallel ? "on" : "off") + ",pp=" + std::to_string(p.pp) +
+      ",schedule=" + p.schedule + ",v=" + std::to_string(p.virtual_stages));
   if (!q.layout.empty()) layout = train::parse_layout(q.layout);
   cfg = train::with_layout(cfg, layout);
   // The options a run of this layout uses: pipeline chunks from the cost

@@ -12,10 +12,11 @@ BatchMode parse_batch_mode(const std::string& name) {
   MT_THROW(ConfigError, "unknown batch mode '", name, "' (use packed or padded)");
 }
 
-LoaderConfig LoaderConfig::validation(BatchMode mode, int64_t seq_len) {
+LoaderConfig LoaderConfig::validation(BatchMode mode, int64_t seq_len, int64_t seq_multiple) {
   LoaderConfig c;
   c.mode = mode;
   c.seq_len = seq_len;
+  c.seq_multiple = seq_multiple;
   c.bucket_pool = 1;
   c.shuffle = false;
   c.max_epochs = 1;
@@ -66,6 +67,8 @@ namespace {
 
 const TokenDataset& checked(const TokenDataset& ds, const LoaderConfig& cfg) {
   MT_REQUIRE(ConfigError, cfg.seq_len > 0, "seq_len must be > 0, got ", cfg.seq_len);
+  MT_REQUIRE(ConfigError, cfg.seq_multiple >= 1 && cfg.seq_len % cfg.seq_multiple == 0, "seq_len ", cfg.seq_len,
+             " is not a multiple of ", cfg.seq_multiple);
   MT_REQUIRE(ConfigError, cfg.bucket_pool > 0, "bucket_pool must be > 0, got ", cfg.bucket_pool);
   bool usable = false;
   for (int64_t d = 0; d < ds.num_documents() && !usable; ++d) usable = ds.document_length(d) >= 2;
@@ -109,7 +112,7 @@ void BatchLoader::plan_padded(int64_t window_rows) {
       return;
     }
   }
-  plan_padded_window(ds_, pool_, cfg_.seq_len, &window_);
+  plan_padded_window(ds_, pool_, cfg_.seq_len, &window_, cfg_.seq_multiple);
 }
 
 const Window& BatchLoader::next_window(int64_t window_rows) {

@@ -39,11 +39,12 @@ struct LoaderConfig {
   int64_t seq_len = 256;     // positions per row (padded: the cap; rows may be shorter)
   uint64_t seed = 0;
   int64_t bucket_pool = 16;  // padded: windows per length-sorted pool (K)
+  int64_t seq_multiple = 1;  // padded: a window's seq rounded up to a multiple (sequence parallelism)
   bool shuffle = true;       // false: documents in stored order
   int64_t max_epochs = 0;    // 0: endless; else the stream ends after that many epochs
 
   // One pass over the split in stored order, no bucketing: for validation.
-  static LoaderConfig validation(BatchMode mode, int64_t seq_len);
+  static LoaderConfig validation(BatchMode mode, int64_t seq_len, int64_t seq_multiple = 1);
 };
 
 struct LoaderState {
@@ -114,8 +115,8 @@ class BatchLoader {
 // evaluation the same way as BatchLoader.
 class ValidationIterator {
  public:
-  ValidationIterator(const TokenDataset& dataset, BatchMode mode, int64_t seq_len)
-      : loader_(dataset, LoaderConfig::validation(mode, seq_len)) {}
+  ValidationIterator(const TokenDataset& dataset, BatchMode mode, int64_t seq_len, int64_t seq_multiple = 1)
+      : loader_(dataset, LoaderConfig::validation(mode, seq_len, seq_multiple)) {}
   bool next(int64_t rows, Batch* out) { return loader_.next(rows, out) && out->rows > 0; }
   bool next_window(int64_t window_rows, int64_t first_row, int64_t n_rows, Batch* out) {
     return loader_.next_window(window_rows, first_row, n_rows, out);

@@ -41,7 +41,8 @@ void draw_bucket_pool(const TokenDataset& ds, DocumentSampler& sampler, int64_t 
   }
 }
 
-void plan_padded_window(const TokenDataset& ds, BucketPool& pool, int64_t seq_len, Window* window) {
+void plan_padded_window(const TokenDataset& ds, BucketPool& pool, int64_t seq_len, Window* window,
+                        int64_t seq_multiple) {
   MT_CHECK(pool.has_next(), "bucket pool exhausted");
   const int64_t w = pool.order[size_t(pool.emitted++)];
   const int64_t begin = w * pool.window_rows;
@@ -55,7 +56,8 @@ void plan_padded_window(const TokenDataset& ds, BucketPool& pool, int64_t seq_le
     window->add_piece({d, 0, len});
     l_max = std::max(l_max, len);
   }
-  window->set_seq(l_max);  // (29.1) l_max of the window
+  l_max = (l_max + seq_multiple - 1) / seq_multiple * seq_multiple;
+  window->set_seq(l_max);  // (29.1) l_max of the window (rounded up for sequence parallelism)
 }
 
 }  // namespace meshtrain::data

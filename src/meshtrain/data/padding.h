@@ -43,7 +43,10 @@ struct BucketPool {
 void draw_bucket_pool(const TokenDataset& ds, DocumentSampler& sampler, int64_t seq_len, int64_t window_rows,
                       int64_t pool_windows, uint64_t seed, int64_t index, BucketPool* pool);
 
-// Plans the pool's next window into `window` (pool.has_next() required).
-void plan_padded_window(const TokenDataset& ds, BucketPool& pool, int64_t seq_len, Window* window);
+// Plans the pool's next window into `window` (pool.has_next() required),
+// its seq rounded up to a multiple of seq_multiple (a divisor of seq_len:
+// sequence parallelism splits every row's positions over its ranks).
+void plan_padded_window(const TokenDataset& ds, BucketPool& pool, int64_t seq_len, Window* window,
+                        int64_t seq_multiple = 1);
 
 }  // namespace meshtrain::data

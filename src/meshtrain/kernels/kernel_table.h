@@ -73,6 +73,27 @@ class KernelTable {
   virtual CrossEntropyResult cross_entropy_backward(const Tensor& logits, const int32_t* targets, double grad_scale,
                                                     const Tensor& dlogits) const = 0;
 
+  // ---- tensor parallelism (cpu/vocab_parallel.h) ----
+  // This rank's vocabulary rows [vocab_begin, vocab_begin + table rows) of
+  // vocab_size: out[i] = table[ids[i] - vocab_begin], a zero row for an id
+  // outside the slice (DataError outside [0, vocab_size)).
+  virtual void embedding_slice_forward(const int32_t* ids, const Tensor& table, int64_t vocab_begin,
+                                       int64_t vocab_size, const Tensor& out) const = 0;
+  // dtable[ids[i] - vocab_begin] += dout[i] for ids in the slice.
+  virtual void embedding_slice_backward(const int32_t* ids, const Tensor& dout, int64_t vocab_begin,
+                                        const Tensor& dtable) const = 0;
+  // Vocabulary-parallel cross-entropy over local logits [n, Vl] in three
+  // passes around the caller's reductions: row max [n]; then sum_exp and
+  // target_logit [n] (exps, may alias the logits, undefined in forward-only
+  // use); then the loss SUM and COUNT (and dlogits from the exps).
+  virtual void vocab_ce_max(const Tensor& logits, const int32_t* targets, int64_t vocab_size,
+                            const Tensor& row_max) const = 0;
+  virtual void vocab_ce_sums(const Tensor& logits, const int32_t* targets, int64_t vocab_begin, const Tensor& row_max,
+                             const Tensor& sum_exp, const Tensor& target_logit, const Tensor& exps) const = 0;
+  virtual CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t vocab_begin, const Tensor& row_max,
+                                             const Tensor& sum_exp, const Tensor& target_logit, double grad_scale,
+                                             const Tensor& dlogits) const = 0;
+
   // ---- optimizer ----
   // One AdamW update of `param` from grad * grad_scale; m, v in the optimizer dtype.
   virtual void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,

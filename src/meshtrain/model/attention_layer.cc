@@ -14,7 +14,7 @@ SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, con
       q_proj_(bind_linear(params, prefix + ".q_proj", cfg.bias)),
       k_proj_(bind_linear(params, prefix + ".k_proj", cfg.bias)),
       v_proj_(bind_linear(params, prefix + ".v_proj", cfg.bias)),
-      o_proj_(bind_linear(params, prefix + ".o_proj", cfg.bias)),
+      o_proj_(bind_linear(params, prefix + ".o_proj", false)),  // its bias: the block's, after the reduction
       q_heads_(q_proj_.out / cfg.head_dim),
       kv_heads_(k_proj_.out / cfg.head_dim),
       rope_(rope) {}

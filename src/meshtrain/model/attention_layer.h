@@ -1,6 +1,7 @@
 // Self-attention: q/k/v projections (column-parallel: this rank's heads),
 // RoPE, blockwise causal attention over packed documents (GQA), output
-// projection (row-parallel). Head counts come from the local weights.
+// projection (row-parallel, without its bias: the block adds it once, after
+// the tensor-parallel reduction). Head counts come from the local weights.
 #pragma once
 
 #include <memory>

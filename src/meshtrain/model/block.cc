@@ -9,52 +9,61 @@ std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_strin
 }  // namespace
 
 Block::Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, const kernels::RopeTable* rope,
-             comm::ProcessGroup* tp, bool fuse_residual)
+             const TpRegions& tp, bool fuse_residual)
     : cfg_(cfg),
       norm1_(bind_norm(params, cfg, layer_prefix(layer) + ".input_layernorm")),
       norm2_(bind_norm(params, cfg, layer_prefix(layer) + ".post_attention_layernorm")),
       attn_(cfg, params, layer_prefix(layer) + ".self_attn", rope),
       mlp_(cfg, params, layer_prefix(layer) + ".mlp"),
-      tp_(tp && tp->size() > 1 ? tp : nullptr),
-      fuse_(fuse_residual && tp_ == nullptr),
-      op_(params.precision().compute) {}
+      tp_(tp),
+      fuse_(fuse_residual && tp.size() == 1),
+      op_(params.precision().compute) {
+  if (cfg.bias) {
+    const std::string p = layer_prefix(layer);
+    attn_bias_ = &params.find(p + ".self_attn.o_proj.bias");
+    mlp_bias_ = &params.find(p + (cfg.mlp == MlpKind::SwiGLU ? ".mlp.down_proj.bias" : ".mlp.fc_out.bias"));
+  }
+}
 
-void Block::sum_over_tp(const Tensor& t) const {
-  if (tp_) tp_->all_reduce(t);
+template <typename Project>
+void Block::add_branch(const kernels::KernelTable& k, const Tensor& stream, int64_t n, const Parameter* bias,
+                       const std::shared_ptr<CachingAllocator>& alloc, Project&& project) const {
+  if (fuse_) {
+    project(stream, /*accumulate=*/true);
+  } else {
+    Tensor part = activation(alloc, stream.dtype(), {n, cfg_.d_model}, MemCategory::Workspace);
+    project(part, /*accumulate=*/false);
+    k.add(stream, tp_.row_output(part, alloc));  // (29.12): partial sums meet before the residual
+  }
+  if (bias) k.add_row_bias(stream, bias->value);
 }
 
 Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const TokenBatch& b, bool recompute,
                       Saved* saved, const std::shared_ptr<CachingAllocator>& alloc) const {
-  const int64_t n = b.n(), d = cfg_.d_model;
+  const int64_t n = b.n(), nl = tp_.local_rows(n), d = cfg_.d_model;
+  MT_CHECK(x.dim(0) == nl, "block input of ", x.dim(0), " rows, expected ", nl);
   const DType dt = x.dtype();
+  // Under SP the normed rows are gathered (as matmul operands: 16 bits under
+  // the mixed policies): the gathered copy is what is kept.
+  const MemCategory normed = tp_.shards_rows() ? MemCategory::Workspace : MemCategory::Activations;
   Saved s;
   s.x = x;
-  Tensor xn1 = activation(alloc, dt, {n, d});
+  Tensor xn1 = activation(alloc, dt, {nl, d}, normed);
   s.stats1 = norm1_.forward(k, x, xn1, alloc);
-  s.xn1 = as_operand(k, xn1, op_, alloc);
-  s.h = activation(alloc, dt, {n, d});
+  s.xn1 = tp_.column_input(as_operand(k, xn1, op_, alloc, normed), n, alloc, MemCategory::Activations);
+  s.h = activation(alloc, dt, {nl, d});
   k.copy(s.h, x);
-  if (fuse_) {
-    s.attn = attn_.forward(k, s.xn1, b, s.h, /*accumulate_y=*/true, alloc);
-  } else {
-    Tensor part = activation(alloc, dt, {n, d}, MemCategory::Workspace);
-    s.attn = attn_.forward(k, s.xn1, b, part, /*accumulate_y=*/false, alloc);
-    sum_over_tp(part);  // (29.12): partial sums meet before the residual
-    k.add(s.h, part);
-  }
-  Tensor xn2 = activation(alloc, dt, {n, d});
+  add_branch(k, s.h, n, attn_bias_, alloc, [&](const Tensor& out, bool acc) {
+    s.attn = attn_.forward(k, s.xn1, b, out, acc, alloc);
+  });
+  Tensor xn2 = activation(alloc, dt, {nl, d}, normed);
   s.stats2 = norm2_.forward(k, s.h, xn2, alloc);
-  s.xn2 = as_operand(k, xn2, op_, alloc);
-  Tensor y = activation(alloc, dt, {n, d});
+  s.xn2 = tp_.column_input(as_operand(k, xn2, op_, alloc, normed), n, alloc, MemCategory::Activations);
+  Tensor y = activation(alloc, dt, {nl, d});
   k.copy(y, s.h);
-  if (fuse_) {
-    s.mlp = mlp_.forward(k, s.xn2, y, /*accumulate_y=*/true, alloc);
-  } else {
-    Tensor part = activation(alloc, dt, {n, d}, MemCategory::Workspace);
-    s.mlp = mlp_.forward(k, s.xn2, part, /*accumulate_y=*/false, alloc);
-    sum_over_tp(part);
-    k.add(y, part);
-  }
+  add_branch(k, y, n, mlp_bias_, alloc, [&](const Tensor& out, bool acc) {
+    s.mlp = mlp_.forward(k, s.xn2, out, acc, alloc);
+  });
   s.full = true;
   if (recompute) {
     s = Saved{};
@@ -69,15 +78,26 @@ void Block::backward(const kernels::KernelTable& k, Saved& saved, const TokenBat
   if (!saved.full) forward(k, saved.x, b, /*recompute=*/false, &saved, alloc);  // replay (S3)
   const Saved& s = saved;
   const int64_t n = b.n(), d = cfg_.d_model;
+  // A deferred weight gradient keeps the gathered output gradient.
+  const MemCategory kept = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
   Tensor dxn = activation(alloc, dres.dtype(), {n, d}, MemCategory::Workspace);
-  // dres is updated in place by the norm backward below: deferred weight
-  // grads of the output projections keep a copy of it.
-  mlp_.backward(k, s.xn2, s.mlp, dres, /*dy_changes=*/true, dxn, wg, alloc);
-  sum_over_tp(dxn);  // column-parallel input gradients are partial (S6)
-  norm2_.backward(k, s.h, s.stats2, dxn, dres);
-  attn_.backward(k, s.xn1, s.attn, b, dres, /*dy_changes=*/true, dxn, wg, alloc);
-  sum_over_tp(dxn);
-  norm1_.backward(k, s.x, s.stats1, dxn, dres);
+  // Each sublayer: the output gradient of the whole stream (gathered under
+  // SP; else dres itself, which the norm backward below updates in place, so
+  // deferred weight jobs keep a copy), the branch's partial input gradient
+  // summed over the group, then the norm.
+  auto sublayer = [&](const Parameter* bias, auto&& branch_backward, const Norm& norm, const Tensor& norm_in,
+                      const Norm::Stats& stats) {
+    if (bias) wg.bias(k, *bias, dres, /*dy_changes=*/true);
+    const Tensor dy = tp_.row_output_grad(dres, n, alloc, kept);
+    branch_backward(dy, /*dy_changes=*/dy.raw() == dres.raw());
+    norm.backward(k, norm_in, stats, tp_.column_input_grad(dxn, alloc), dres);
+  };
+  sublayer(mlp_bias_, [&](const Tensor& dy, bool changes) {
+    mlp_.backward(k, s.xn2, s.mlp, dy, changes, dxn, wg, alloc);
+  }, norm2_, s.h, s.stats2);
+  sublayer(attn_bias_, [&](const Tensor& dy, bool changes) {
+    attn_.backward(k, s.xn1, s.attn, b, dy, changes, dxn, wg, alloc);
+  }, norm1_, s.x, s.stats1);
 }
 
 }  // namespace meshtrain::model

@@ -1,50 +1,61 @@
 // Pre-norm transformer block: h = x + attn(norm1(x)); y = h + mlp(norm2(h)).
 // With recompute, forward keeps only the block input and backward replays
-// forward (SPEC S3; no side effects on persistent state, so replay is exact).
+// forward (SPEC S3; no side effects on persistent state, and every rank of
+// the tensor-parallel group replays the same collectives in the same order).
 //
-// The residual add is fused into the output projections' GEMM (beta = 1)
-// when nothing must happen between the two; under tensor parallelism the
-// row-parallel partial sums are reduced over the tp group first and added
-// after (29.12), and the column-parallel input gradients are summed the
-// same way in backward (S6).
+// Tensor parallelism (S6, S8) through the regions (regions.h): each
+// sublayer's column-parallel projections (q/k/v; gate/up or fc_in) read the
+// normed stream through the column-input region, its row-parallel output
+// projection (o_proj; down or fc_out) leaves through the row-output region,
+// and only then do the residual add and the output projection's bias (added
+// once, on reduced values) happen (29.12). Under sequence parallelism the
+// residual stream, the norms and the adds hold this rank's n / t rows.
+// Without a reduction in between (one rank) the residual add stays fused
+// into the output projection's GEMM (beta = 1).
 #pragma once
 
-#include "meshtrain/comm/process_group.h"
 #include "meshtrain/model/attention_layer.h"
 #include "meshtrain/model/mlp_layer.h"
+#include "meshtrain/model/regions.h"
 
 namespace meshtrain::model {
 
 class Block {
  public:
   struct Saved {
-    Tensor x;  // block input [n, d]
+    Tensor x;         // block input: this rank's rows of the stream [nl, d]
     bool full = false;
-    Tensor xn1, h, xn2;  // xn1, xn2 as matmul operands (the policy's matmul type)
+    Tensor xn1, xn2;  // the column-parallel layers' inputs [n, d] (gathered under SP)
+    Tensor h;         // stream after attention [nl, d]
     Norm::Stats stats1, stats2;
     SelfAttention::Saved attn;
     Mlp::Saved mlp;
   };
 
-  // tp: this rank's tensor-parallel group (null: none).
   Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, const kernels::RopeTable* rope,
-        comm::ProcessGroup* tp, bool fuse_residual);
-  // Returns the block output [n, d]; `saved` receives what backward needs.
+        const TpRegions& tp, bool fuse_residual);
+  // Returns the block output [nl, d]; `saved` receives what backward needs.
   Tensor forward(const kernels::KernelTable& k, const Tensor& x, const TokenBatch& b, bool recompute, Saved* saved,
                  const std::shared_ptr<CachingAllocator>& alloc) const;
-  // B: dres holds dL/dy on entry and dL/dx on return (in place); weight
-  // gradients go to `wg` (now or deferred).
+  // B: dres holds dL/dy on entry and dL/dx on return (in place, this rank's
+  // rows); weight gradients go to `wg` (now or deferred).
   void backward(const kernels::KernelTable& k, Saved& saved, const TokenBatch& b, Tensor& dres, WeightGrads& wg,
                 const std::shared_ptr<CachingAllocator>& alloc) const;
   bool fused_residual() const { return fuse_; }
 
  private:
-  void sum_over_tp(const Tensor& t) const;
+  // stream += reduce(project(output)) + bias, where project writes the
+  // branch's (partial) output: into the stream itself when fused.
+  template <typename Project>
+  void add_branch(const kernels::KernelTable& k, const Tensor& stream, int64_t n, const Parameter* bias,
+                  const std::shared_ptr<CachingAllocator>& alloc, Project&& project) const;
   const ModelConfig& cfg_;
   Norm norm1_, norm2_;
   SelfAttention attn_;
   Mlp mlp_;
-  comm::ProcessGroup* tp_;
+  Parameter* attn_bias_ = nullptr;  // o_proj.bias (replicated)
+  Parameter* mlp_bias_ = nullptr;   // down_proj.bias / fc_out.bias (replicated)
+  TpRegions tp_;
   bool fuse_;
   DType op_;  // matmul operand type
 };

@@ -42,6 +42,11 @@ void Norm::backward(const kernels::KernelTable& k, const Tensor& x, const Stats&
 
 Tensor WeightGrads::keep(const kernels::KernelTable& k, const Tensor& t, bool changes) const {
   if (!changes) return t;
+  if (!jobs_.empty()) {
+    const Job& last = jobs_.back();
+    if (last.dy_source == t.raw() && last.dy.raw() != t.raw() && last.dy.numel() == t.numel())
+      return last.dy;  // the previous job already copied it
+  }
   Tensor copy = Tensor::empty(t.shape(), t.dtype(), alloc_, MemCategory::Activations);
   k.copy(copy, t);
   return copy;
@@ -50,21 +55,43 @@ Tensor WeightGrads::keep(const kernels::KernelTable& k, const Tensor& t, bool ch
 void WeightGrads::linear(const kernels::KernelTable& k, const Linear& l, const Tensor& x, const Tensor& dy,
                          bool dy_changes) {
   if (!defer_) return l.backward_weight(k, x, dy);
-  jobs_.push_back({&l, nullptr, nullptr, x, keep(k, dy, dy_changes)});
+  Job j;
+  j.linear = &l;
+  j.x = x;
+  j.dy = keep(k, dy, dy_changes);
+  j.dy_source = dy.raw();
+  jobs_.push_back(std::move(j));
+}
+
+void WeightGrads::bias(const kernels::KernelTable& k, const Parameter& bias, const Tensor& dy, bool dy_changes) {
+  if (!defer_) return k.bias_grad(bias.grad, dy);
+  Job j;
+  j.bias = &bias;
+  j.dy = keep(k, dy, dy_changes);
+  j.dy_source = dy.raw();
+  jobs_.push_back(std::move(j));
 }
 
 void WeightGrads::embedding(const kernels::KernelTable& k, const Parameter& table, const int32_t* ids,
-                            const Tensor& dout, bool dout_changes) {
-  if (!defer_) return k.embedding_backward(ids, dout, table.grad);
-  jobs_.push_back({nullptr, &table, ids, Tensor(), keep(k, dout, dout_changes)});
+                            const Tensor& dout, bool dout_changes, int64_t vocab_begin) {
+  if (!defer_) return k.embedding_slice_backward(ids, dout, vocab_begin, table.grad);
+  Job j;
+  j.table = &table;
+  j.ids = ids;
+  j.vocab_begin = vocab_begin;
+  j.dy = keep(k, dout, dout_changes);
+  j.dy_source = dout.raw();
+  jobs_.push_back(std::move(j));
 }
 
 void WeightGrads::run(const kernels::KernelTable& k) {
   for (Job& j : jobs_) {
     if (j.linear)
       j.linear->backward_weight(k, j.x, j.dy);
+    else if (j.bias)
+      k.bias_grad(j.bias->grad, j.dy);
     else
-      k.embedding_backward(j.ids, j.dy, j.table->grad);
+      k.embedding_slice_backward(j.ids, j.dy, j.vocab_begin, j.table->grad);
   }
   jobs_.clear();
 }

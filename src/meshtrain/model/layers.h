@@ -66,18 +66,26 @@ class WeightGrads {
   WeightGrads(bool defer, std::shared_ptr<CachingAllocator> alloc) : defer_(defer), alloc_(std::move(alloc)) {}
   bool deferred() const { return defer_; }
   void linear(const kernels::KernelTable& k, const Linear& l, const Tensor& x, const Tensor& dy, bool dy_changes);
-  // dtable[ids[i]] += dout[i]
+  // dbias += colsum(dy): a row-parallel layer's bias, added once after the
+  // tensor-parallel reduction (block.h).
+  void bias(const kernels::KernelTable& k, const Parameter& bias, const Tensor& dy, bool dy_changes);
+  // dtable[ids[i] - vocab_begin] += dout[i] for the ids inside the table's
+  // rows (a vocabulary slice under tensor parallelism; vocab_begin 0 and
+  // every id inside for a whole table).
   void embedding(const kernels::KernelTable& k, const Parameter& table, const int32_t* ids, const Tensor& dout,
-                 bool dout_changes);
+                 bool dout_changes, int64_t vocab_begin = 0);
   void run(const kernels::KernelTable& k);  // the queued jobs, in order
   bool empty() const { return jobs_.empty(); }
 
  private:
   struct Job {
     const Linear* linear = nullptr;
+    const Parameter* bias = nullptr;
     const Parameter* table = nullptr;
     const int32_t* ids = nullptr;
+    int64_t vocab_begin = 0;
     Tensor x, dy;
+    const void* dy_source = nullptr;  // what dy copies (two jobs reading one tensor share the copy)
   };
   Tensor keep(const kernels::KernelTable& k, const Tensor& t, bool changes) const;
   bool defer_ = false;

@@ -9,10 +9,10 @@ Mlp::Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& pref
   if (swiglu_) {
     in_a_ = bind_linear(params, prefix + ".gate_proj", cfg.bias);
     in_b_ = bind_linear(params, prefix + ".up_proj", cfg.bias);
-    out_ = bind_linear(params, prefix + ".down_proj", cfg.bias);
+    out_ = bind_linear(params, prefix + ".down_proj", false);  // bias: the block's
   } else {
     in_a_ = bind_linear(params, prefix + ".fc_in", cfg.bias);
-    out_ = bind_linear(params, prefix + ".fc_out", cfg.bias);
+    out_ = bind_linear(params, prefix + ".fc_out", false);
   }
 }
 

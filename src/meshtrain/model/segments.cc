@@ -1,38 +1,45 @@
 #include "meshtrain/model/segments.h"
 
 #include "meshtrain/model/linear_init.h"
+#include "meshtrain/model/vocab_parallel.h"
 
 namespace meshtrain::model {
 
-EmbeddingSegment::EmbeddingSegment(const ModelConfig& cfg, ParameterStore& params)
-    : d_(cfg.d_model), acc_(params.precision().accumulate()), tokens_(&params.find("model.embed_tokens.weight")) {
+EmbeddingSegment::EmbeddingSegment(const ModelConfig& cfg, ParameterStore& params, const TpRegions& tp)
+    : d_(cfg.d_model), acc_(params.precision().accumulate()), tokens_(&params.find("model.embed_tokens.weight")), tp_(tp) {
   if (cfg.positions == PositionKind::Learned) positions_ = &params.find("model.embed_positions.weight");
 }
 
 Tensor EmbeddingSegment::forward(const kernels::KernelTable& k, const TokenBatch& b,
                                  const std::shared_ptr<CachingAllocator>& alloc) const {
   const DType dt = acc_;
-  Tensor x = activation(alloc, dt, {b.n(), d_});
-  k.embedding_forward(b.tokens, tokens_->value, x);
+  const int64_t n = b.n(), nl = tp_.local_rows(n);
+  const VocabSlice v = vocab_slice(*tokens_->spec);
+  Tensor part = activation(alloc, dt, {n, d_}, tp_.shards_rows() ? MemCategory::Workspace : MemCategory::Activations);
+  k.embedding_slice_forward(b.tokens, tokens_->value, v.begin, v.total, part);
+  Tensor x = tp_.row_output(part, alloc, MemCategory::Activations);
   if (positions_) {
-    Tensor p = activation(alloc, dt, {b.n(), d_}, MemCategory::Workspace);
-    k.embedding_forward(b.positions, positions_->value, p);
+    Tensor p = activation(alloc, dt, {nl, d_}, MemCategory::Workspace);
+    k.embedding_forward(b.positions + tp_.first_row(n), positions_->value, p);
     k.add(x, p);
   }
   return x;
 }
 
-void EmbeddingSegment::backward(const kernels::KernelTable& k, const TokenBatch& b, const Tensor& dx,
-                                WeightGrads& wg) const {
-  wg.embedding(k, *tokens_, b.tokens, dx, false);
-  if (positions_) wg.embedding(k, *positions_, b.positions, dx, false);
+void EmbeddingSegment::backward(const kernels::KernelTable& k, const TokenBatch& b, const Tensor& dx, WeightGrads& wg,
+                                const std::shared_ptr<CachingAllocator>& alloc) const {
+  const int64_t n = b.n();
+  const MemCategory kept = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
+  wg.embedding(k, *tokens_, b.tokens, tp_.row_output_grad(dx, n, alloc, kept), false, vocab_slice(*tokens_->spec).begin);
+  if (positions_) wg.embedding(k, *positions_, b.positions + tp_.first_row(n), dx, false);
 }
 
-HeadSegment::HeadSegment(const ModelConfig& cfg, ParameterStore& params)
+HeadSegment::HeadSegment(const ModelConfig& cfg, ParameterStore& params, const TpRegions& tp)
     : cfg_(cfg),
       op_(params.precision().compute),
       acc_(params.precision().accumulate()),
-      norm_(bind_norm(params, cfg, "model.norm")) {
+      norm_(bind_norm(params, cfg, "model.norm")),
+      tp_(tp) {
   if (cfg.tied_embeddings) {
     head_.weight = &params.find("model.embed_tokens.weight");
     head_.out = head_.weight->spec->shape[0];
@@ -44,36 +51,43 @@ HeadSegment::HeadSegment(const ModelConfig& cfg, ParameterStore& params)
 
 Tensor HeadSegment::forward(const kernels::KernelTable& k, const TokenBatch& b, const Tensor& x, SegmentState& st,
                             const ForwardMode& mode, const std::shared_ptr<CachingAllocator>& alloc) const {
-  const int64_t n = b.n();
+  const int64_t n = b.n(), nl = tp_.local_rows(n);
   const DType dt = acc_;
+  const MemCategory normed = tp_.shards_rows() ? MemCategory::Workspace : MemCategory::Activations;
   st.x_final = x;
-  Tensor xf = activation(alloc, dt, {n, cfg_.d_model});
+  Tensor xf = activation(alloc, dt, {nl, cfg_.d_model}, normed);
   st.final_stats = norm_.forward(k, x, xf, alloc);
-  st.xf = as_operand(k, xf, op_, alloc);
+  st.xf = tp_.column_input(as_operand(k, xf, op_, alloc, normed), n, alloc, MemCategory::Activations);
   Tensor logits = activation(alloc, dt, {n, head_.out});
   head_.forward(k, st.xf, logits);
   if (mode.logits) return logits;
+  const VocabSlice v = vocab_slice(*head_.weight->spec);
   if (!mode.backward) {
-    st.loss = k.cross_entropy(logits, b.targets);
+    st.loss = vocab_parallel_cross_entropy(k, tp_, logits, b.targets, v, 0.0, Tensor(), alloc);
     return Tensor();
   }
-  // Loss and dlogits in one pass, in place: the logits are not needed again.
-  st.loss = k.cross_entropy_backward(logits, b.targets, mode.loss_coeff, logits);
+  // Loss and dlogits in place: the logits are not needed again.
+  st.loss = vocab_parallel_cross_entropy(k, tp_, logits, b.targets, v, mode.loss_coeff, logits, alloc);
   st.dlogits = logits;
   return Tensor();
 }
 
 Tensor HeadSegment::backward(const kernels::KernelTable& k, const TokenBatch& b, SegmentState& st,
                              const std::shared_ptr<CachingAllocator>& alloc) const {
-  const int64_t n = b.n(), d = cfg_.d_model;
+  const int64_t n = b.n(), nl = tp_.local_rows(n), d = cfg_.d_model;
   Tensor dxf = activation(alloc, acc_, {n, d}, MemCategory::Workspace);
-  const Tensor dlogits = as_operand(k, st.dlogits, op_, alloc);
-  st.weights.linear(k, head_, st.xf, dlogits, false);
-  head_.backward_input(k, dlogits, dxf, false);
-  st.dlogits = Tensor();  // a deferred weight job keeps its own reference
-  Tensor dres = activation(alloc, dxf.dtype(), {n, d});
+  {
+    const Tensor dlogits = as_operand(k, st.dlogits, op_, alloc);
+    st.weights.linear(k, head_, st.xf, dlogits, false);
+    head_.backward_input(k, dlogits, dxf, false);  // partial: this rank's vocabulary columns
+  }
+  // The logits are freed here, before the stream's gradient is allocated (a
+  // deferred weight job keeps its own reference).
+  st.dlogits = Tensor();
+  const Tensor dxf_mine = tp_.column_input_grad(dxf, alloc);
+  Tensor dres = activation(alloc, dxf.dtype(), {nl, d});
   k.fill(dres, 0.0);
-  norm_.backward(k, st.x_final, st.final_stats, dxf, dres);
+  norm_.backward(k, st.x_final, st.final_stats, dxf_mine, dres);
   st.xf = Tensor();
   return dres;
 }

@@ -10,6 +10,7 @@
 
 #include "meshtrain/kernels/cpu/cross_entropy.h"
 #include "meshtrain/model/block.h"
+#include "meshtrain/model/regions.h"
 
 namespace meshtrain::model {
 
@@ -22,36 +23,49 @@ struct ForwardMode {
 // What one micro-batch keeps of one segment between F, B and W.
 struct SegmentState {
   Block::Saved block;
-  Tensor x_final, xf, dlogits;  // head: its input, the normed input (as the LM head's operand), dlogits
+  Tensor x_final, xf, dlogits;  // head: its input rows, the LM head's (gathered) input, dlogits (in the logits' buffer)
   Norm::Stats final_stats;
   kernels::CrossEntropyResult loss;  // head: loss SUM and COUNT of the micro-batch
   WeightGrads weights;
   bool forward_done = false, input_grad_done = false;
 };
 
+// Vocabulary-parallel token embedding (S6): this rank's vocabulary rows
+// give a partial lookup (zero for ids outside them) summed over the
+// tensor-parallel group by the row-output region (reduce-scattered to this
+// rank's rows under SP); learned positions are added after, on the rows
+// the rank holds, so they count once.
 class EmbeddingSegment {
  public:
-  EmbeddingSegment(const ModelConfig& cfg, ParameterStore& params);
+  EmbeddingSegment(const ModelConfig& cfg, ParameterStore& params, const TpRegions& tp);
+  // This rank's rows of the stream [nl, d].
   Tensor forward(const kernels::KernelTable& k, const TokenBatch& b,
                  const std::shared_ptr<CachingAllocator>& alloc) const;
-  void backward(const kernels::KernelTable& k, const TokenBatch& b, const Tensor& dx, WeightGrads& wg) const;
+  void backward(const kernels::KernelTable& k, const TokenBatch& b, const Tensor& dx, WeightGrads& wg,
+                const std::shared_ptr<CachingAllocator>& alloc) const;
 
  private:
   int64_t d_;
   DType acc_;  // activations' type
   Parameter* tokens_;
   Parameter* positions_ = nullptr;
+  TpRegions tp_;
 };
 
+// Final norm (on this rank's rows), the LM head column-parallel over the
+// vocabulary (its input through the column-input region) and the
+// vocabulary-parallel cross-entropy (vocab_parallel.h): full logits are
+// never formed.
 class HeadSegment {
  public:
   // tied: the LM head is the token embedding (same parameter, same unit 0).
-  HeadSegment(const ModelConfig& cfg, ParameterStore& params);
+  HeadSegment(const ModelConfig& cfg, ParameterStore& params, const TpRegions& tp);
   // Training: the loss and dlogits (in place of the logits) in st; returns
-  // nothing. mode.logits: returns the logits [n, vocab].
+  // nothing. mode.logits: returns the logits of this rank's vocabulary
+  // slice [n, vocab rows held] (all of them on one rank).
   Tensor forward(const kernels::KernelTable& k, const TokenBatch& b, const Tensor& x, SegmentState& st,
                  const ForwardMode& mode, const std::shared_ptr<CachingAllocator>& alloc) const;
-  // B: the gradient of the head's input; weight grads to st.weights.
+  // B: the gradient of the head's input (this rank's rows); weight grads to st.weights.
   Tensor backward(const kernels::KernelTable& k, const TokenBatch& b, SegmentState& st,
                   const std::shared_ptr<CachingAllocator>& alloc) const;
 
@@ -60,6 +74,7 @@ class HeadSegment {
   DType op_, acc_;  // matmul operand type, activations' type
   Norm norm_;
   Linear head_;
+  TpRegions tp_;
 };
 
 }  // namespace meshtrain::model

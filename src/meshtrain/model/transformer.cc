@@ -19,19 +19,25 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
   exec_.precision.validate();
   MT_CHECK(partition.tp_size == (tp ? tp->size() : 1), "partition tp size ", partition.tp_size, " vs group ",
            tp ? tp->size() : 1);
+  MT_CHECK(!tp || tp->rank() == partition.tp_rank, "partition tp rank ", partition.tp_rank, " vs group rank ",
+           tp ? tp->rank() : 0);
+  tp_stats_ = std::make_unique<TpCommStats>(num_segments());
+  tp_ = TpRegions(tp && tp->size() > 1 ? tp : nullptr, exec_.sequence_parallel, tp_stats_.get(), 0);
   params_.initialize(cfg_.seed);
   if (cfg_.positions == PositionKind::Rope) rope_ = kernels::make_rope_table(cfg_.max_seq_len, cfg_.head_dim, cfg_.rope_theta);
   const kernels::RopeTable* rope = cfg_.positions == PositionKind::Rope ? &rope_ : nullptr;
-  if (holds(0)) embedding_ = std::make_unique<EmbeddingSegment>(cfg_, params_);
+  if (holds(0)) embedding_ = std::make_unique<EmbeddingSegment>(cfg_, params_, tp_.for_segment(0));
   blocks_.resize(size_t(cfg_.n_layers));
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
-    if (holds(int(l) + 1)) blocks_[size_t(l)] = std::make_unique<Block>(cfg_, params_, l, rope, tp, exec_.fuse_residual);
+    if (holds(int(l) + 1))
+      blocks_[size_t(l)] =
+          std::make_unique<Block>(cfg_, params_, l, rope, tp_.for_segment(int(l) + 1), exec_.fuse_residual);
   if (holds(num_segments() - 1)) {
     // A tied head on another stage than the embedding reads the copy the
     // layout plan places there (its gradient is summed with the first's).
     MT_CHECK(!cfg_.tied_embeddings || params_.spec().partition.holds_unit(0),
              "tied LM head without the embedding unit or its copy on this rank");
-    head_ = std::make_unique<HeadSegment>(cfg_, params_);
+    head_ = std::make_unique<HeadSegment>(cfg_, params_, tp_.for_segment(num_segments() - 1));
   }
 }
 
@@ -41,6 +47,7 @@ std::vector<int> Transformer::segment_units(int s) const {
 }
 
 void Transformer::check_batch(const TokenBatch& b) const {
+  stream_rows(b.n());  // sequence parallelism: the tokens split over tp (ConfigError otherwise)
   MT_REQUIRE(DataError, b.seq <= cfg_.max_seq_len, "batch sequence length ", b.seq, " exceeds model.max_seq_len = ",
              cfg_.max_seq_len);
   for (int64_t i = 0; i < b.n(); ++i)
@@ -67,7 +74,7 @@ Tensor Transformer::backward_segment_input(int s, const TokenBatch& b, Tensor dy
   st.weights = WeightGrads(defer_weights, alloc_);
   if (s == num_segments() - 1) return head_->backward(*kernels_, b, st, alloc_);
   if (s == 0) {
-    embedding_->backward(*kernels_, b, dy, st.weights);
+    embedding_->backward(*kernels_, b, dy, st.weights, alloc_);
     return Tensor();
   }
   blocks_[size_t(s - 1)]->backward(*kernels_, st.block, b, dy, st.weights, alloc_);

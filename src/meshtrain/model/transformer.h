@@ -23,6 +23,7 @@ struct ExecOptions {
   bool materialize_params = true;  // false: a parallel engine binds unit buffers
   PrecisionPolicy precision = PrecisionPolicy::uniform(DType::F32);
   bool fuse_residual = true;       // residual add inside the output GEMMs where exact (no tp reduction)
+  bool sequence_parallel = false;  // the stream, norms and adds on n / tp rows per rank (regions.h)
 };
 
 class Transformer {
@@ -40,6 +41,13 @@ class Transformer {
   const kernels::KernelTable& kernels() const { return *kernels_; }
   const ExecOptions& exec() const { return exec_; }
   int num_units() const { return params_.num_units(); }
+  // The tensor-parallel regions (segment 0's) and what they moved since the
+  // last reset, per segment and collective.
+  const TpRegions& tp() const { return tp_; }
+  TpCommStats& tp_stats() { return *tp_stats_; }
+  // Rows of the residual stream this rank holds (and sends between pipeline
+  // stages) for a micro-batch of n tokens: n / tp under sequence parallelism.
+  int64_t stream_rows(int64_t n) const { return tp_.local_rows(n); }
 
   // ---- segments (0 = embedding, 1..L = blocks, L + 1 = head) ----
   int num_segments() const { return int(cfg_.n_layers) + 2; }
@@ -62,7 +70,8 @@ class Transformer {
   kernels::CrossEntropyResult forward_backward(const TokenBatch& b, double loss_coeff);
   // Forward only: loss sum and count (validation).
   kernels::CrossEntropyResult forward_loss(const TokenBatch& b);
-  // Logits [n, vocab] of every position (generation, tests).
+  // Logits [n, vocab] of every position (generation, tests); under tensor
+  // parallelism this rank's vocabulary columns.
   Tensor forward_logits(const TokenBatch& b);
 
  private:
@@ -75,6 +84,8 @@ class Transformer {
   const kernels::KernelTable* kernels_;
   ParameterStore params_;
   kernels::RopeTable rope_;
+  std::unique_ptr<TpCommStats> tp_stats_;
+  TpRegions tp_;
   std::unique_ptr<EmbeddingSegment> embedding_;
   std::vector<std::unique_ptr<Block>> blocks_;  // by layer; null where not held
   std::unique_ptr<HeadSegment> head_;

@@ -11,7 +11,7 @@ namespace meshtrain::parallel {
 DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, comm::ProcessGroup& dp,
                            comm::ProcessGroup& model_group, const ParallelConfig& cfg,
                            const optim::OptimizerConfig& opt, const std::shared_ptr<CachingAllocator>& alloc,
-                           comm::ProcessGroup* tie)
+                           comm::ProcessGroup* tp, comm::ProcessGroup* tie)
     : model_(model),
       layout_(plan),
       dp_(dp),
@@ -22,7 +22,8 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
       nu_(plan.shards().num_units()),
       full_params_(size_t(nu_)),
       masters_(size_t(nu_)),
-      flat_offset_(size_t(nu_), 0) {
+      flat_offset_(size_t(nu_), 0),
+      tp_sums_(plan, tp, alloc) {
   const ShardPlan& sp = plan.shards();
   MT_REQUIRE(ConfigError, dp.size() == sp.size(), "the data-parallel group has ", dp.size(),
              " ranks but the layout plan shards over ", sp.size());
@@ -113,6 +114,7 @@ double DataParallel::loss_coefficient(int64_t N) const {
 void DataParallel::begin_window() {
   stats_ = {};
   if (tree_) tree_->clear();
+  tp_sums_.reset_stats();
   if (buckets_) buckets_->begin_window();
   if (sharded_) sharded_->begin_window();
   if (flat_grads_.defined()) kernels::kernels_for(flat_grads_).fill(flat_grads_, 0.0);
@@ -151,6 +153,10 @@ void DataParallel::close_leaf(int u) {
 
 void DataParallel::reduce_grads(int u) {
   if (tree_) return reduce_tree(u);
+  if (tp_sums_.any(u)) {
+    prepare_grads(u);  // bound (ZeRO-2/3: a unit no backward touched still sums its zeros)
+    tp_sums_.reduce(u, model_.params().unit_grads(u));
+  }
   if (buckets_) buckets_->unit_ready(u);
   else sharded_->reduce(u);
 }
@@ -158,6 +164,7 @@ void DataParallel::reduce_grads(int u) {
 void DataParallel::reduce_tree(int u) {
   const UnitShard& s = plan().unit(u);
   const Tensor root = tree_->root(u);
+  if (tp_sums_.any(u)) tp_sums_.reduce(u, root);  // the window's whole gradient of u, partial over tp ranks
   const auto t0 = std::chrono::steady_clock::now();
   if (plan().stage() == 0) {
     const Tensor dst = flat_grads_.flat_slice(flat_offset_[size_t(u)], flat_offset_[size_t(u)] + s.padded);

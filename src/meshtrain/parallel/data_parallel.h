@@ -33,6 +33,7 @@
 #include "meshtrain/parallel/parallel_config.h"
 #include "meshtrain/parallel/program.h"
 #include "meshtrain/parallel/sharded_grads.h"
+#include "meshtrain/parallel/tp_grad_sums.h"
 
 namespace meshtrain::parallel {
 
@@ -40,13 +41,16 @@ class DataParallel {
  public:
   // dp: the group ZeRO shards over and gradients are summed over (the
   // plan's data axes); model_group: the plan's model axes (the norm and
-  // checks span it); tie: the pipeline ranks holding a tied weight
-  // (plan.tie_stages(); null where this rank holds none), over which its
-  // reduced gradient is summed too. The model must be built from
-  // plan.spec() with materialize_params = false.
+  // checks span it); tp: the tensor-parallel group partial gradients are
+  // summed over (tp_grad_sums.h; null without tensor parallelism); tie: the
+  // pipeline ranks holding a tied weight (plan.tie_stages(); null where this
+  // rank holds none), over which its reduced gradient is summed too. The
+  // model must be built from plan.spec() with materialize_params = false.
+  // Collective over tp.
   DataParallel(model::Transformer& model, const LayoutPlan& plan, comm::ProcessGroup& dp,
                comm::ProcessGroup& model_group, const ParallelConfig& cfg, const optim::OptimizerConfig& opt,
-               const std::shared_ptr<CachingAllocator>& alloc, comm::ProcessGroup* tie = nullptr);
+               const std::shared_ptr<CachingAllocator>& alloc, comm::ProcessGroup* tp = nullptr,
+               comm::ProcessGroup* tie = nullptr);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -70,6 +74,7 @@ class DataParallel {
   void finish_grads();        // waits for every reduction (the tail)
   void release_gathered();    // after forward-only passes
   const GradSyncStats& sync_stats() const { return stats_; }
+  const TpGradSumStats& tp_sum_stats() const { return tp_sums_.stats(); }
 
   // Sum of squares of the reduced gradient over the unique parameters
   // (grad_norm.h; collective).
@@ -123,6 +128,7 @@ class DataParallel {
   std::optional<GradBuckets> buckets_;    // stage 0
   std::optional<ShardedGrads> sharded_;   // stage 1-3
   std::optional<GradTree> tree_;          // reproducible mode
+  TpGradSums tp_sums_;                    // partial over tensor-parallel ranks
   std::vector<optim::OptSegment> opt_segments_;
   std::unique_ptr<optim::AdamW> adamw_;
 };

@@ -29,7 +29,7 @@ int StepExecutor::tag(const Action& a, bool gradient) const {
 }
 
 Tensor StepExecutor::recv_buffer(const model::TokenBatch& b) {
-  return Tensor::empty(Shape{b.n(), model_.config().d_model}, model_.params().precision().accumulate(),
+  return Tensor::empty(Shape{model_.stream_rows(b.n()), model_.config().d_model}, model_.params().precision().accumulate(),
                        model_.allocator(), MemCategory::Activations);
 }
 

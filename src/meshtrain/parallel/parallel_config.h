@@ -1,5 +1,6 @@
-// [parallel] settings: data-parallel degree and ZeRO/FSDP state sharding,
-// pipeline stages and their schedule.
+// [parallel] settings: data-parallel degree, ZeRO/FSDP state sharding,
+// tensor-parallel degree and sequence parallelism, pipeline stages and their
+// schedule.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,8 @@ struct ParallelConfig {
   // tree over the global micro-batch index (grad_tree.h, tree_reduce.h), so
   // every dp x G split of the same window gives the same bits.
   bool reproducible = false;
+  int tp = 1;                        // tensor-parallel degree (innermost mesh axis)
+  bool sequence_parallel = false;    // norms and the residual stream on seq / tp rows per tp rank
   // Pipeline (S7): stages, schedule (gpipe | 1f1b | interleaved | zb-h1 |
   // zb-v), chunks per stage, blocks per chunk (empty: the cost model's
   // partition, stage_partition.h); training.grad_accum is the number of

@@ -11,12 +11,13 @@
 
 namespace meshtrain::train {
 
-data::LoaderConfig loader_config(const DataConfig& d) {
+data::LoaderConfig loader_config(const DataConfig& d, int64_t seq_multiple) {
   data::LoaderConfig c;
   c.mode = data::parse_batch_mode(d.mode);
   c.seq_len = d.seq_len;
   c.seed = d.seed;
   c.bucket_pool = d.bucket_pool;
+  c.seq_multiple = seq_multiple;
   return c;
 }
 

@@ -7,7 +7,8 @@
 
 namespace meshtrain::train {
 
-data::LoaderConfig loader_config(const DataConfig& d);
+// seq_multiple: padded windows' seq rounded up to it (sequence parallelism).
+data::LoaderConfig loader_config(const DataConfig& d, int64_t seq_multiple = 1);
 // Prepares d.path from d.sources if d.path has no meta.json; DataError if it
 // has none and there are no sources.
 void ensure_prepared(const DataConfig& d);

@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "meshtrain/comm/launch.h"
+#include "meshtrain/core/threading.h"
+#include "meshtrain/parallel/global_values.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/run.h"
 #include "meshtrain/train/trainer.h"
@@ -26,16 +28,18 @@ Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_
   Trace trace;
   std::mutex mu;
   comm::LaunchOptions o;
-  o.world_size = cfg.parallel.dp * cfg.parallel.pp;
+  o.world_size = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
   o.mesh = mesh_for(cfg, o.world_size);
   o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
+    if (cfg.training.threads > 0) set_compute_threads(cfg.training.threads);  // as train_main does
     Trainer t(cfg, ctx, train_data, std::nullopt);
     Trace local;
     for (int s = 0; s < steps; ++s) {
       const StepMetrics m = t.step();
       local.loss.push_back(m.loss);
       local.counts.push_back(m.supervised);
+      // Whole tensors in global order, whatever the tensor or pipeline split.
       local.grads.push_back(gather_model(t, true));
       local.params.push_back(gather_model(t, false));
     }
@@ -73,27 +77,7 @@ int parse_int(const std::string& key, const std::string& v) {
 }  // namespace
 
 std::vector<double> gather_model(Trainer& t, bool grads) {
-  parallel::DataParallel& engine = t.engine();
-  const int U = engine.plan().num_units();
-  std::vector<std::vector<double>> units(static_cast<size_t>(U));
-  for (int u = 0; u < U; ++u) units[size_t(u)] = engine.gather_unit(u, grads);
-  comm::ProcessGroup& pp = t.context().group("pp");
-  if (pp.size() > 1) {
-    // Each unit from the first stage holding it (a tied copy is the same).
-    std::vector<int64_t> mine(static_cast<size_t>(U)), all(size_t(U) * size_t(pp.size()));
-    for (int u = 0; u < U; ++u) mine[size_t(u)] = int64_t(units[size_t(u)].size());
-    pp.all_gather(mine.data(), all.data(), all.size(), DType::I64);
-    for (int u = 0; u < U; ++u) {
-      int owner = 0;
-      while (owner < pp.size() && all[size_t(owner) * size_t(U) + size_t(u)] == 0) ++owner;
-      if (owner == pp.size()) continue;
-      units[size_t(u)].resize(size_t(all[size_t(owner) * size_t(U) + size_t(u)]));
-      pp.broadcast(units[size_t(u)].data(), units[size_t(u)].size(), DType::F64, owner);
-    }
-  }
-  std::vector<double> out;
-  for (const auto& v : units) out.insert(out.end(), v.begin(), v.end());
-  return out;
+  return parallel::gather_global_values(t.engine(), t.context().group({"pp", "tp"}), grads);
 }
 
 TrainConfig with_layout(const TrainConfig& cfg, const Layout& layout) {
@@ -103,6 +87,8 @@ TrainConfig with_layout(const TrainConfig& cfg, const Layout& layout) {
   par.parallel.reshard_after_forward = layout.reshard_after_forward;
   par.parallel.grad_reduce = layout.grad_reduce;
   par.parallel.overlap = layout.overlap;
+  par.parallel.tp = layout.tp;
+  par.parallel.sequence_parallel = layout.sequence_parallel;
   par.parallel.pp = layout.pp;
   par.parallel.schedule = layout.schedule;
   par.parallel.virtual_stages = layout.v;
@@ -116,7 +102,7 @@ std::string Layout::str() const {
   std::ostringstream os;
   os << "dp=" << dp << ",zero=" << zero_stage << ",reshard=" << reshard_after_forward
      << ",reduce=" << parallel::to_string(grad_reduce) << ",overlap=" << overlap;
-  if (tp > 1) os << ",tp=" << tp << ",sp=" << (sequence_parallel ? "on" : "off");
+  if (tp > 1 || sequence_parallel) os << ",tp=" << tp << ",sp=" << (sequence_parallel ? "on" : "off");
   if (pp > 1 || v > 1) os << ",pp=" << pp << ",schedule=" << schedule << ",v=" << v;
   if (keep_gathered) os << ",keep=1";
   if (cp > 1) os << ",cp=" << cp;
@@ -145,8 +131,6 @@ parallel::LayoutOptions Layout::options() const {
 }
 
 void Layout::check_runnable() const {
-  MT_REQUIRE(ConfigError, tp == 1 && !sequence_parallel, "layout ", str(),
-             ": tensor and sequence parallelism are planned (meshtrain plan) but do not train yet");
   MT_REQUIRE(ConfigError, cp == 1 && ep == 1, "layout ", str(),
              ": context and expert parallelism are planned (meshtrain plan) but do not train yet");
 }
@@ -230,11 +214,16 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
   layout.check_runnable();
   TrainConfig par = cfg;
   if (bitwise) {
+    MT_REQUIRE(ConfigError, layout.tp == 1, "layout ", layout.str(),
+               ": --bitwise covers the data-parallel split and the ZeRO stage; tensor parallelism splits the "
+               "forward's own sums (row-parallel outputs, the softmax over the vocabulary), so verify it with a "
+               "tolerance");
     par.training.reproducible = true;
     tolerance = 0;
   }
   par = with_layout(par, layout);
   par.comm.backend = "threads";
+  par.validate();  // the tensor-parallel shape rules, before anything runs
   TrainConfig ref = par;
   ref.parallel = parallel::ParallelConfig{};
   ref.training.grad_accum = cfg.training.grad_accum * layout.dp;  // same global window

@@ -40,9 +40,10 @@ class Trainer;
 // `cfg` with the layout's parallel settings (validated: a pipeline the
 // model cannot hold is a ConfigError naming the key).
 TrainConfig with_layout(const TrainConfig& cfg, const Layout& layout);
-// The full logical values (or reduced gradients) of every unit of the
-// model, concatenated in unit order, as doubles. Collective over the
-// trainer's dp and pp groups.
+// The whole model's values (or reduced gradients) in global order, every
+// tensor whole, as doubles (parallel::gather_global_values): the same vector
+// under any dp, tp and pp split. Collective over the trainer's dp, pp and tp
+// groups.
 std::vector<double> gather_model(Trainer& t, bool grads);
 
 struct StepDiff {

@@ -37,6 +37,7 @@ nlohmann::json StepMetrics::to_json() const {
     j["pipeline_bubble"] = pipeline_bubble;
     j["pipeline_bubble_formula"] = pipeline_bubble_formula;
   }
+  if (tp.calls > 0 || tp.grad_sum_bytes > 0) j["tp_comm"] = tp.to_json();
   return j;
 }
 

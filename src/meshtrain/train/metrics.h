@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/memory_tracker.h"
+#include "meshtrain/train/tp_metrics.h"
 
 namespace meshtrain::train {
 
@@ -35,6 +36,7 @@ struct StepMetrics {
   int64_t skipped_total = 0;   // steps skipped for non-finite gradients so far
   double pipeline_bubble = -1;          // measured idle share of the pipeline stages (-1: one stage)
   double pipeline_bubble_formula = -1;  // the schedule's unit-time bubble
+  TpMetrics tp;                         // tensor-parallel communication (empty without it)
   MemorySnapshot memory;
   nlohmann::json to_json() const;
   std::string console_line(int64_t total_steps) const;

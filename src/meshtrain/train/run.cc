@@ -16,16 +16,18 @@ namespace {
 
 void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
   const TrainConfig& cfg = t.config();
-  const auto& spec = t.model_spec();
+  // The whole model's count (this rank's spec holds its tensor-parallel slice).
+  const int64_t params = model::build_model_spec(cfg.model).total_params();
   std::fprintf(console, "model: %s | %.2fM parameters | %.1f MFLOP/token\n", cfg.model.describe().c_str(),
-               double(spec.total_params()) * 1e-6, t.flops_per_token() * 1e-6);
+               double(params) * 1e-6, t.flops_per_token() * 1e-6);
   const int dp = t.dp_size();
   std::fprintf(console, "precision: %s%s\n", t.precision().describe().c_str(),
                t.loss_scaler().enabled() ? " | dynamic loss scaling" : "");
   std::fprintf(console,
-               "layout: %s backend, dp=%d, zero_stage=%d, grad_reduce=%s | %d compute threads per rank | "
+               "layout: %s backend, dp=%d, tp=%d%s, zero_stage=%d, grad_reduce=%s | %d compute threads per rank | "
                "global window %lld rows x %lld (G=%lld, micro-batch %lld) | %s\n",
-               cfg.comm.backend.c_str(), dp, cfg.parallel.zero_stage, parallel::to_string(cfg.parallel.grad_reduce),
+               cfg.comm.backend.c_str(), dp, cfg.parallel.tp, cfg.parallel.sequence_parallel ? " (sequence parallel)" : "",
+               cfg.parallel.zero_stage, parallel::to_string(cfg.parallel.grad_reduce),
                compute_threads(), static_cast<long long>(cfg.training.micro_batch * cfg.training.grad_accum * dp),
                static_cast<long long>(cfg.data.seq_len), static_cast<long long>(cfg.training.grad_accum),
                static_cast<long long>(cfg.training.micro_batch), cfg.data.mode.c_str());
@@ -99,6 +101,7 @@ void run_training(Trainer& t, std::FILE* console) {
 
 comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
   comm::MeshShape m;
+  m.tp = cfg.parallel.tp;  // innermost: the chattiest group on the closest ranks
   m.pp = cfg.parallel.pp;
   m.dp = cfg.parallel.dp;
   if (m.dp == 0) {
@@ -123,7 +126,7 @@ void train_main(const TrainConfig& cfg) {
     MT_REQUIRE(ConfigError, cfg.parallel.dp >= 1,
                "parallel.dp = 0 (take dp from the world size) needs the mpi backend; the threads backend starts "
                "exactly the ranks the layout asks for");
-    o.mesh = mesh_for(cfg, cfg.parallel.dp * cfg.parallel.pp);
+    o.mesh = mesh_for(cfg, cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp);
     o.world_size = o.mesh.world_size();
   } else {
     o.mesh_from_world = [&cfg](int world) { return mesh_for(cfg, world); };

@@ -7,6 +7,7 @@
 #include "meshtrain/core/precision.h"
 #include "meshtrain/parallel/pipeline_config.h"
 #include "meshtrain/parallel/schedule_gen.h"
+#include "meshtrain/train/tp_config.h"
 #include "meshtrain/train/toml_reader.h"
 
 namespace meshtrain::train {
@@ -100,6 +101,8 @@ void read_parallel(TomlSection s, parallel::ParallelConfig& p) {
   s.read_enum("grad_reduce", p.grad_reduce,
               {{"sum", parallel::GradReduce::Sum}, {"avg", parallel::GradReduce::Avg}});
   s.read("overlap", p.overlap);
+  s.read("tp", p.tp);
+  s.read("sequence_parallel", p.sequence_parallel);
   s.read("pp", p.pp);
   s.read("schedule", p.schedule);
   s.read("virtual_stages", p.virtual_stages);
@@ -162,6 +165,7 @@ void TrainConfig::validate() {
   training.loss_scale.validate();
   MT_REQUIRE(ConfigError, training.threads >= 0, "training.threads = ", training.threads, ": expected >= 0");
   parallel.validate();
+  check_tensor_parallel_config(*this);
   parallel::check_pipeline(parallel, model, training.grad_accum);
   // Reproducible mode closes a unit's gradient leaf after each micro-batch's
   // last write; a split backward interleaves two micro-batches' writes.

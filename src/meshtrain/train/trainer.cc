@@ -29,11 +29,15 @@ TrainConfig validated(TrainConfig cfg) {
   return cfg;
 }
 
+// Sequence parallelism splits every row's positions over the tp ranks.
+int64_t seq_multiple(const TrainConfig& cfg) { return cfg.parallel.sequence_parallel ? cfg.parallel.tp : 1; }
+
 }  // namespace
 
 parallel::LayoutOptions layout_options(const TrainConfig& cfg) {
   parallel::LayoutOptions o;
   o.zero_stage = cfg.parallel.zero_stage;
+  o.sequence_parallel = cfg.parallel.sequence_parallel;
   parallel::set_pipeline_options(o, cfg.parallel, cfg.model, micro_batch_shape(cfg));
   return o;
 }
@@ -52,11 +56,13 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
       val_(std::move(val_data)),
       schedule_(cfg_.optimizer, cfg_.training.steps),
       scaler_(cfg_.training.loss_scale, cfg_.precision().needs_loss_scaling()),
-      loader_(train_, loader_config(cfg_.data)) {
+      loader_(train_, loader_config(cfg_.data, seq_multiple(cfg_))) {
   MT_REQUIRE(ConfigError, dp_.size() == cfg_.parallel.dp, "parallel.dp = ", cfg_.parallel.dp,
              " but the mesh's dp axis has ", dp_.size(), " ranks");
-  MT_REQUIRE(ConfigError, ctx.mesh.shape().pp == cfg_.parallel.pp, "parallel.pp = ", cfg_.parallel.pp,
-             " but the mesh's pp axis has ", ctx.mesh.shape().pp, " ranks");
+  MT_REQUIRE(ConfigError, ctx_.mesh.shape().tp == cfg_.parallel.tp, "parallel.tp = ", cfg_.parallel.tp,
+             " but the mesh's tp axis has ", ctx_.mesh.shape().tp, " ranks");
+  MT_REQUIRE(ConfigError, ctx_.mesh.shape().pp == cfg_.parallel.pp, "parallel.pp = ", cfg_.parallel.pp,
+             " but the mesh's pp axis has ", ctx_.mesh.shape().pp, " ranks");
   MT_REQUIRE(ConfigError, train_.tokenizer().vocab_size() <= cfg_.model.vocab_size, "model.vocab_size = ",
              cfg_.model.vocab_size, " is smaller than the dataset tokenizer's vocabulary (",
              train_.tokenizer().vocab_size(), ")");
@@ -72,12 +78,13 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
   exec.recompute = cfg_.training.recompute;
   exec.materialize_params = false;
   exec.precision = cfg_.precision();
+  exec.sequence_parallel = cfg_.parallel.sequence_parallel;
   comm::ProcessGroup* tp = ctx_.mesh.shape().tp > 1 ? &ctx_.group("tp") : nullptr;
   model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->partition(), tp);
   comm::ProcessGroup* pp = ctx_.mesh.shape().pp > 1 ? &ctx_.group("pp") : nullptr;
   tie_group_ = parallel::make_tie_group(pp, layout_->tie_stages());
   engine_ = std::make_unique<parallel::DataParallel>(*model_, *layout_, dp_, ctx_.group({"pp", "tp"}), cfg_.parallel,
-                                                     cfg_.optimizer, ctx_.allocator, tie_group_.get());
+                                                     cfg_.optimizer, ctx_.allocator, tp, tie_group_.get());
   executor_ = std::make_unique<parallel::StepExecutor>(*model_, engine_.get(), pp);
   const int p = ctx_.mesh.shape().pp, pp_rank = layout_->coord("pp");
   auto units_of = [this](int s) { return model_->segment_units(s); };
@@ -104,6 +111,7 @@ StepMetrics Trainer::step() {
 StepMetrics Trainer::step_on(const data::Batch& window) {
   const auto t0 = Clock::now();
   ctx_.allocator->tracker().reset_peaks();
+  model_->tp_stats().reset();
   const int64_t G = cfg_.training.grad_accum, B = cfg_.training.micro_batch;
   MT_CHECK(window.rows == G * B, "window has ", window.rows, " rows, expected G * micro_batch = ", G * B);
   StepMetrics m;
@@ -180,6 +188,7 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
   m.comm_buckets = engine_->sync_stats().buckets;
   m.comm_bytes = engine_->sync_stats().bytes;
   m.skipped_total = scaler_.skipped();
+  m.tp = tp_metrics(model_->tp_stats(), engine_->tp_sum_stats(), int(cfg_.model.n_layers));
   m.memory = ctx_.allocator->tracker().snapshot();
   return m;
 }
@@ -202,7 +211,7 @@ void Trainer::record_pipeline(StepMetrics& m) {
 EvalResult Trainer::evaluate() {
   EvalResult r;
   if (!val_) return r;
-  data::ValidationIterator it(*val_, data::parse_batch_mode(cfg_.data.mode), cfg_.data.seq_len);
+  data::ValidationIterator it(*val_, data::parse_batch_mode(cfg_.data.mode), cfg_.data.seq_len, seq_multiple(cfg_));
   data::Batch b;
   const int64_t B = cfg_.training.micro_batch, R = dp_.size();
   const int64_t limit = cfg_.training.eval_rows;

@@ -62,7 +62,8 @@ nlohmann::json layout_json(const TrainConfig& cfg, const comm::MeshShape& mesh, 
           {"schedule", cfg.parallel.schedule}, {"virtual_stages", cfg.parallel.virtual_stages},
           {"cp", mesh.cp},       {"world", world},
           {"grad_accum", cfg.training.grad_accum}, {"micro_batch", cfg.training.micro_batch},
-          {"backend", cfg.comm.backend},         {"reproducible", cfg.training.reproducible}};
+          {"backend", cfg.comm.backend},         {"reproducible", cfg.training.reproducible},
+          {"sequence_parallel", cfg.parallel.sequence_parallel}};
 }
 
 }  // namespace
@@ -215,7 +216,9 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
                        two_copies(old.value("pp", 1), old.value("schedule", std::string("1f1b"))) ==
                            two_copies(ctx_.mesh.shape().pp, cfg_.parallel.schedule);
   const bool same_model_axes = old.value("tp", 1) == ctx_.mesh.shape().tp && same_pp &&
-                               old.value("cp", 1) == ctx_.mesh.shape().cp;
+                               old.value("cp", 1) == ctx_.mesh.shape().cp &&
+                               // sequence parallelism sums norm gradients over shards: another order
+                               old.value("sequence_parallel", false) == cfg_.parallel.sequence_parallel;
   const bool same_reduction = same_model_axes && old.at("dp") == cfg_.parallel.dp &&
                               old.at("grad_accum") == cfg_.training.grad_accum &&
                               old.at("micro_batch") == cfg_.training.micro_batch &&

@@ -10,6 +10,7 @@
 #include "meshtrain/kernels/cpu/gemm.h"
 #include "meshtrain/kernels/cpu/half_gemm.h"
 #include "meshtrain/kernels/cpu/norm.h"
+#include "meshtrain/kernels/cpu/vocab_parallel.h"
 #include "meshtrain/kernels/kernel_table.h"
 
 namespace meshtrain::kernels {
@@ -328,6 +329,73 @@ class CpuKernels final : public KernelTable {
       using T = decltype(z);
       return cross_entropy_forward_backward<T>(ptr<T>(logits), targets, rows_of(logits), cols_of(logits),
                                                T(grad_scale), ptr<T>(dlogits));
+    });
+  }
+
+  void embedding_slice_forward(const int32_t* ids, const Tensor& table, int64_t vocab_begin, int64_t vocab_size,
+                               const Tensor& out) const override {
+    if (is_half(table.dtype())) {
+      // Rows of a 16-bit slice (mixed policies) widened into f32 activations.
+      const int64_t n = rows_of(out), d = cols_of(out), Vl = rows_of(table);
+      for (int64_t i = 0; i < n; ++i)
+        MT_REQUIRE(DataError, ids[i] >= 0 && ids[i] < vocab_size, "embedding: token id ", ids[i], " at position ", i,
+                   " is outside the vocabulary [0, ", vocab_size, ")");
+      const size_t es = dtype_size(table.dtype());
+      parallel_range(n, n * d, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          float* row = out.data<float>() + i * d;
+          const int64_t r = int64_t(ids[i]) - vocab_begin;
+          if (r >= 0 && r < Vl)
+            convert_n(static_cast<const char*>(table.raw()) + size_t(r * d) * es, table.dtype(), row, DType::F32, d);
+          else
+            std::memset(row, 0, sizeof(float) * size_t(d));
+        }
+      });
+      return;
+    }
+    with_float_type(out.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::embedding_slice_forward<T>(ids, rows_of(out), ptr<T>(table), vocab_begin, rows_of(table), vocab_size,
+                                          cols_of(table), ptr<T>(out));
+    });
+  }
+
+  void embedding_slice_backward(const int32_t* ids, const Tensor& dout, int64_t vocab_begin,
+                                const Tensor& dtable) const override {
+    with_float_type(dout.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::embedding_slice_backward<T>(ids, rows_of(dout), ptr<T>(dout), vocab_begin, rows_of(dtable),
+                                           cols_of(dtable), ptr<T>(dtable));
+    });
+  }
+
+  void vocab_ce_max(const Tensor& logits, const int32_t* targets, int64_t vocab_size,
+                    const Tensor& row_max) const override {
+    MT_CHECK(row_max.numel() == rows_of(logits), "vocab_ce_max: ", row_max.numel(), " maxima for ", rows_of(logits),
+             " rows");
+    with_float_type(logits.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::vocab_ce_max<T>(ptr<T>(logits), targets, rows_of(logits), cols_of(logits), vocab_size, ptr<T>(row_max));
+    });
+  }
+
+  void vocab_ce_sums(const Tensor& logits, const int32_t* targets, int64_t vocab_begin, const Tensor& row_max,
+                     const Tensor& sum_exp, const Tensor& target_logit, const Tensor& exps) const override {
+    with_float_type(logits.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::vocab_ce_sums<T>(ptr<T>(logits), targets, rows_of(logits), cols_of(logits), vocab_begin,
+                                ptr<T>(row_max), ptr<T>(sum_exp), ptr<T>(target_logit), ptr<T>(exps));
+    });
+  }
+
+  CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t vocab_begin, const Tensor& row_max,
+                                     const Tensor& sum_exp, const Tensor& target_logit, double grad_scale,
+                                     const Tensor& dlogits) const override {
+    return with_float_type(row_max.dtype(), [&](auto z) {
+      using T = decltype(z);
+      return kernels::vocab_ce_finish<T>(targets, row_max.numel(), dlogits.defined() ? cols_of(dlogits) : 0,
+                                         vocab_begin, ptr<T>(row_max), ptr<T>(sum_exp), ptr<T>(target_logit),
+                                         T(grad_scale), ptr<T>(dlogits));
     });
   }
 

@@ -14,6 +14,7 @@
 #include "meshtrain/kernels/cpu/norm.h"
 #include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
 #include "meshtrain/kernels/cpu/rope.h"
+#include "meshtrain/kernels/cpu/vocab_parallel.h"
 
 // Calls fn<T>(args...) of the active level (T is the enclosing template's).
 #define MT_DISPATCH(fn, ...)                                         \
@@ -180,6 +181,33 @@ void rope_apply(T* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head
   MT_DISPATCH(rope_apply, x, pos, n, heads, head_dim, table, inverse);
 }
 
+// ---- vocab_parallel.h
+template <typename T>
+void embedding_slice_forward(const int32_t* ids, int64_t n, const T* table, int64_t vocab_begin, int64_t Vl,
+                             int64_t V, int64_t dim, T* out) {
+  MT_DISPATCH(embedding_slice_forward, ids, n, table, vocab_begin, Vl, V, dim, out);
+}
+template <typename T>
+void embedding_slice_backward(const int32_t* ids, int64_t n, const T* dout, int64_t vocab_begin, int64_t Vl,
+                              int64_t dim, T* dtable) {
+  MT_DISPATCH(embedding_slice_backward, ids, n, dout, vocab_begin, Vl, dim, dtable);
+}
+template <typename T>
+void vocab_ce_max(const T* logits, const int32_t* targets, int64_t n, int64_t Vl, int64_t V, T* row_max) {
+  MT_DISPATCH(vocab_ce_max, logits, targets, n, Vl, V, row_max);
+}
+template <typename T>
+void vocab_ce_sums(const T* logits, const int32_t* targets, int64_t n, int64_t Vl, int64_t vocab_begin,
+                   const T* row_max, T* sum_exp, T* target_logit, T* exps) {
+  MT_DISPATCH(vocab_ce_sums, logits, targets, n, Vl, vocab_begin, row_max, sum_exp, target_logit, exps);
+}
+template <typename T>
+CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t n, int64_t Vl, int64_t vocab_begin,
+                                   const T* row_max, const T* sum_exp, const T* target_logit, T grad_scale,
+                                   T* dlogits) {
+  MT_DISPATCH(vocab_ce_finish, targets, n, Vl, vocab_begin, row_max, sum_exp, target_logit, grad_scale, dlogits);
+}
+
 #define MT_INSTANTIATE(T)                                                                                          \
   template void swiglu_forward<T>(const T*, const T*, int64_t, T*);                                                \
   template void swiglu_backward<T>(const T*, const T*, const T*, int64_t, T*, T*);                                 \
@@ -213,7 +241,14 @@ void rope_apply(T* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head
   template void layernorm_forward<T>(const T*, const T*, const T*, int64_t, int64_t, T, T*, T*, T*);               \
   template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*,  \
                                       T*);                                                                         \
-  template void rope_apply<T>(T*, const int32_t*, int64_t, int64_t, int64_t, const RopeTable&, bool);
+  template void rope_apply<T>(T*, const int32_t*, int64_t, int64_t, int64_t, const RopeTable&, bool);           \
+  template void embedding_slice_forward<T>(const int32_t*, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, \
+                                           T*);                                                                   \
+  template void embedding_slice_backward<T>(const int32_t*, int64_t, const T*, int64_t, int64_t, int64_t, T*);   \
+  template void vocab_ce_max<T>(const T*, const int32_t*, int64_t, int64_t, int64_t, T*);                         \
+  template void vocab_ce_sums<T>(const T*, const int32_t*, int64_t, int64_t, int64_t, const T*, T*, T*, T*);      \
+  template CrossEntropyResult vocab_ce_finish<T>(const int32_t*, int64_t, int64_t, int64_t, const T*, const T*,   \
+                                                 const T*, T, T*);
 MT_INSTANTIATE(float)
 MT_INSTANTIATE(double)
 #undef MT_INSTANTIATE

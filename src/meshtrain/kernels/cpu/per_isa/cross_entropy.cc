@@ -11,26 +11,19 @@
 #include "meshtrain/kernels/cpu/elementwise.h"
 #include "meshtrain/kernels/cpu/per_isa/isa_target.h"
 #include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
+#include "meshtrain/kernels/cpu/per_isa/softmax_rows.h"
 
 MT_ISA_BEGIN
 namespace meshtrain::kernels::MT_ISA_NS {
 namespace {
 
-inline float exp_t(float x) { return fast_exp(x); }
-inline double exp_t(double x) { return std::exp(x); }
+using detail::exp_t;
+using detail::row_max;
 
 void check_targets(const int32_t* targets, int64_t n, int64_t V) {
   for (int64_t i = 0; i < n; ++i)
     MT_REQUIRE(DataError, targets[i] < V, "cross_entropy: target ", targets[i], " in row ", i,
                " is outside the vocabulary [0, ", V, ")");
-}
-
-template <typename T>
-T row_max(const T* x, int64_t V) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < V; ++j) m = x[j] > m ? x[j] : m;
-  return m;
 }
 
 // Rows are processed in chunks whose losses fit a stack buffer; `row_fn(i)`

@@ -11,6 +11,7 @@
 #include "meshtrain/kernels/cpu/attention.h"
 #include "meshtrain/kernels/cpu/cross_entropy.h"
 #include "meshtrain/kernels/cpu/rope.h"
+#include "meshtrain/kernels/cpu/vocab_parallel.h"
 
 #define MT_DECLARE_PER_ISA_KERNELS(ns)                                                                           \
   namespace meshtrain::kernels::ns {                                                                             \
@@ -57,6 +58,16 @@
   void layernorm_backward(const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*, T*);       \
   template <typename T>                                                                                          \
   void rope_apply(T*, const int32_t*, int64_t, int64_t, int64_t, const RopeTable&, bool);                        \
+  template <typename T>                                                                                          \
+  void embedding_slice_forward(const int32_t*, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, T*);       \
+  template <typename T>                                                                                          \
+  void embedding_slice_backward(const int32_t*, int64_t, const T*, int64_t, int64_t, int64_t, T*);               \
+  template <typename T> void vocab_ce_max(const T*, const int32_t*, int64_t, int64_t, int64_t, T*);              \
+  template <typename T>                                                                                          \
+  void vocab_ce_sums(const T*, const int32_t*, int64_t, int64_t, int64_t, const T*, T*, T*, T*);                 \
+  template <typename T>                                                                                          \
+  CrossEntropyResult vocab_ce_finish(const int32_t*, int64_t, int64_t, int64_t, const T*, const T*, const T*, T, \
+                                     T*);                                                                        \
   }
 
 MT_DECLARE_PER_ISA_KERNELS(scalar)

@@ -1,0 +1,151 @@
+#include "meshtrain/model/regions.h"
+
+#include <chrono>
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::model {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+}  // namespace
+
+const char* to_string(TpCollective c) {
+  switch (c) {
+    case TpCollective::AllReduce: return "all_reduce";
+    case TpCollective::AllGather: return "all_gather";
+    case TpCollective::ReduceScatter: return "reduce_scatter";
+  }
+  return "?";
+}
+
+// ---- TpCommStats ---------------------------------------------------------------
+
+void TpCommStats::add(int segment, TpCollective c, int64_t message_bytes, int group_size, double seconds) {
+  MT_CHECK(segment >= 0 && segment < num_segments(), "tp stats: segment ", segment, " of ", num_segments());
+  Entry& e = by_segment_[size_t(segment)][size_t(c)];
+  const int t = group_size;
+  // (29.6): a ring all-reduce sends 2 (t-1)/t M per rank, the others (t-1)/t M.
+  const int64_t rounds = c == TpCollective::AllReduce ? 2 : 1;
+  e.calls += 1;
+  e.message_bytes += message_bytes;
+  e.ring_bytes += rounds * (t - 1) * message_bytes / t;
+  e.seconds += seconds;
+}
+
+void TpCommStats::reset() {
+  for (auto& seg : by_segment_) seg = {};
+}
+
+namespace {
+void accumulate(TpCommStats::Entry& into, const TpCommStats::Entry& e) {
+  into.calls += e.calls;
+  into.message_bytes += e.message_bytes;
+  into.ring_bytes += e.ring_bytes;
+  into.seconds += e.seconds;
+}
+}  // namespace
+
+TpCommStats::Entry TpCommStats::segment_total(int segment) const {
+  Entry t;
+  for (const Entry& e : by_segment_[size_t(segment)]) accumulate(t, e);
+  return t;
+}
+
+TpCommStats::Entry TpCommStats::total(TpCollective c) const {
+  Entry t;
+  for (const auto& seg : by_segment_) accumulate(t, seg[size_t(c)]);
+  return t;
+}
+
+TpCommStats::Entry TpCommStats::total() const {
+  Entry t;
+  for (int s = 0; s < num_segments(); ++s) accumulate(t, segment_total(s));
+  return t;
+}
+
+// ---- TpRegions -------------------------------------------------------------------
+
+TpRegions::TpRegions(comm::ProcessGroup* group, bool sequence_parallel, TpCommStats* stats, int segment)
+    : group_(group), sequence_parallel_(sequence_parallel), stats_(stats), segment_(segment) {}
+
+int64_t TpRegions::local_rows(int64_t n) const {
+  if (!sequence_parallel_) return n;
+  const int t = size();
+  MT_REQUIRE(ConfigError, n % t == 0, "sequence parallelism: a micro-batch of ", n,
+             " tokens (rows x seq) does not split over parallel.tp = ", t, " ranks (", n, " % ", t, " = ", n % t,
+             "); data.seq_len must be a multiple of parallel.tp");
+  return n / t;
+}
+
+void TpRegions::count(TpCollective c, int64_t message_bytes, double seconds) const {
+  if (stats_) stats_->add(segment_, c, message_bytes, size(), seconds);
+}
+
+void TpRegions::all_reduce(const Tensor& t, comm::ReduceOp op) const {
+  if (!active()) return;
+  const auto t0 = Clock::now();
+  group_->all_reduce(t, op);
+  count(TpCollective::AllReduce, int64_t(t.nbytes()), since(t0));
+}
+
+void TpRegions::all_gather_rows(const Tensor& shard, const Tensor& full) const {
+  MT_CHECK(full.numel() == shard.numel() * size(), "all_gather_rows: ", shard.shape().str(), " x ", size(), " vs ",
+           full.shape().str());
+  if (!active()) return full.copy_from(shard);
+  const auto t0 = Clock::now();
+  group_->all_gather(shard, full);
+  count(TpCollective::AllGather, int64_t(full.nbytes()), since(t0));
+}
+
+void TpRegions::reduce_scatter_rows(const Tensor& full, const Tensor& shard) const {
+  MT_CHECK(full.numel() == shard.numel() * size(), "reduce_scatter_rows: ", full.shape().str(), " / ", size(),
+           " vs ", shard.shape().str());
+  if (!active()) return shard.copy_from(full);
+  const auto t0 = Clock::now();
+  group_->reduce_scatter(full, shard);
+  count(TpCollective::ReduceScatter, int64_t(full.nbytes()), since(t0));
+}
+
+Tensor TpRegions::column_input(const Tensor& x_local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,
+                               MemCategory cat) const {
+  if (!sequence_parallel_ || !active()) return x_local;  // copy-to-group: identity
+  Tensor full = Tensor::empty(Shape{n, x_local.dim(x_local.rank() - 1)}, x_local.dtype(), alloc, cat);
+  all_gather_rows(x_local, full);
+  return full;
+}
+
+Tensor TpRegions::column_input_grad(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc) const {
+  if (!sequence_parallel_ || !active()) {
+    all_reduce(dx_partial);  // copy-to-group backward: sum the partial input gradients (S6)
+    return dx_partial;
+  }
+  const int64_t n = dx_partial.dim(0);
+  Tensor mine = Tensor::empty(Shape{local_rows(n), dx_partial.dim(1)}, dx_partial.dtype(), alloc,
+                              MemCategory::Workspace);
+  reduce_scatter_rows(dx_partial, mine);
+  return mine;
+}
+
+Tensor TpRegions::row_output(const Tensor& partial, const std::shared_ptr<CachingAllocator>& alloc,
+                             MemCategory cat) const {
+  if (!sequence_parallel_ || !active()) {
+    all_reduce(partial);  // reduce-from-group (29.12)
+    return partial;
+  }
+  const int64_t n = partial.dim(0);
+  Tensor mine = Tensor::empty(Shape{local_rows(n), partial.dim(1)}, partial.dtype(), alloc, cat);
+  reduce_scatter_rows(partial, mine);
+  return mine;
+}
+
+Tensor TpRegions::row_output_grad(const Tensor& dy_local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,
+                                  MemCategory cat) const {
+  if (!sequence_parallel_ || !active()) return dy_local;  // reduce-from-group backward: identity
+  Tensor full = Tensor::empty(Shape{n, dy_local.dim(1)}, dy_local.dtype(), alloc, cat);
+  all_gather_rows(dy_local, full);
+  return full;
+}
+
+}  // namespace meshtrain::model

@@ -1,0 +1,111 @@
+// Tensor-parallel regions (SPEC S6, S8): the only places a layer talks to
+// its tensor-parallel group, as forward/backward pairs on the group:
+//   copy-to-group             forward identity        backward all-reduce (sum)
+//   reduce-from-group         forward all-reduce      backward identity
+//   gather-from-sequence      forward all-gather      backward reduce-scatter
+//   scatter-to-sequence       forward reduce-scatter  backward all-gather
+// A column-parallel layer is a plain Linear behind the first (or, under
+// sequence parallelism, the third) pair; a row-parallel layer a plain
+// Linear in front of the second (or the fourth): (29.11)-(29.12), with the
+// column-parallel layers' partial input gradients summed in backward (S6).
+// The residual stream of a rank is all n tokens of a micro-batch, or under
+// sequence parallelism its n / t contiguous rows of the flattened
+// [rows x seq] tokens. With no group (or a group of one) every region is
+// the identity and communicates nothing: one code path for every size.
+//
+// Every collective is counted per segment (embedding 0, block l + 1, head
+// L + 1) in TpCommStats: the logical message bytes M and the bytes a rank
+// sends on a ring, (29.6): all-reduce 2 (t-1)/t M, all-gather and
+// reduce-scatter (t-1)/t M each.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "meshtrain/comm/process_group.h"
+#include "meshtrain/core/tensor.h"
+
+namespace meshtrain::model {
+
+enum class TpCollective : uint8_t { AllReduce, AllGather, ReduceScatter };
+inline constexpr int kNumTpCollectives = 3;
+const char* to_string(TpCollective c);
+
+// What the regions moved, per segment and collective, since the last reset.
+class TpCommStats {
+ public:
+  struct Entry {
+    int64_t calls = 0;
+    int64_t message_bytes = 0;  // M: all_reduce count, all_gather output, reduce_scatter input
+    int64_t ring_bytes = 0;     // sent by this rank on a ring (29.6)
+    double seconds = 0;         // time inside the (blocking) collectives: all of it exposed
+  };
+  explicit TpCommStats(int num_segments = 0) : by_segment_(size_t(num_segments)) {}
+  void add(int segment, TpCollective c, int64_t message_bytes, int group_size, double seconds);
+  void reset();
+  int num_segments() const { return int(by_segment_.size()); }
+  const Entry& at(int segment, TpCollective c) const { return by_segment_[size_t(segment)][size_t(c)]; }
+  Entry segment_total(int segment) const;
+  Entry total(TpCollective c) const;
+  Entry total() const;
+
+ private:
+  std::vector<std::array<Entry, kNumTpCollectives>> by_segment_;
+};
+
+class TpRegions {
+ public:
+  TpRegions() = default;  // no tensor parallelism
+  // group: null or size 1 for none. stats: null to count nothing.
+  TpRegions(comm::ProcessGroup* group, bool sequence_parallel, TpCommStats* stats, int segment);
+  TpRegions for_segment(int segment) const { return TpRegions(group_, sequence_parallel_, stats_, segment); }
+
+  int size() const { return group_ ? group_->size() : 1; }
+  int rank() const { return group_ ? group_->rank() : 0; }
+  bool sequence_parallel() const { return sequence_parallel_; }
+  // True when this rank holds fewer rows of the stream than the tokens (SP over t > 1).
+  bool shards_rows() const { return sequence_parallel_ && active(); }
+  comm::ProcessGroup* group() const { return group_; }
+  // Rows of the residual stream this rank holds for n tokens (n / t under
+  // sequence parallelism: ConfigError when t does not divide n) and the
+  // first of them.
+  int64_t local_rows(int64_t n) const;
+  int64_t first_row(int64_t n) const { return sequence_parallel_ ? rank() * local_rows(n) : 0; }
+
+  // ---- the primitive halves (in place where the shapes allow) ----
+  void all_reduce(const Tensor& t, comm::ReduceOp op = comm::ReduceOp::Sum) const;
+  void all_gather_rows(const Tensor& shard, const Tensor& full) const;      // [n/t, d] -> [n, d]
+  void reduce_scatter_rows(const Tensor& full, const Tensor& shard) const;  // [n, d] -> [n/t, d]
+
+  // ---- what column- and row-parallel layers pass through ----
+  // The input every column-parallel layer of a sublayer reads, from this
+  // rank's rows: all-gathered under SP (a new tensor of category `cat`),
+  // the tensor itself otherwise (copy-to-group).
+  Tensor column_input(const Tensor& x_local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,
+                      MemCategory cat) const;
+  // Its backward: the column-parallel layers' partial input gradient [n, d]
+  // summed over the group; returns this rank's rows of it (reduce-scattered
+  // under SP, all-reduced in place otherwise).
+  Tensor column_input_grad(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc) const;
+  // A row-parallel layer's partial output [n, d] summed over the group;
+  // returns this rank's rows (reduce-scattered under SP, all-reduced in
+  // place otherwise).
+  Tensor row_output(const Tensor& partial, const std::shared_ptr<CachingAllocator>& alloc,
+                    MemCategory cat = MemCategory::Workspace) const;
+  // Its backward: the gradient of the whole output from this rank's rows
+  // (all-gathered under SP into a tensor of category `cat`, the tensor
+  // itself otherwise).
+  Tensor row_output_grad(const Tensor& dy_local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,
+                         MemCategory cat) const;
+
+ private:
+  bool active() const { return group_ && group_->size() > 1; }
+  void count(TpCollective c, int64_t message_bytes, double seconds) const;
+  comm::ProcessGroup* group_ = nullptr;
+  bool sequence_parallel_ = false;
+  TpCommStats* stats_ = nullptr;
+  int segment_ = 0;
+};
+
+}  // namespace meshtrain::model

@@ -1,0 +1,32 @@
+#include "meshtrain/model/vocab_parallel.h"
+
+#include "meshtrain/model/token_batch.h"
+
+namespace meshtrain::model {
+
+VocabSlice vocab_slice(const ParamSpec& table) {
+  MT_CHECK(table.shape.rank() == 2, table.name, " is not a [vocab, d] table");
+  return {table.global_offset[0], table.shape[0], table.global_shape[0]};
+}
+
+kernels::CrossEntropyResult vocab_parallel_cross_entropy(const kernels::KernelTable& k, const TpRegions& tp,
+                                                         const Tensor& logits, const int32_t* targets,
+                                                         const VocabSlice& slice, double grad_scale,
+                                                         const Tensor& dlogits,
+                                                         const std::shared_ptr<CachingAllocator>& alloc) {
+  const int64_t n = logits.dim(0);
+  MT_CHECK(logits.dim(1) == slice.size, "logits of ", logits.dim(1), " columns for a vocabulary slice of ",
+           slice.size);
+  // [max | sum_exp | target_logit], one buffer so the two sums travel together.
+  Tensor stats = activation(alloc, logits.dtype(), {3, n}, MemCategory::Workspace);
+  const Tensor row_max = stats.slice(0, 1).view(Shape{n});
+  const Tensor sums = stats.slice(1, 3);
+  const Tensor sum_exp = sums.slice(0, 1).view(Shape{n}), target_logit = sums.slice(1, 2).view(Shape{n});
+  k.vocab_ce_max(logits, targets, slice.total, row_max);
+  tp.all_reduce(row_max, comm::ReduceOp::Max);
+  k.vocab_ce_sums(logits, targets, slice.begin, row_max, sum_exp, target_logit, dlogits);
+  tp.all_reduce(sums);  // the target logit: 0 on every rank but its holder's, so the sum is exact
+  return k.vocab_ce_finish(targets, slice.begin, row_max, sum_exp, target_logit, grad_scale, dlogits);
+}
+
+}  // namespace meshtrain::model

@@ -1,0 +1,127 @@
+// The step metrics report what tensor parallelism moved: per block the
+// ring bytes of the formula (G micro-batches of B x S tokens per step),
+// the partial gradients summed over tp ranks, in the JSON record too; the
+// copies those sums keep identical; evaluation under tp.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+
+#include "meshtrain/core/threading.h"
+#include "train/train_fixtures.h"
+
+using namespace meshtrain;
+using namespace meshtrain::testing;
+
+TEST(TensorParallelMetrics, StepReportsBytesPerLayerAndGradientSums) {
+  auto cfg = tiny_train_config();
+  cfg.data.mode = "packed";  // every micro-batch B x seq_len tokens
+  cfg.model.n_heads = 2;
+  cfg.model.n_kv_heads = 2;
+  cfg.training.grad_accum = 2;
+  const auto ds = varied_documents(64, 9);
+  const int t = 2;
+  const int64_t d = cfg.model.d_model, L = cfg.model.n_layers;
+  const int64_t tokens = cfg.training.grad_accum * cfg.training.micro_batch * cfg.data.seq_len;
+  for (bool sp : {false, true}) {
+    SCOPED_TRACE(sp ? "sp" : "no sp");
+    cfg.parallel.tp = t;
+    cfg.parallel.sequence_parallel = sp;
+    comm::LaunchOptions o;
+    o.mesh.tp = t;
+    o.world_size = t;
+    comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
+      set_compute_threads(1);
+      train::Trainer tr(cfg, ctx, ds, std::nullopt);
+      const train::StepMetrics m = tr.step();
+      using C = model::TpCollective;
+      const int64_t per_layer = m.tp.layer_ring_bytes[size_t(C::AllReduce)] +
+                                m.tp.layer_ring_bytes[size_t(C::AllGather)] +
+                                m.tp.layer_ring_bytes[size_t(C::ReduceScatter)];
+      EXPECT_EQ(per_layer, 8 * (t - 1) * tokens * d * 4 / t);
+      EXPECT_EQ(m.tp.layer_message_bytes[size_t(sp ? C::AllGather : C::AllReduce)], 4 * tokens * d * 4);
+      // Under SP the norm weights' partial gradients are summed over tp:
+      // two per block and the final norm, d floats each (RoPE, no biases).
+      EXPECT_EQ(m.tp.grad_sum_bytes, sp ? (2 * L + 1) * d * 4 : 0);
+      const auto j = m.to_json();
+      ASSERT_TRUE(j.contains("tp_comm")) << j.dump();
+      EXPECT_EQ(j["tp_comm"]["grad_sum_bytes"], m.tp.grad_sum_bytes);
+      EXPECT_GT(j["tp_comm"]["ring_bytes"]["all_reduce"].get<int64_t>(), 0) << "the loss's max and sums at least";
+    });
+  }
+}
+
+// Replicated weights under sequence parallelism (norms, row-parallel biases,
+// learned positions) and KV heads shared by several ranks get partial
+// gradients on each rank; after the engine sums them every copy's gradient
+// and value is the same bits on every tp rank (per-rank layernorm
+// gradients that differ are a known failure elsewhere).
+TEST(TensorParallelMetrics, ReplicatedCopiesStayIdenticalAcrossTpRanks) {
+  auto cfg = tiny_train_config();  // 2 heads, 1 KV head: shared by both ranks
+  cfg.model.norm = model::NormKind::LayerNorm;
+  cfg.model.positions = model::PositionKind::Learned;
+  cfg.model.bias = true;
+  cfg.parallel.tp = 2;
+  cfg.parallel.sequence_parallel = true;
+  const auto ds = varied_documents(64, 9);
+  std::mutex mu;
+  std::map<std::string, std::vector<std::vector<double>>> copies;  // name -> per rank: grads ++ values
+  comm::LaunchOptions o;
+  o.mesh.tp = 2;
+  o.world_size = 2;
+  comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
+    set_compute_threads(1);
+    train::Trainer tr(cfg, ctx, ds, std::nullopt);
+    tr.step();
+    tr.step();
+    const auto& spec = tr.layout().spec();
+    for (int u = 0; u < int(spec.units.size()); ++u) {
+      const auto g = tr.engine().gather_unit(u, true), v = tr.engine().gather_unit(u, false);
+      for (int i : spec.units[size_t(u)].params) {
+        const auto& p = spec.params[size_t(i)];
+        if (p.tp.is_shard() && tr.layout().param(i).tp_replicas == 1) continue;  // a distinct piece per rank
+        std::vector<double> both(g.begin() + p.unit_offset, g.begin() + p.unit_offset + p.numel());
+        both.insert(both.end(), v.begin() + p.unit_offset, v.begin() + p.unit_offset + p.numel());
+        std::lock_guard<std::mutex> lock(mu);
+        copies[p.name].push_back(std::move(both));
+      }
+    }
+  });
+  ASSERT_TRUE(copies.count("model.layers.0.input_layernorm.bias"));
+  ASSERT_TRUE(copies.count("model.layers.0.self_attn.k_proj.weight"));
+  ASSERT_TRUE(copies.count("model.embed_positions.weight"));
+  for (const auto& [name, per_rank] : copies) {
+    ASSERT_EQ(per_rank.size(), 2u) << name;
+    EXPECT_EQ(per_rank[0], per_rank[1]) << name;
+  }
+}
+
+TEST(TensorParallelMetrics, EvaluationMatchesOneRank) {
+  auto cfg = tiny_train_config();
+  cfg.model.n_heads = 4;
+  cfg.model.head_dim = 4;
+  cfg.model.n_kv_heads = 2;
+  cfg.training.eval_rows = 16;
+  const auto train_ds = varied_documents(64, 9), val_ds = varied_documents(24, 10);
+  std::map<int, train::EvalResult> got;
+  std::mutex mu;
+  for (int tp : {1, 2, 4}) {
+    cfg.parallel.tp = tp;
+    cfg.parallel.sequence_parallel = tp > 1;
+    comm::LaunchOptions o;
+    o.mesh.tp = tp;
+    o.world_size = tp;
+    comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
+      set_compute_threads(1);
+      train::Trainer tr(cfg, ctx, train_ds, val_ds);
+      const train::EvalResult e = tr.evaluate();
+      std::lock_guard<std::mutex> lock(mu);
+      if (ctx.rank == 0) got[tp] = e;
+    });
+  }
+  ASSERT_GT(got[1].targets, 0);
+  for (int tp : {2, 4}) {
+    EXPECT_EQ(got[tp].targets, got[1].targets);
+    EXPECT_NEAR(got[tp].loss, got[1].loss, 1e-5 * got[1].loss) << "tp=" << tp;
+  }
+}
