@@ -121,6 +121,8 @@ void launch_mpi(const LaunchOptions& o, const RankFn& fn) {
   } catch (const std::exception& e) {
     // Peers blocked inside MPI cannot be woken any other way.
     mpi_abort(detail::concat("rank ", rank, " failed: ", e.what()));
+  } catch (...) {
+    mpi_abort(detail::concat("rank ", rank, " failed with a non-standard exception"));
   }
   mpi_finalize();
 }

@@ -231,12 +231,13 @@ void run_collective_body(GroupShared& shared, int me, const OpDesc& d, const voi
   }
 }
 
-std::shared_ptr<ProcessGroup> ThreadGroup::split(int color, int key, const std::string& name) {
+std::shared_ptr<ProcessGroup> ThreadGroup::split(int color, int key, const std::string& name,
+                                                 const GroupOptions& options) {
   std::shared_ptr<ProcessGroup> result;
   run_inline([&] {
     OpDesc d;
     d.kind = OpKind::Split;
-    d.timeout = options().timeout;
+    d.timeout = this->options().timeout;
     d.deadline = Clock::now() + d.timeout;
     d.seq = ++seq_;
     const Fingerprint fp{OpKind::Split, d.seq, 0, DType::F32, -1, ReduceOp::Sum};
@@ -255,7 +256,7 @@ std::shared_ptr<ProcessGroup> ThreadGroup::split(int color, int key, const std::
       std::vector<int> world;
       for (auto& m : members) world.push_back(shared_->world_ranks()[size_t(m.second)]);
       auto g = std::make_shared<GroupShared>(name.empty() ? detail::concat(this->name(), ".", color) : name,
-                                             std::move(world), options());
+                                             std::move(world), options);
       registry_->add(g);
       mine.split_result = g;
     }

@@ -25,7 +25,9 @@ class ThreadGroup final : public ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return shared_->size(); }
   std::string_view backend() const override { return "threads"; }
-  std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name = "") override;
+  using ProcessGroup::split;
+  std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name,
+                                      const GroupOptions& options) override;
   void abort(const std::string& reason) override;
 
  protected:
