@@ -9,7 +9,6 @@
 #include "meshtrain/checkpoint/safetensors.h"
 #include "meshtrain/checkpoint/tokenizer_files.h"
 #include "meshtrain/checkpoint/writer.h"
-#include "meshtrain/comm/launch.h"
 #include "meshtrain/data/sentencepiece_tokenizer.h"
 
 namespace meshtrain::checkpoint {
@@ -77,9 +76,7 @@ std::string import_safetensors(const std::string& path, const std::string& out_r
   }
   for (const auto& p : spec.params)
     req.pieces.push_back({p.name, p.shape, DType::F32, full_box(p.shape), values.at(p.name).data()});
-  std::string dir;
-  comm::launch_threads(1, [&](comm::ParallelContext& ctx) { dir = save_checkpoint(*ctx.world, out_root, req); });
-  return dir;
+  return save_checkpoint_single(out_root, req);
 }
 
 }  // namespace meshtrain::checkpoint
