@@ -78,11 +78,15 @@ void atomic_write_file(const fs::path& dir, const std::string& name, const std::
     fsync_fd(fd, tmp.string());
   } catch (...) {
     ::close(fd);
+    ::unlink(tmp.c_str());
     throw;
   }
   ::close(fd);
-  MT_REQUIRE(CheckpointError, ::rename(tmp.c_str(), (dir / name).c_str()) == 0, "cannot rename ", tmp.string(),
-             " to ", (dir / name).string(), ": ", std::strerror(errno));
+  if (::rename(tmp.c_str(), (dir / name).c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    MT_THROW(CheckpointError, "cannot rename ", tmp.string(), " to ", (dir / name).string(), ": ", std::strerror(err));
+  }
   fsync_dir(dir);
 }
 

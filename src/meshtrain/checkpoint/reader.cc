@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "meshtrain/checkpoint/consistency.h"
 #include "meshtrain/checkpoint/dtype_convert.h"
 #include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/checkpoint/sha256.h"
@@ -72,6 +73,7 @@ CheckpointReader CheckpointReader::open(const std::string& path, const OpenOptio
   r.state_ = std::make_unique<State>();
   const fs::path manifest_path = dir / kManifestFile;
   r.manifest_ = parse_manifest(read_text_file(manifest_path, kMaxManifestBytes), manifest_path.string());
+  check_metadata_consistency(r.manifest_, dir.string());
 
   // Files: inside the directory (after resolving symlinks), regular, and
   // exactly the size the manifest records.
