@@ -79,7 +79,8 @@ Rule parse_rule(const std::string& text) {
     if (action == "throw") r.action = Action::Throw;
     else if (action == "kill") r.action = Action::Kill;
     else if (action == "exit") r.action = Action::Exit;
-    else MT_THROW(ConfigError, "MESHTRAIN_FAULT='", text, "': action '", action, "' (throw | kill | exit)");
+    else if (action == "term") r.action = Action::Term;
+    else MT_THROW(ConfigError, "MESHTRAIN_FAULT='", text, "': action '", action, "' (throw | kill | exit | term)");
   }
   int64_t rank = -1;
   take_number('@', rank);
@@ -133,13 +134,17 @@ void point(const char* site, int rank) {
     action = s.rule.action;
     hit = s.seen;
   }
-  const char* name = action == Action::Throw ? "throw" : action == Action::Kill ? "kill" : "exit";
+  const char* name = action == Action::Throw  ? "throw"
+                     : action == Action::Kill ? "kill"
+                     : action == Action::Exit ? "exit"
+                                              : "term";
   std::fprintf(stderr, "meshtrain fault injection: %s at rank %d (hit %lld): %s\n", site, rank,
                static_cast<long long>(hit), name);
   std::fflush(stderr);
   switch (action) {
     case Action::Kill: ::kill(::getpid(), SIGKILL); ::pause(); break;
     case Action::Exit: ::_exit(86);
+    case Action::Term: ::kill(::getpid(), SIGTERM); return;
     case Action::Throw: break;
   }
   throw InjectedFault(detail::concat("injected fault at ", site, " on rank ", rank, " (hit ", hit, ")"));

@@ -11,7 +11,8 @@
 // fires at the HIT-th (default 1st) matching point of the process, once.
 // ACTION: throw (the rank fails with InjectedFault: an in-process death
 // under the threads backend), kill (SIGKILL of the whole process, as a
-// crash or the OOM killer would), exit (_exit(86) without cleanup).
+// crash or the OOM killer would), exit (_exit(86) without cleanup), term
+// (SIGTERM to the process, as a scheduler preempting the job; then go on).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,7 @@ class InjectedFault : public Error {
   using Error::Error;
 };
 
-enum class Action { Throw, Kill, Exit };
+enum class Action { Throw, Kill, Exit, Term };
 
 struct Rule {
   std::string site;
