@@ -84,7 +84,7 @@ void MetricsWriter::write(const nlohmann::json& record) {
 int64_t truncate_metrics_after(const std::string& jsonl_path, int64_t step) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (jsonl_path.empty() || !fs::exists(jsonl_path, ec)) return 0;
+  if (jsonl_path.empty() || !fs::is_regular_file(jsonl_path, ec)) return 0;  // absent, or a device
   std::ifstream in(jsonl_path);
   std::string line, kept;
   int64_t dropped = 0;
