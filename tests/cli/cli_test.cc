@@ -265,5 +265,42 @@ TEST(CliTokenizer, SubwordModelFromTokenizerToGeneration) {
   expect_failure({"eval", "--from", dir / "run/checkpoints", "--data", dir / "bytes"}, "was tokenized with");
 }
 
+// Every argument is checked before anything is prepared or written.
+TEST(CliVerify, ABadLayoutIsRejectedBeforeTheDataIsPrepared) {
+  TempDir dir;
+  const std::string cfg = tiny_config(dir);
+  expect_error([&] { cmd_verify({cfg, "--layout", "dp=x"}); }, {"layout dp=x: expected an integer"});
+  EXPECT_FALSE(fs::exists(dir / "data")) << "the dataset was prepared for a command that could not run";
+}
+
+// Export and import never replace files or move a `latest` without --force.
+TEST(CliCkpt, ExportAndImportNeedForceToReplace) {
+  TempDir dir;
+  const std::string cfg = tiny_config(dir);
+  stdout_of([&] { EXPECT_EQ(cmd_train({cfg}), 0); });
+  const std::string ckpt = dir / "run/checkpoints", out = dir / "export/model.safetensors";
+  stdout_of([&] { EXPECT_EQ(cmd_ckpt({"export", ckpt, "--out", out}), 0); });
+  expect_error<CheckpointError>([&] { cmd_ckpt({"export", ckpt, "--out", out}); }, {"pass --force"});
+  expect_error<CheckpointError>([&] { cmd_ckpt({"export", ckpt, "--out", ckpt + "/step-00000002/rank-00000.bin"}); },
+                                {"inside a checkpoint"});
+  stdout_of([&] { EXPECT_EQ(cmd_ckpt({"export", ckpt, "--out", out, "--force"}), 0); });
+  expect_error<CheckpointError>([&] { cmd_ckpt({"import", out, "--out", ckpt}); }, {"already holds checkpoints"});
+  EXPECT_EQ(read_file(ckpt + "/latest"), "step-00000002\n");
+  stdout_of([&] { EXPECT_EQ(cmd_ckpt({"import", out, "--out", ckpt, "--force"}), 0); });
+  EXPECT_EQ(read_file(ckpt + "/latest"), "step-00000000\n");
+}
+
+// The launcher validates its numbers and the job's config before starting mpirun.
+TEST(CliLaunch, ArgumentErrorsNameTheOption) {
+  TempDir dir;
+  const std::string cfg = tiny_config(dir);
+  expect_error([&] { cmd_launch({"-np", "two", "--", "train", cfg}); }, {"-np expects an integer >= 1, got 'two'"});
+  expect_error([&] { cmd_launch({"-np", "2", "--max-restarts", "-1", "--", "train", cfg}); },
+               {"--max-restarts expects an integer >= 0"});
+  expect_error([&] { cmd_launch({"-np", "2", "--", "verify", cfg}); }, {"launch runs `train`"});
+  expect_error([&] { cmd_launch({"-np", "2", "--", "train", cfg, "--set", "optimizer.lr=inf"}); }, {"optimizer.lr"});
+  expect_error([&] { cmd_train({cfg, "--max-restarts", "x"}); }, {"comm.max_restarts"});
+}
+
 }  // namespace
 }  // namespace meshtrain::cli

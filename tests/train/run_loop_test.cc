@@ -16,6 +16,7 @@
 
 #include "meshtrain/checkpoint/reader.h"
 #include "meshtrain/core/fault_injection.h"
+#include "meshtrain/core/threading.h"
 #include "meshtrain/data/prepare.h"
 #include "meshtrain/train/stop_signal.h"
 #include "train_fixtures.h"
@@ -59,6 +60,23 @@ class RunLoop : public ::testing::Test {
     std::fclose(console);
     std::ifstream in(log);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+
+  // cfg_ on a dataset prepared on disk, for train_main.
+  train::TrainConfig on_disk_config() {
+    std::ofstream(dir_ / "corpus.txt") << "one document\n%\nanother one here\n%\na third document\n%\nand a fourth\n";
+    data::PrepareOptions p;
+    p.inputs = {(dir_ / "corpus.txt").string()};
+    p.out_dir = (dir_ / "data").string();
+    p.format = data::InputFormat::Fortune;
+    p.val_fraction = 0.25;
+    p.overwrite = true;
+    data::prepare_dataset(p);
+    auto c = cfg_;
+    c.data.path = p.out_dir;
+    c.data.mode = "packed";
+    c.metrics.run_dir = (dir_ / "run").string();
+    return c;
   }
 
   fs::path dir_;
@@ -182,20 +200,10 @@ TEST_F(RunLoop, AnAsynchronousSaveIsReportedWhenItCommits) {
 // rank stop; the job restarts in-process from the latest checkpoint, logs
 // the restart and the steps lost, and ends where an uninterrupted run ends.
 TEST_F(RunLoop, AFailedJobRestartsInProcess) {
-  std::ofstream(dir_ / "corpus.txt") << "one document\n%\nanother one here\n%\na third document\n%\nand a fourth\n";
-  data::PrepareOptions p;
-  p.inputs = {(dir_ / "corpus.txt").string()};
-  p.out_dir = (dir_ / "data").string();
-  p.format = data::InputFormat::Fortune;
-  p.val_fraction = 0.25;
-  data::prepare_dataset(p);
-  auto c = cfg_;
-  c.data.path = p.out_dir;
-  c.data.mode = "packed";
+  auto c = on_disk_config();
   c.parallel.dp = 2;
   c.training.steps = 4;
   c.checkpoint.every = 2;
-  c.metrics.run_dir = (dir_ / "run").string();
   c.comm.restart_on_failure = true;
   c.comm.max_restarts = 2;
   fault::arm(fault::parse_rule("backward@1#13:throw"));  // in step 4 (2 layers + head: 4 units a step)
@@ -222,6 +230,21 @@ TEST_F(RunLoop, AFailedJobRestartsInProcess) {
   EXPECT_THROW(train::train_main(c), fault::InjectedFault);
   ::testing::internal::GetCapturedStdout();
   fault::disarm();
+}
+
+// More compute threads than the cores this process may use only slow every
+// step down: capped, with a warning.
+TEST_F(RunLoop, TooManyComputeThreadsAreCappedWithAWarning) {
+  auto c = on_disk_config();
+  c.training.threads = 1000;
+  c.training.steps = 1;
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(train::train_main(c), 0);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("warning: training.threads = 1000 exceeds the " + std::to_string(hardware_cores()) + " core(s)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("| " + std::to_string(hardware_cores()) + " compute threads per rank"), std::string::npos) << out;
 }
 
 TEST(Supervisor, RestartsOnlyWhatARestartCanGetPast) {
