@@ -87,7 +87,7 @@ class RunLoop : public ::testing::Test {
 
 TEST_F(RunLoop, ARunWhoseEveryStepWasSkippedFails) {
   auto poison = [](train::Trainer& t) {
-    t.set_after_reduction([](train::Trainer& tr) { tr.engine().owned_grad(0)[0] = std::nanf(""); });
+    t.set_after_reduction([](train::Trainer& tr) { tr.engine().owned_grad(0).data<float>()[0] = std::nanf(""); });
   };
   try {
     run(cfg_, poison);

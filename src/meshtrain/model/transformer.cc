@@ -1,5 +1,7 @@
 #include "meshtrain/model/transformer.h"
 
+#include "meshtrain/core/fault_injection.h"
+
 namespace meshtrain::model {
 
 namespace {
