@@ -7,6 +7,10 @@
 //     formulas (29.7)-(29.10).
 // Medians over the timed steps; the machine is shared: compare ratios.
 //   build/bench/dp_bench [--steps N]
+// Under mpirun (one rank per process, MPI backend) only the overlap
+// comparison runs; MESHTRAIN_MPI_PROGRESS=off shows it without the
+// backend's progress thread:
+//   mpirun -np 2 build/bench/dp_bench --backend mpi
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "meshtrain/comm/launch.h"
+#include "meshtrain/comm/mpi_world.h"
 #include "meshtrain/model/presets.h"
 #include "meshtrain/train/trainer.h"
 #include "random_tokens.h"
@@ -46,6 +51,31 @@ struct Result {
   parallel::ShardPlan::Persistent formula;
 };
 
+// Steps one layout on this rank; rank 0's medians are the result.
+Result run_rank(comm::ParallelContext& ctx, const train::TrainConfig& cfg, const data::TokenDataset& ds, int steps) {
+  Result r;
+  train::Trainer t(cfg, ctx, ds, std::nullopt);
+  std::vector<double> times, exposed, comm;
+  train::StepMetrics m;
+  for (int s = 0; s < steps + 1; ++s) {
+    m = t.step();
+    if (s == 0) continue;  // warm-up: primitives, allocator cache
+    times.push_back(m.seconds);
+    exposed.push_back(m.comm_exposed_s);
+    comm.push_back(m.comm_s);
+  }
+  std::sort(comm.begin(), comm.end());
+  std::sort(times.begin(), times.end());
+  std::sort(exposed.begin(), exposed.end());
+  r.step_s = times[times.size() / 2];
+  r.exposed_s = exposed[exposed.size() / 2];
+  r.comm_s = comm[comm.size() / 2];
+  r.buckets = m.comm_buckets;
+  r.mem = m.memory;
+  r.formula = t.engine().plan().persistent_bytes(t.precision());
+  return r;
+}
+
 Result run(const train::TrainConfig& cfg, const data::TokenDataset& ds, int steps) {
   Result r;
   std::mutex mu;
@@ -53,30 +83,45 @@ Result run(const train::TrainConfig& cfg, const data::TokenDataset& ds, int step
   o.world_size = 2;
   o.mesh.dp = 2;
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
-    train::Trainer t(cfg, ctx, ds, std::nullopt);
-    std::vector<double> times, exposed, comm;
-    train::StepMetrics m;
-    for (int s = 0; s < steps + 1; ++s) {
-      m = t.step();
-      if (s == 0) continue;  // warm-up: primitives, allocator cache
-      times.push_back(m.seconds);
-      exposed.push_back(m.comm_exposed_s);
-      comm.push_back(m.comm_s);
-    }
-    std::sort(comm.begin(), comm.end());
-    std::sort(times.begin(), times.end());
-    std::sort(exposed.begin(), exposed.end());
-    if (ctx.rank == 0) {
-      std::lock_guard<std::mutex> lock(mu);
-      r.step_s = times[times.size() / 2];
-      r.exposed_s = exposed[exposed.size() / 2];
-      r.comm_s = comm[comm.size() / 2];
-      r.buckets = m.comm_buckets;
-      r.mem = m.memory;
-      r.formula = t.engine().plan().persistent_bytes(t.precision());
-    }
+    const Result mine = run_rank(ctx, cfg, ds, steps);
+    if (ctx.rank != 0) return;
+    std::lock_guard<std::mutex> lock(mu);
+    r = mine;
   });
   return r;
+}
+
+void print_overlap(const Result& on, const Result& off) {
+  std::printf("  overlapped: step %.3f s, comm %.3f s, exposed %.3f s (%.1f%% of the step), %d buckets\n", on.step_s,
+              on.comm_s, on.exposed_s, 100 * on.exposed_s / on.step_s, on.buckets);
+  std::printf("  after backward: step %.3f s, comm %.3f s, exposed %.3f s (%.1f%% of the step)\n", off.step_s,
+              off.comm_s, off.exposed_s, 100 * off.exposed_s / off.step_s);
+  std::printf("  speedup from overlap: %.3fx; exposed communication overlapped/after: %.2f\n\n",
+              off.step_s / on.step_s, on.exposed_s / off.exposed_s);
+}
+
+// One MPI session (MPI can be initialized once per process): both overlap
+// settings run inside it.
+int run_mpi(const data::TokenDataset& ds, int steps) {
+  comm::LaunchOptions o;
+  o.backend = comm::Backend::Mpi;
+  o.mesh_from_world = [](int world) { return comm::MeshShape{.dp = world}; };
+  comm::launch_mpi(o, [&](comm::ParallelContext& ctx) {
+    auto cfg = [&](bool overlap) {
+      train::TrainConfig c = bench_small(0, overlap, 4);
+      c.parallel.dp = ctx.world_size;
+      c.comm.backend = "mpi";
+      return c;
+    };
+    const Result on = run_rank(ctx, cfg(true), ds, steps), off = run_rank(ctx, cfg(false), ds, steps);
+    if (ctx.rank != 0) return;
+    const char* progress = std::getenv("MESHTRAIN_MPI_PROGRESS");
+    std::printf("dp_bench (mpi): bench-small model, R=%d processes, micro-batch 4 x 256 per replica, median of %d "
+                "steps, progress thread %s\n\noverlap (stage 0, 4 MiB buckets):\n",
+                ctx.world_size, steps, progress && std::string(progress) == "off" ? "off" : "on");
+    print_overlap(on, off);
+  });
+  return 0;
 }
 
 std::string mib(int64_t b) {
@@ -89,20 +134,20 @@ std::string mib(int64_t b) {
 
 int main(int argc, char** argv) {
   int steps = 3;
-  for (int i = 1; i < argc; ++i)
+  bool mpi = false;
+  for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) mpi = !std::strcmp(argv[++i], "mpi");
+  }
   const auto ds = random_documents(256, 257);
+  if (mpi) return run_mpi(ds, steps);
   std::printf("dp_bench: bench-small model, R=2 threads ranks (1 compute thread each), micro-batch 4 x 256 per "
               "replica, median of %d steps\n\n",
               steps);
 
   std::printf("overlap (stage 0, 4 MiB buckets):\n");
   const Result on = run(bench_small(0, true, 4), ds, steps), off = run(bench_small(0, false, 4), ds, steps);
-  std::printf("  overlapped: step %.3f s, comm %.3f s, exposed %.3f s (%.1f%% of the step), %d buckets\n", on.step_s,
-              on.comm_s, on.exposed_s, 100 * on.exposed_s / on.step_s, on.buckets);
-  std::printf("  after backward: step %.3f s, comm %.3f s, exposed %.3f s (%.1f%% of the step)\n", off.step_s,
-              off.comm_s, off.exposed_s, 100 * off.exposed_s / off.step_s);
-  std::printf("  speedup from overlap: %.3fx\n\n", off.step_s / on.step_s);
+  print_overlap(on, off);
 
   std::printf("bucket sweep (stage 0, overlapped):\n");
   for (double mb : {1.0, 4.0, 16.0, 64.0}) {

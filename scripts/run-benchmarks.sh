@@ -29,6 +29,8 @@ if command -v mpirun >/dev/null; then
     mpirun -np "$n" --oversubscribe --allow-run-as-root "$build/bin/meshtrain" bench comm --backend mpi
   done
 fi
+echo "== datasets (SHA-256 check at open) =="
+"$build/bench/data_bench"
 if [ -x "$build/bench/checkpoint_bench" ]; then
   echo "== checkpoints =="
   "$build/bench/checkpoint_bench"

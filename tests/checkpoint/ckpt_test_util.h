@@ -114,6 +114,13 @@ inline ck::SaveRequest make_request(const std::vector<TestTensor>& state, int64_
   return req;
 }
 
+// The state crash tests save: make_state plus a 1 MiB tensor (writes take a while).
+inline std::vector<TestTensor> crash_state(int64_t step) {
+  auto s = make_state(step);
+  s.push_back(make_tensor("big", Shape{256, 1024}, DType::F32, step));
+  return s;
+}
+
 inline nlohmann::json read_json(const fs::path& p) {
   std::ifstream in(p);
   return nlohmann::json::parse(in);

@@ -1,15 +1,11 @@
-// Crash safety (SIGKILL at random points of a save) and detection of every
+// Crash safety (SIGKILL at random fault points of saves) and detection of every
 // kind of damage, each with its own message, before caller memory is touched.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <random>
-#include <thread>
 
-#include "checkpoint/ckpt_test_util.h"
+#include "checkpoint/crash_util.h"
 #include "meshtrain/checkpoint/reader.h"
 #include "meshtrain/comm/launch.h"
 
@@ -20,71 +16,33 @@ using testing::Partition;
 using testing::ScratchDir;
 namespace fs = std::filesystem;
 
-void save_state(const std::string& root, int64_t step, int world, const std::vector<testing::TestTensor>& state) {
-  comm::launch_threads(world, [&](comm::ParallelContext& ctx) {
-    std::vector<std::vector<char>> storage;
-    save_checkpoint(*ctx.world, root, testing::make_request(state, step, Partition::Flat, world, ctx.rank, storage),
-                    [] {
-                      SaveOptions o;
-                      o.keep_last = 2;
-                      return o;
-                    }());
-  });
-}
-
-// Loads everything and checks it is exactly the state of the recorded step.
-void expect_consistent(const std::string& root) {
-  const CheckpointReader r = CheckpointReader::open(root);
-  const int64_t step = r.step();
-  ASSERT_EQ(r.metadata()["step"], step);
-  std::vector<testing::TestTensor> want = testing::make_state(step);
-  want.push_back(testing::make_tensor("big", Shape{256, 1024}, DType::F32, step));
-  for (const auto& t : want) {
-    std::vector<char> got(t.bytes.size());
-    r.read_all(t.name, got.data(), t.dtype);
-    ASSERT_EQ(got, t.bytes) << t.name << " at step " << step;
-  }
-}
-
-TEST(CrashSafety, SigkillDuringSavesAlwaysLeavesLatestComplete) {
-  ScratchDir dir;
-  auto state_at = [](int64_t step) {
-    auto s = testing::make_state(step);
-    s.push_back(testing::make_tensor("big", Shape{256, 1024}, DType::F32, step));  // 1 MiB: writes take a while
-    return s;
-  };
-  save_state(dir.str(), 0, 2, state_at(0));
+// Each trial kills a child process that saves 4 steps at a seeded random
+// fault point (any site the save reaches: preparation, piece writes,
+// collectives, every commit step), then checks what is on disk. The child is
+// a fresh executable (posix_spawn), not a fork of this threaded process.
+TEST(CrashSafety, SigkillAtRandomPointsOfSavesAlwaysLeavesLatestComplete) {
+  ScratchDir dir, calibration;
+  const std::string log = dir.str() + "/child.log";
+  ASSERT_TRUE(testing::save_in_child(dir.str(), 0, 1, "", log).exited) << testing::read_text(log);
+  // How often a 4-step save reaches each point, so every draw fires.
+  ASSERT_TRUE(testing::save_in_child(calibration.str(), 1, 4, "count", log).exited);
+  const auto counts = testing::fault_point_counts(log);
+  const std::vector<std::pair<std::string, int64_t>> sites(counts.begin(), counts.end());
+  ASSERT_GE(sites.size(), 6u) << testing::read_text(log);
   std::mt19937 gen(42);
   const int kTrials = 30;
-  int killed = 0;
   for (int trial = 0; trial < kTrials; ++trial) {
-    // States are built before fork: the child only saves.
-    std::vector<std::vector<testing::TestTensor>> states;
-    for (int k = 0; k < 4; ++k) states.push_back(state_at(1 + trial * 10 + k));
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      try {
-        for (int k = 0; k < 4; ++k) save_state(dir.str(), 1 + trial * 10 + k, 2, states[size_t(k)]);
-      } catch (...) {
-        ::_exit(3);
-      }
-      ::_exit(0);
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 40000)(gen)));
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ASSERT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << "child save failed in trial " << trial;
-    killed += WIFSIGNALED(status) ? 1 : 0;
-    expect_consistent(dir.str());
+    const auto& [site, n] = sites[gen() % sites.size()];
+    const std::string fault = site + "#" + std::to_string(1 + int64_t(gen() % uint64_t(n))) + ":kill";
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + fault);
+    const auto r = testing::save_in_child(dir.str(), 1 + trial * 10, 4, fault, log);
+    ASSERT_TRUE(r.signaled && r.signal == SIGKILL) << "child " << r.describe() << "\n" << testing::read_text(log);
+    testing::expect_latest_consistent(dir.str());
   }
-  EXPECT_GT(killed, kTrials / 2) << "most children must die mid-save";
   // The next save cleans whatever the killed ones left.
-  save_state(dir.str(), 1000, 2, state_at(1000));
-  for (const auto& e : fs::directory_iterator(dir.path()))
-    EXPECT_NE(e.path().filename().string().rfind(".tmp-", 0), 0u) << e.path();
-  expect_consistent(dir.str());
+  ASSERT_TRUE(testing::save_in_child(dir.str(), 1000, 1, "", log).exited) << testing::read_text(log);
+  testing::expect_no_leftovers(dir.path());
+  EXPECT_EQ(testing::expect_latest_consistent(dir.str()), 1000);
 }
 
 class Damage : public ::testing::Test {

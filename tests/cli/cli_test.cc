@@ -311,5 +311,39 @@ TEST(CliPipeline, TrainRecordsATimelineThatTimelineDrawsAndVerifyChecksSchedules
       << planned.out;
 }
 
+// Every argument is checked before anything is prepared or written.
+TEST(CliVerify, ABadLayoutIsRejectedBeforeTheDataIsPrepared) {
+  TempDir dir;
+  const std::string cfg = tiny_config(dir);
+  expect_failure({"verify", cfg, "--layout", "dp=x"}, "layout dp=x: expected an integer");
+  EXPECT_FALSE(fs::exists(dir / "data")) << "the dataset was prepared for a command that could not run";
+}
+
+// Export and import never replace files or move a `latest` without --force.
+TEST(CliCkpt, ExportAndImportNeedForceToReplace) {
+  TempDir dir;
+  const std::string cfg = tiny_config(dir);
+  ASSERT_EQ(run_cli({"train", cfg}).code, 0);
+  const std::string ckpt = dir / "run/checkpoints", out = dir / "export/model.safetensors";
+  ASSERT_EQ(run_cli({"ckpt", "export", ckpt, "--out", out}).code, 0);
+  expect_failure({"ckpt", "export", ckpt, "--out", out}, "pass --force");
+  expect_failure({"ckpt", "export", ckpt, "--out", ckpt + "/step-00000002/rank-00000.bin"}, "inside a checkpoint");
+  EXPECT_EQ(run_cli({"ckpt", "export", ckpt, "--out", out, "--force"}).code, 0);
+  expect_failure({"ckpt", "import", out, "--out", ckpt}, "already holds checkpoints");
+  EXPECT_EQ(read_file(ckpt + "/latest"), "step-00000002\n");
+  EXPECT_EQ(run_cli({"ckpt", "import", out, "--out", ckpt, "--force"}).code, 0);
+  EXPECT_EQ(read_file(ckpt + "/latest"), "step-00000000\n");
+}
+
+// The launcher validates its numbers and the job's config before starting mpirun.
+TEST(CliLaunch, ArgumentErrorsNameTheOption) {
+  TempDir dir;
+  const std::string cfg = tiny_config(dir);
+  expect_usage_error({"launch", "-n", "two", cfg}, "--np", "meshtrain launch");
+  expect_usage_error({"launch", "-n", "2", "--max-restarts", "-1", cfg}, "--max-restarts", "meshtrain launch");
+  expect_failure({"launch", "-n", "2", cfg, "--set", "optimizer.lr=inf"}, "optimizer.lr");
+  expect_usage_error({"train", cfg, "--max-restarts", "x"}, "--max-restarts", "meshtrain train");
+}
+
 }  // namespace
 }  // namespace meshtrain::cli

@@ -14,6 +14,18 @@ namespace {
 
 using testing::for_each_rank;
 
+// The harness passes its options to the group it builds (timeout, check
+// mode): under MPI check mode is what turns a count mismatch into an error.
+TEST(GroupOptionsTest, OptionsGivenToTheHarnessReachTheGroup) {
+  if (!for_each_rank(2, [](ProcessGroup& g) {
+        EXPECT_EQ(g.options().timeout, Millis(4321));
+        EXPECT_TRUE(g.options().check);
+        std::vector<float> v(16, 1.0f);
+        EXPECT_THROW(g.all_reduce(v.data(), g.rank() == 1 ? 9 : 8, DType::F32), CommMismatch);
+      }, GroupOptions{.timeout = Millis(4321), .check = true}))
+    GTEST_SKIP();
+}
+
 TEST(PointToPoint, TagsMatchAndOrderIsFifoPerTag) {
   if (!for_each_rank(2, [](ProcessGroup& g) {
         if (g.rank() == 0) {

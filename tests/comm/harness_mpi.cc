@@ -12,7 +12,7 @@ bool for_each_rank(int n, const std::function<void(ProcessGroup&)>& fn, GroupOpt
   auto world = mpi_world();
   if (n > world->size()) return false;
   if (options.timeout == kDefaultTimeout) options.timeout = std::chrono::seconds(30);
-  auto sub = world->split(world->rank() < n ? 0 : -1, world->rank(), "test");
+  auto sub = world->split(world->rank() < n ? 0 : -1, world->rank(), "test", options);
   if (sub) fn(*sub);
   world->barrier();
   return true;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -166,15 +168,31 @@ TEST(ThreadsFailure, RecvWithoutSendTimesOut) {
   EXPECT_NE(errors[0].find("timed out"), std::string::npos) << errors[0];
 }
 
+// Rank 0 aborts once the others are on their way into a barrier it never
+// joins (an explicit count, not a sleep): whether a peer is already blocked
+// or arrives after the abort, it fails with the reason, long before the
+// 20 s timeout.
 TEST(ThreadsFailure, AbortWakesEveryone) {
-  auto errors = run_failing(4, Millis(20000), [](ProcessGroup& g, int r) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int entering = 0;
+  const auto t0 = Clock::now();
+  auto errors = run_failing(4, Millis(20000), [&](ProcessGroup& g, int r) {
     if (r == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return entering == 3; });
+      lock.unlock();
       g.abort("operator stop");
       return;
     }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++entering;
+    }
+    cv.notify_all();
     g.barrier();
   });
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
   for (int r : {1, 2, 3}) EXPECT_NE(errors[size_t(r)].find("operator stop"), std::string::npos) << errors[size_t(r)];
 }
 

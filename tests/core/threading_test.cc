@@ -1,6 +1,7 @@
 #include "meshtrain/core/threading.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <thread>
 
@@ -29,4 +30,33 @@ TEST(Threading, TeamSizeIsPerThread) {
   b.join();
   EXPECT_EQ(seen_a, 1);
   EXPECT_EQ(seen_b, 3);
+}
+
+TEST(Threading, CgroupCpuMaxIsRoundedUpToWholeCores) {
+  EXPECT_EQ(parse_cgroup_cpu_max("150000 100000"), 2);
+  EXPECT_EQ(parse_cgroup_cpu_max("50000 100000"), 1);
+  EXPECT_EQ(parse_cgroup_cpu_max("400000 100000"), 4);
+  EXPECT_EQ(parse_cgroup_cpu_max("max 100000"), std::nullopt);
+  EXPECT_EQ(parse_cgroup_cpu_max(""), std::nullopt);
+  EXPECT_EQ(parse_cgroup_cpu_max("12x 100000"), std::nullopt);
+}
+
+// taskset / cpusets: a thread allowed on one CPU has one core, whatever the
+// machine has.
+TEST(Threading, AffinityMaskLimitsTheCores) {
+  int seen = 0;
+  std::thread t([&] {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &mine)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    seen = hardware_cores();
+  });
+  t.join();
+  EXPECT_EQ(seen, 1);
 }

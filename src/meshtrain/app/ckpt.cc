@@ -83,10 +83,11 @@ std::string ckpt_verify(const std::string& dir) {
   return buf;
 }
 
-ExportSummary ckpt_export(const std::string& dir, const std::string& out, const std::string& dtype, bool progress) {
+ExportSummary ckpt_export(const std::string& dir, const std::string& out, const std::string& dtype, bool progress,
+                          bool force) {
   const auto r = ck::CheckpointReader::open(dir);
   const auto res = ck::export_safetensors(r, out, parse_dtype(dtype),
-                                          progress ? stderr_progress("ckpt export", "tensors") : ProgressFn{});
+                                          progress ? stderr_progress("ckpt export", "tensors") : ProgressFn{}, force);
   char buf[1024];
   std::snprintf(buf, sizeof buf, "exported step %lld as %s: %zu tensors, %s -> %s (+ %s%s%s)", (long long)r.step(),
                 ck::to_string(res.arch), res.tensors, human_bytes(double(res.bytes)).c_str(),
@@ -95,8 +96,8 @@ ExportSummary ckpt_export(const std::string& dir, const std::string& out, const 
   return {buf};
 }
 
-std::string ckpt_import(const std::string& file, const std::string& out_root) {
-  const std::string dir = ck::import_safetensors(file, out_root);
+std::string ckpt_import(const std::string& file, const std::string& out_root, bool force) {
+  const std::string dir = ck::import_safetensors(file, out_root, force);
   return "imported " + file + " -> " + dir + " (parameters only; training starts fresh from these weights)";
 }
 

@@ -14,10 +14,12 @@ struct ExportSummary {
 };
 // model.safetensors + config.json (+ tokenizer.model) from a checkpoint;
 // dtype "f32" or "bf16" (weights rounded once from the f32 checkpoint).
+// Existing files are replaced only with `force`.
 ExportSummary ckpt_export(const std::string& dir, const std::string& out, const std::string& dtype = "f32",
-                          bool progress = true);
-// A parameters-only checkpoint from a safetensors file (config.json beside it).
-std::string ckpt_import(const std::string& file, const std::string& out_root);
+                          bool progress = true, bool force = false);
+// A parameters-only checkpoint from a safetensors file (config.json beside
+// it); a root that already holds checkpoints only with `force`.
+std::string ckpt_import(const std::string& file, const std::string& out_root, bool force = false);
 
 struct DiffResult {
   bool identical = false;

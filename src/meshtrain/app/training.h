@@ -9,9 +9,25 @@ namespace meshtrain::app {
 struct TrainRequest {
   std::string config;                  // TOML file
   std::vector<std::string> overrides;  // section.key=value
+  int max_restarts = -1;               // >= 0: comm.restart_on_failure with this many restarts
 };
-// Runs the configured job; its log goes to stdout (rank 0).
-void train(const TrainRequest& request);
+// The overrides of a request, --max-restarts included.
+std::vector<std::string> train_overrides(const TrainRequest& request);
+// Runs the configured job; its log goes to stdout (rank 0). Returns the exit
+// code: 0, or 128 + signal when SIGINT/SIGTERM stopped it after a save.
+int train(const TrainRequest& request);
+
+// `meshtrain launch`: the job under mpirun (MPI backend), run again from its
+// latest checkpoint when it fails, at most max_restarts times (default: the
+// config's comm.max_restarts when comm.restart_on_failure). The config is
+// validated before mpirun starts. Returns mpirun's last exit code.
+struct LaunchRequest {
+  int np = 0;
+  std::string mpirun = "mpirun";
+  std::vector<std::string> mpirun_args;
+  TrainRequest train;
+};
+int launch(const LaunchRequest& request);
 
 struct VerifyRequest {
   std::string config, layout;  // layout: "dp=4,zero=3"

@@ -6,6 +6,7 @@
 
 #include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fault_injection.h"
 
 namespace meshtrain::checkpoint {
 
@@ -42,12 +43,59 @@ std::string broadcast_string(comm::ProcessGroup& g, const std::string& s, int ro
   return std::string(reinterpret_cast<const char*>(buf.data()), size_t(len));
 }
 
-json shard_to_json(const LocalShard& s) {
-  return {{"file", s.file.path}, {"bytes", s.file.bytes}, {"tensors", pieces_to_json(s.tensors)}};
+// Name of a committed directory moved aside while a step is saved again on a
+// file system without RENAME_EXCHANGE. Not a .tmp- name: it may be the only
+// complete copy of that step until the new one is in place.
+std::string replaced_name(const std::string& dir_name) { return ".replaced-" + dir_name; }
+
+// A crash between the two renames of a replace leaves root/.replaced-step-N:
+// it goes back under its name unless the new step-N was completed.
+void finish_interrupted_replace(const fs::path& root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(".replaced-", 0) != 0 || !e.is_directory(ec)) continue;
+    const fs::path original = root / n.substr(std::string(".replaced-").size());
+    if (fs::exists(original / kManifestFile, ec)) {
+      fs::remove_all(e.path(), ec);
+    } else {
+      fs::remove_all(original, ec);  // a half-moved new copy, if any
+      fs::rename(e.path(), original);
+    }
+  }
 }
 
-// Rank 0: merges every rank's descriptors into a validated manifest.
-Manifest merge(const std::vector<std::string>& shards, int64_t step, const json& metadata, const std::string& source) {
+// Moves `tmp` to `final_dir`, which holds a committed checkpoint of the same
+// step: swapped atomically where the file system can, else moved aside
+// under a name that survives a crash and is restored by the next save.
+void replace_committed(const fs::path& root, const fs::path& tmp, const fs::path& final_dir,
+                       const SaveOptions& options) {
+  std::error_code ec;
+  if (options.allow_exchange && exchange_paths(tmp, final_dir)) {
+    fault::point("commit.publish", 0);
+    fsync_dir(root);
+    fs::remove_all(tmp, ec);  // the old copy now lives at tmp
+    return;
+  }
+  const fs::path aside = root / replaced_name(final_dir.filename().string());
+  fs::remove_all(aside, ec);
+  fs::rename(final_dir, aside);
+  fsync_dir(root);
+  fault::point("commit.aside", 0);
+  fs::rename(tmp, final_dir);
+  fault::point("commit.publish", 0);
+  fsync_dir(root);
+  fs::remove_all(aside, ec);
+}
+
+}  // namespace
+
+std::string shard_descriptor(const LocalShard& s) {
+  return json{{"file", s.file.path}, {"bytes", s.file.bytes}, {"tensors", pieces_to_json(s.tensors)}}.dump();
+}
+
+Manifest merge_shards(const std::vector<std::string>& shards, int64_t step, const json& metadata,
+                      const std::string& source) {
   Manifest m;
   m.step = step;
   m.world_size = int(shards.size());
@@ -76,42 +124,50 @@ Manifest merge(const std::vector<std::string>& shards, int64_t step, const json&
   return m;
 }
 
-// Rank 0: manifest, fsync, rename, latest, retention.
-void publish(const Manifest& m, const std::filesystem::path& root, const std::filesystem::path& tmp,
-             const std::filesystem::path& final_dir, const SaveOptions& options) {
+void publish(const Manifest& m, const fs::path& root, const fs::path& tmp, const SaveOptions& options) {
+  const fs::path final_dir = root / step_dir_name(m.step);
   atomic_write_file(tmp, kManifestFile, m.to_json().dump(1) + "\n");
   fsync_dir(tmp);
+  fault::point("commit.manifest", 0);
   std::error_code ec;
   if (fs::exists(final_dir, ec)) {
-    // Saving a step again (e.g. after resuming from an older one): move the
-    // old directory aside first; rename cannot replace a non-empty one.
-    const fs::path old = root / (".tmp-replaced-" + final_dir.filename().string());
-    fs::remove_all(old, ec);
-    fs::rename(final_dir, old);
-    fs::rename(tmp, final_dir);
-    fs::remove_all(old, ec);
+    // Saving a step again (e.g. resumed from an older one). Moving the old
+    // directory aside and the new one in would leave, between the two,
+    // `latest` naming nothing and the only good copy under a .tmp- name.
+    replace_committed(root, tmp, final_dir, options);
   } else {
     fs::rename(tmp, final_dir);
+    fault::point("commit.publish", 0);
+    fsync_dir(root);
   }
-  fsync_dir(root);
   atomic_write_file(root, kLatestFile, final_dir.filename().string() + "\n");
+  fault::point("commit.latest", 0);
   apply_retention(root, options.keep_last, final_dir);
+  fault::point("commit.retention", 0);
 }
 
-}  // namespace
+fs::path create_save_dir(const fs::path& root, int64_t step) {
+  const fs::path tmp = root / tmp_dir_name(step);
+  fs::create_directories(root);
+  finish_interrupted_replace(root);
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(".tmp-", 0) == 0 && e.is_directory()) fs::remove_all(e.path());
+  }
+  fs::create_directory(tmp);
+  fsync_dir(root);
+  fault::point("save.prepare", 0);
+  return tmp;
+}
 
 std::filesystem::path prepare_save_dir(comm::ProcessGroup& group, const std::filesystem::path& root, int64_t step) {
   const fs::path tmp = root / tmp_dir_name(step);
   std::string error;
   if (group.rank() == 0) {
     try {
-      fs::create_directories(root);
-      for (const auto& e : fs::directory_iterator(root)) {
-        const std::string n = e.path().filename().string();
-        if (n.rfind(".tmp-", 0) == 0 && e.is_directory()) fs::remove_all(e.path());
-      }
-      fs::create_directory(tmp);
-      fsync_dir(root);
+      create_save_dir(root, step);
+    } catch (const fault::InjectedFault&) {
+      throw;  // the rank dies here, as if killed
     } catch (const std::exception& e) {
       error = std::string("cannot prepare checkpoint directory ") + tmp.string() + ": " + e.what();
     }
@@ -138,7 +194,7 @@ std::string commit_save(comm::ProcessGroup& group, const std::filesystem::path& 
     throw CheckpointError("checkpoint save of step " + std::to_string(step) + " failed on rank " +
                           std::to_string(failed) + " (see that rank's error)");
   }
-  const std::string mine = shard_to_json(*local).dump();
+  const std::string mine = shard_descriptor(*local);
   const fs::path final_dir = root / step_dir_name(step);
   std::string error;
   if (rank == 0) {
@@ -146,7 +202,9 @@ std::string commit_save(comm::ProcessGroup& group, const std::filesystem::path& 
     shards[0] = mine;
     for (int r = 1; r < world; ++r) shards[size_t(r)] = recv_string(group, r);
     try {
-      publish(merge(shards, step, metadata, (tmp / kManifestFile).string()), root, tmp, final_dir, options);
+      publish(merge_shards(shards, step, metadata, (tmp / kManifestFile).string()), root, tmp, options);
+    } catch (const fault::InjectedFault&) {
+      throw;  // the rank dies here, as if killed
     } catch (const std::exception& e) {
       error = e.what();
       fs::remove_all(tmp, ec);

@@ -9,15 +9,33 @@
 #include "meshtrain/checkpoint/safetensors.h"
 #include "meshtrain/checkpoint/tokenizer_files.h"
 #include "meshtrain/checkpoint/writer.h"
-#include "meshtrain/comm/launch.h"
 #include "meshtrain/data/sentencepiece_tokenizer.h"
 
 namespace meshtrain::checkpoint {
 
+bool inside_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  for (fs::path d = fs::weakly_canonical(fs::absolute(dir), ec); !d.empty(); d = d.parent_path()) {
+    if (fs::exists(d / kManifestFile, ec) || fs::is_regular_file(d / kLatestFile, ec)) return true;
+    if (d == d.parent_path()) break;
+  }
+  return false;
+}
+
 ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path, DType dtype,
-                                const ProgressFn& progress) {
+                                const ProgressFn& progress, bool overwrite) {
   MT_REQUIRE(ConfigError, dtype == DType::F32 || dtype == DType::BF16, "export dtype ", dtype_name(dtype),
              ": expected f32 or bf16");
+  const fs::path out(out_path);
+  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  std::error_code ec;
+  MT_REQUIRE(CheckpointError, !fs::is_directory(out, ec), "export: --out ", out_path,
+             " is a directory; give the file to write, e.g. ", (out / "model.safetensors").string());
+  MT_REQUIRE(CheckpointError, !inside_checkpoint(dir.string()), "export: --out ", out_path,
+             " lies inside a checkpoint directory; write the deployment artifact elsewhere");
+  for (const fs::path& f : {out, dir / "config.json"})
+    MT_REQUIRE(CheckpointError, overwrite || !fs::exists(fs::symlink_status(f, ec)), "export: ", f.string(),
+               " already exists; pass --force to replace it");
   const model::ModelConfig cfg = model_config_of(reader);
   ExportResult r;
   r.arch = hf_arch_for(cfg);  // fails before anything is written
@@ -39,12 +57,10 @@ ExportResult export_safetensors(const CheckpointReader& reader, const std::strin
                                              {"meshtrain.model_config", model_config_to_json(cfg).dump()},
                                              {"meshtrain.step", std::to_string(reader.step())}};
   if (reader.metadata().contains(kMetaTokenizer)) meta["meshtrain.tokenizer"] = reader.metadata()[kMetaTokenizer].dump();
-  const fs::path out(out_path);
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
   if (progress) progress("writing", 0, 1);
   write_safetensors(out_path, views, meta);
   r.safetensors_path = out_path;
-  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
   nlohmann::json hf_cfg = hf_config_json(cfg);
   hf_cfg["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";
   if (reader.metadata().contains(kMetaTokenizer))
@@ -55,7 +71,13 @@ ExportResult export_safetensors(const CheckpointReader& reader, const std::strin
   return r;
 }
 
-std::string import_safetensors(const std::string& path, const std::string& out_root) {
+std::string import_safetensors(const std::string& path, const std::string& out_root, bool overwrite) {
+  std::error_code ec;
+  const bool has_checkpoints =
+      fs::exists(fs::path(out_root) / kLatestFile, ec) || !list_complete_checkpoints(out_root).empty();
+  MT_REQUIRE(CheckpointError, overwrite || !has_checkpoints, "import: ", out_root,
+             " already holds checkpoints; importing would repoint its 'latest' to the imported step 0. Use a new "
+             "directory, or pass --force");
   const SafetensorsReader file = SafetensorsReader::open(path);
   const model::ModelConfig cfg = model_config_of(file);
   const ParamValues values = read_param_values(file, cfg);
@@ -77,9 +99,7 @@ std::string import_safetensors(const std::string& path, const std::string& out_r
   }
   for (const auto& p : spec.params)
     req.pieces.push_back({p.name, p.shape, DType::F32, full_box(p.shape), values.at(p.name).data()});
-  std::string dir;
-  comm::launch_threads(1, [&](comm::ParallelContext& ctx) { dir = save_checkpoint(*ctx.world, out_root, req); });
-  return dir;
+  return save_checkpoint_single(out_root, req);
 }
 
 }  // namespace meshtrain::checkpoint

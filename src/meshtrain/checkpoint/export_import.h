@@ -26,14 +26,23 @@ struct ExportResult {
 // (master) weights; `dtype` (f32 or bf16, rounded once to nearest even) is
 // what the deployment file stores. A SentencePiece tokenizer is written
 // beside the file as tokenizer.model; config.json gets the special-token ids
-// of the checkpoint's tokenizer.
+// of the checkpoint's tokenizer. Refuses an `out_path` that is a directory
+// or lies inside a checkpoint, and replaces an existing file (or the
+// config.json beside it) only when `overwrite`. Nothing is left behind on
+// failure.
 ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path,
-                                DType dtype = DType::F32, const ProgressFn& progress = {});
+                                DType dtype = DType::F32, const ProgressFn& progress = {}, bool overwrite = false);
 
 // Needs config.json beside `path`; the tokenizer is the one recorded in the
 // file's metadata, else tokenizer.model beside it, else (vocabulary 259) the
-// byte tokenizer. Returns the checkpoint directory written
-// under out_root (which also gets its `latest` pointer).
-std::string import_safetensors(const std::string& path, const std::string& out_root);
+// byte tokenizer. Returns the checkpoint directory written under out_root
+// (which also gets its `latest` pointer). Refuses an out_root that already
+// holds checkpoints (their `latest` would move to the imported step 0)
+// unless `overwrite`.
+std::string import_safetensors(const std::string& path, const std::string& out_root, bool overwrite = false);
+
+// True when `dir` or one of its ancestors is a checkpoint step directory
+// (holds manifest.json) or a checkpoint root (holds `latest`).
+bool inside_checkpoint(const std::string& dir);
 
 }  // namespace meshtrain::checkpoint

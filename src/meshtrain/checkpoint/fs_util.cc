@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <stdio.h>  // renameat2
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -76,11 +78,15 @@ void atomic_write_file(const fs::path& dir, const std::string& name, const std::
     fsync_fd(fd, tmp.string());
   } catch (...) {
     ::close(fd);
+    ::unlink(tmp.c_str());
     throw;
   }
   ::close(fd);
-  MT_REQUIRE(CheckpointError, ::rename(tmp.c_str(), (dir / name).c_str()) == 0, "cannot rename ", tmp.string(),
-             " to ", (dir / name).string(), ": ", std::strerror(errno));
+  if (::rename(tmp.c_str(), (dir / name).c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    MT_THROW(CheckpointError, "cannot rename ", tmp.string(), " to ", (dir / name).string(), ": ", std::strerror(err));
+  }
   fsync_dir(dir);
 }
 
@@ -105,6 +111,13 @@ std::string read_text_file(const fs::path& path, size_t max_bytes) {
     }
   }
   return out;
+}
+
+bool exchange_paths(const fs::path& a, const fs::path& b) {
+  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) return true;
+  const int err = errno;
+  if (err == EINVAL || err == ENOSYS || err == ENOTSUP) return false;
+  MT_THROW(CheckpointError, "cannot exchange ", a.string(), " and ", b.string(), ": ", std::strerror(err));
 }
 
 std::vector<std::pair<int64_t, fs::path>> list_complete_checkpoints(const fs::path& root) {

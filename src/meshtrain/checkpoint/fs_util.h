@@ -29,6 +29,11 @@ void fsync_dir(const fs::path& dir);
 void atomic_write_file(const fs::path& dir, const std::string& name, const std::string& text);
 std::string read_text_file(const fs::path& path, size_t max_bytes);
 
+// Atomically swaps two existing directory entries (renameat2 with
+// RENAME_EXCHANGE). False when the file system does not support it; throws
+// CheckpointError on any other failure.
+bool exchange_paths(const fs::path& a, const fs::path& b);
+
 // Complete checkpoints under root (step-* directories holding manifest.json),
 // sorted by step.
 std::vector<std::pair<int64_t, fs::path>> list_complete_checkpoints(const fs::path& root);

@@ -144,6 +144,29 @@ void check_coverage(const TensorEntry& t, const std::string& source) {
                      " elements (gap in coverage)");
 }
 
+// No two pieces share bytes of a file: a manifest that points one tensor at
+// another's bytes would pass every digest.
+void check_disjoint_bytes(const Manifest& m, const std::string& source) {
+  struct Span {
+    uint64_t begin, end;
+    const std::string* tensor;
+    const PieceEntry* piece;
+  };
+  std::map<std::string, std::vector<Span>> by_file;
+  for (const auto& t : m.tensors)
+    for (const auto& p : t.pieces)
+      if (p.byte_length > 0) by_file[p.file].push_back({p.byte_offset, p.byte_offset + p.byte_length, &t.name, &p});
+  for (auto& [file, spans] : by_file) {
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+    for (size_t i = 1; i < spans.size(); ++i)
+      if (spans[i].begin < spans[i - 1].end)
+        fail(source, "tensor '" + *spans[i - 1].tensor + "' piece " + spans[i - 1].piece->box.str() + " and tensor '" +
+                         *spans[i].tensor + "' piece " + spans[i].piece->box.str() + " share bytes [" +
+                         std::to_string(spans[i].begin) + ", " + std::to_string(std::min(spans[i].end, spans[i - 1].end)) +
+                         ") of file '" + file + "'");
+  }
+}
+
 }  // namespace
 
 DType dtype_from_name(std::string_view name, const std::string& source) {
@@ -213,6 +236,7 @@ void validate_manifest(const Manifest& m, const std::string& source) {
                          std::to_string(f->bytes));
     }
   }
+  check_disjoint_bytes(m, source);
 }
 
 Manifest parse_manifest(std::string_view text, const std::string& source) {

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "meshtrain/checkpoint/consistency.h"
 #include "meshtrain/checkpoint/dtype_convert.h"
 #include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/checkpoint/sha256.h"
@@ -33,18 +34,34 @@ CheckpointReader::~CheckpointReader() = default;
 
 std::filesystem::path CheckpointReader::resolve_latest(const std::filesystem::path& root) {
   const fs::path latest = root / kLatestFile;
-  std::error_code ec;
-  MT_REQUIRE(CheckpointError, fs::exists(latest, ec), "no checkpoint in ", root.string(), ": neither ",
+  struct stat st {};
+  MT_REQUIRE(CheckpointError, ::lstat(latest.c_str(), &st) == 0, "no checkpoint in ", root.string(), ": neither ",
              kManifestFile, " nor a '", kLatestFile, "' pointer");
+  // The pointer is read, never followed out of the root, and its contents
+  // are never echoed: only a validated step name is printed.
+  std::error_code ec;
+  if (S_ISLNK(st.st_mode)) {
+    const fs::path target = fs::weakly_canonical(latest, ec), canon_root = fs::weakly_canonical(root, ec);
+    const std::string prefix = canon_root.string() + "/";
+    MT_REQUIRE(CheckpointError, !ec && target.string().compare(0, prefix.size(), prefix) == 0, latest.string(),
+               " is a symbolic link leading outside ", root.string(), "; refusing to read it");
+    MT_REQUIRE(CheckpointError, ::stat(latest.c_str(), &st) == 0, latest.string(), " is a dangling symbolic link");
+  }
+  MT_REQUIRE(CheckpointError, S_ISREG(st.st_mode), latest.string(), " is not a regular file");
+  MT_REQUIRE(CheckpointError, st.st_size <= 4096, latest.string(), " is ", st.st_size,
+             " bytes, not a step-NNNNNNNN directory name");
   std::string name = read_text_file(latest, 4096);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ' || name.back() == '\r')) name.pop_back();
-  // Only a plain step directory name: the pointer must not lead elsewhere.
-  MT_REQUIRE(CheckpointError, parse_step_dir_name(name).has_value(), latest.string(), " holds '", name,
-             "', not a step-NNNNNNNN directory name");
+  MT_REQUIRE(CheckpointError, parse_step_dir_name(name).has_value(), latest.string(), " holds ", name.size(),
+             " bytes that are not a step-NNNNNNNN directory name (contents not shown)");
   const fs::path dir = root / name;
-  MT_REQUIRE(CheckpointError, fs::exists(dir / kManifestFile, ec), latest.string(), " names ", name,
-             ", which is not a complete checkpoint (no ", kManifestFile, ")");
-  return dir;
+  if (fs::exists(dir / kManifestFile, ec)) return dir;
+  // A crash while a step was saved again on a file system without atomic
+  // exchange: the committed copy waits under this name for the next save.
+  const fs::path aside = root / (".replaced-" + name);
+  if (fs::exists(aside / kManifestFile, ec)) return aside;
+  MT_THROW(CheckpointError, latest.string(), " names ", name, ", which is not a complete checkpoint (no ",
+           kManifestFile, ")");
 }
 
 CheckpointReader CheckpointReader::open(const std::string& path, const OpenOptions& options) {
@@ -56,6 +73,7 @@ CheckpointReader CheckpointReader::open(const std::string& path, const OpenOptio
   r.state_ = std::make_unique<State>();
   const fs::path manifest_path = dir / kManifestFile;
   r.manifest_ = parse_manifest(read_text_file(manifest_path, kMaxManifestBytes), manifest_path.string());
+  check_metadata_consistency(r.manifest_, dir.string());
 
   // Files: inside the directory (after resolving symlinks), regular, and
   // exactly the size the manifest records.

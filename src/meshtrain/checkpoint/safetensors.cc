@@ -14,6 +14,7 @@
 #include "meshtrain/checkpoint/dtype_convert.h"
 #include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fault_injection.h"
 
 namespace meshtrain::checkpoint {
 
@@ -165,15 +166,22 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   try {
     write_all(fd, size_le, 8, tmp);
     write_all(fd, text.data(), text.size(), tmp);
-    for (const auto& t : tensors) write_all(fd, t.data, size_t(t.shape.numel()) * dtype_size(t.dtype), tmp);
+    for (const auto& t : tensors) {
+      fault::point("export.write", 0);
+      write_all(fd, t.data, size_t(t.shape.numel()) * dtype_size(t.dtype), tmp);
+    }
     fsync_fd(fd, tmp);
   } catch (...) {
     ::close(fd);
+    ::unlink(tmp.c_str());  // a failed export leaves nothing behind
     throw;
   }
   ::close(fd);
-  MT_REQUIRE(CheckpointError, ::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path, ": ",
-             std::strerror(errno));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    MT_THROW(CheckpointError, "cannot rename ", tmp, " to ", path, ": ", std::strerror(err));
+  }
 }
 
 SafetensorsReader SafetensorsReader::open(const std::string& path) {

@@ -11,6 +11,7 @@
 #include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/checkpoint/sha256.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fault_injection.h"
 
 namespace meshtrain::checkpoint {
 
@@ -42,6 +43,7 @@ LocalShard write_rank_shard(const std::filesystem::path& dir, int rank, const st
   try {
     for (const auto& p : pieces) {
       if (options.before_piece) options.before_piece(rank, p.name);
+      fault::point("save.piece", rank);
       const size_t bytes = size_t(p.box.numel()) * dtype_size(p.dtype);
       // Hash and write in chunks so each chunk is still in cache when written.
       constexpr size_t kChunk = size_t(4) << 20;
@@ -62,6 +64,7 @@ LocalShard write_rank_shard(const std::filesystem::path& dir, int rank, const st
       offset += bytes;
     }
     fsync_fd(fd, path);
+    fault::point("save.written", rank);
   } catch (...) {
     ::close(fd);
     throw;

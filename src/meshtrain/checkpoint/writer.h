@@ -10,9 +10,12 @@
 //      piece) and fsyncs it;
 //   3. the piece descriptors go to rank 0, which validates the partition,
 //      writes manifest.json, fsyncs, renames the directory to
-//      step-NNNNNNNN, then replaces `latest` atomically and applies
+//      step-NNNNNNNN (swapping atomically with an existing directory of
+//      that step), then replaces `latest` atomically and applies
 //      retention; every rank returns the same result or the same error.
-// A crash at any point leaves `latest` naming a complete checkpoint.
+// A crash at any point leaves `latest` naming a complete checkpoint, and
+// never removes the only copy of a committed step (tests/checkpoint/
+// commit_crash_test.cc kills the process at every step of this protocol).
 #pragma once
 
 #include <cstdint>
@@ -51,6 +54,9 @@ struct SaveOptions {
   // Test hook: called by the writing thread before each piece; throwing
   // from it injects a writer failure on that rank.
   std::function<void(int rank, const std::string& tensor)> before_piece;
+  // Saving a step that already exists swaps the directories atomically
+  // (RENAME_EXCHANGE); false takes the path used on file systems without it.
+  bool allow_exchange = true;
 };
 
 // Collective over `group`. Returns the committed directory
@@ -58,5 +64,10 @@ struct SaveOptions {
 // rank when any rank failed (the temporary directory is then removed).
 std::string save_checkpoint(comm::ProcessGroup& group, const std::string& ckpt_root, const SaveRequest& request,
                             const SaveOptions& options = {});
+
+// The same protocol for a single writer holding every piece (conversions,
+// tools): no ProcessGroup, no threads. Writes rank-00000.bin.
+std::string save_checkpoint_single(const std::string& ckpt_root, const SaveRequest& request,
+                                   const SaveOptions& options = {});
 
 }  // namespace meshtrain::checkpoint

@@ -37,7 +37,7 @@ void setup(CLI::App& root, Action& action) {
                           "meshtrain ckpt export runs/demo/checkpoints --out runs/demo/export/model.safetensors");
   struct Export {
     std::string dir, out, dtype = "f32";
-    bool progress = true;
+    bool progress = true, force = false;
   };
   auto ex = std::make_shared<Export>();
   exp->add_option("DIR", ex->dir, kDirHelp)->required();
@@ -45,21 +45,27 @@ void setup(CLI::App& root, Action& action) {
   exp->add_option("--dtype", ex->dtype, "weights in the file (bf16: rounded once from the f32 checkpoint)")
       ->check(CLI::IsMember({"f32", "bf16"}));
   exp->add_flag("!--no-progress", ex->progress, "no progress line on stderr");
+  exp->add_flag("--force", ex->force, "replace an existing file (and the config.json beside it)");
   exp->callback([ex, &action] {
     action = [ex] {
-      std::puts(app::ckpt_export(ex->dir, ex->out, ex->dtype, ex->progress).text.c_str());
+      std::puts(app::ckpt_export(ex->dir, ex->out, ex->dtype, ex->progress, ex->force).text.c_str());
       return 0;
     };
   });
 
   auto* imp = add_command(*ckpt, "import", "a safetensors file (config.json beside it) -> a parameters-only checkpoint",
                           "meshtrain ckpt import runs/demo/export/model.safetensors --out runs/imported/checkpoints");
-  auto im = std::make_shared<std::pair<std::string, std::string>>();
-  imp->add_option("FILE", im->first, "model.safetensors")->required()->check(CLI::ExistingFile);
-  imp->add_option("--out", im->second, "checkpoint root to write")->required();
+  struct Import {
+    std::string file, out;
+    bool force = false;
+  };
+  auto im = std::make_shared<Import>();
+  imp->add_option("FILE", im->file, "model.safetensors")->required()->check(CLI::ExistingFile);
+  imp->add_option("--out", im->out, "checkpoint root to write")->required();
+  imp->add_flag("--force", im->force, "write into a root that already holds checkpoints (its 'latest' moves to step 0)");
   imp->callback([im, &action] {
     action = [im] {
-      std::puts(app::ckpt_import(im->first, im->second).c_str());
+      std::puts(app::ckpt_import(im->file, im->out, im->force).c_str());
       return 0;
     };
   });

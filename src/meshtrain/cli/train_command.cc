@@ -1,4 +1,4 @@
-// meshtrain train CONFIG.toml [--set section.key=value ...]
+// meshtrain train CONFIG.toml [--set section.key=value ...] [--max-restarts N]
 #include "meshtrain/app/training.h"
 #include "meshtrain/cli/command.h"
 
@@ -13,12 +13,10 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("--set", q->overrides, "override a config key, e.g. --set parallel.dp=2 (repeatable)")
       ->type_name("SECTION.KEY=VALUE")
       ->allow_extra_args(false);
-  cmd->callback([q, &action] {
-    action = [q] {
-      app::train(*q);
-      return 0;
-    };
-  });
+  cmd->add_option("--max-restarts", q->max_restarts,
+                  "restart a failed job from its latest checkpoint at most N times (comm.restart_on_failure)")
+      ->check(CLI::Range(0, 1000));
+  cmd->callback([q, &action] { action = [q] { return app::train(*q); }; });
 }
 
 const bool registered = register_command(10, setup);

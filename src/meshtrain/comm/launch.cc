@@ -5,12 +5,14 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "meshtrain/comm/mpi_world.h"
 #include "meshtrain/comm/thread_world.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fault_injection.h"
 #include "meshtrain/core/threading.h"
 
 namespace meshtrain::comm {
@@ -66,35 +68,45 @@ void launch_threads(const LaunchOptions& o, const RankFn& fn) {
   std::exception_ptr first;  // the root cause, not the CommAborted it causes
   std::vector<std::thread> threads;
   threads.reserve(size_t(n));
+  auto rank_main = [&](int r) {
+    set_compute_threads(threads_per_rank(n));
+    fault::set_thread_rank(r);
+    // The context outlives the catch block: its groups must not be torn
+    // down (joining progress threads) before the world is aborted.
+    std::optional<ParallelContext> ctx;
+    std::string failure;
+    std::exception_ptr error;
+    try {
+      ctx.emplace(make_context(o, world->group(r)));
+      fn(*ctx);
+    } catch (const std::exception& e) {
+      failure = detail::concat("rank ", r, " failed: ", e.what());
+      error = std::current_exception();
+    } catch (...) {
+      failure = detail::concat("rank ", r, " failed with a non-standard exception");
+      error = std::current_exception();
+    }
+    if (error) {
+      {
+        // The root cause wins over the CommAborted errors it caused on
+        // peers, whichever reached this point first.
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first || (is_abort(first) && !is_abort(error))) first = error;
+      }
+      world->abort(failure);
+    }
+    ctx.reset();
+  };
   for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      set_compute_threads(threads_per_rank(n));
-      // The context outlives the catch block: its groups must not be torn
-      // down (joining progress threads) before the world is aborted.
-      std::optional<ParallelContext> ctx;
-      std::string failure;
-      std::exception_ptr error;
-      try {
-        ctx.emplace(make_context(o, world->group(r)));
-        fn(*ctx);
-      } catch (const std::exception& e) {
-        failure = detail::concat("rank ", r, " failed: ", e.what());
-        error = std::current_exception();
-      } catch (...) {
-        failure = detail::concat("rank ", r, " failed with a non-standard exception");
-        error = std::current_exception();
-      }
-      if (error) {
-        {
-          // The root cause wins over the CommAborted errors it caused on
-          // peers, whichever reached this point first.
-          std::lock_guard<std::mutex> lock(mu);
-          if (!first || (is_abort(first) && !is_abort(error))) first = error;
-        }
-        world->abort(failure);
-      }
-      ctx.reset();
-    });
+    try {
+      threads.emplace_back(rank_main, r);
+    } catch (const std::system_error& e) {
+      // The ranks already started must stop and be joined, not terminate().
+      world->abort(detail::concat("cannot start rank ", r, " of ", n, ": ", e.what()));
+      for (auto& t : threads) t.join();
+      MT_THROW(CommError, "cannot start rank thread ", r, " of ", n, " (", e.what(),
+               "): the threads backend runs every rank as a thread of this process");
+    }
   }
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);
@@ -112,6 +124,7 @@ void launch_mpi(const LaunchOptions& o, const RankFn& fn) {
       break;
     }
   set_compute_threads(threads_per_rank(local));
+  fault::set_thread_rank(rank);
   try {
     {
       ParallelContext ctx = make_context(o, world);
@@ -121,6 +134,8 @@ void launch_mpi(const LaunchOptions& o, const RankFn& fn) {
   } catch (const std::exception& e) {
     // Peers blocked inside MPI cannot be woken any other way.
     mpi_abort(detail::concat("rank ", rank, " failed: ", e.what()));
+  } catch (...) {
+    mpi_abort(detail::concat("rank ", rank, " failed with a non-standard exception"));
   }
   mpi_finalize();
 }

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/fault_injection.h"
 
 // OpDesc is filled with designated initializers naming only what an op uses.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -73,6 +74,7 @@ void ProcessGroup::validate(const OpDesc& d) const {
 Work ProcessGroup::issue(OpDesc& d, bool async) {
   if (d.timeout.count() <= 0) d.timeout = options_.timeout;
   validate(d);
+  fault::point("collective");  // a rank dying on its way into an op its peers are in
   const auto t0 = Clock::now();
   if (!async) {
     double waited = 0, call = 0;

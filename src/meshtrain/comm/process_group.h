@@ -75,7 +75,12 @@ class ProcessGroup {
 
   // Collective over this group: members with the same color form a new
   // group ordered by (key, rank); color < 0 returns nullptr (not a member).
-  virtual std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name = "") = 0;
+  // The new group inherits this group's options, or takes `options`.
+  std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name = "") {
+    return split(color, key, name, options());
+  }
+  virtual std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name,
+                                              const GroupOptions& options) = 0;
   // Fails every pending and future op of the group on every member.
   virtual void abort(const std::string& reason) = 0;
 

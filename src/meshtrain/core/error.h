@@ -17,6 +17,8 @@ class InternalError : public Error { public: using Error::Error; };
 class ConfigError : public Error { public: using Error::Error; };
 class DataError : public Error { public: using Error::Error; };
 class CheckpointError : public Error { public: using Error::Error; };
+// The run could not do what it was asked (every step skipped, metrics lost).
+class TrainingError : public Error { public: using Error::Error; };
 class CommError : public Error { public: using Error::Error; };
 class CommAborted : public CommError { public: using CommError::CommError; };
 class CommTimeout : public CommError { public: using CommError::CommError; };

@@ -1,11 +1,45 @@
 #include "meshtrain/data/dataset.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/data/digest.h"
 
 namespace meshtrain::data {
+namespace {
+
+// The shard's bytes must hash to what `data prepare` recorded: a flipped
+// token that stays inside the vocabulary passes every other check. Hashed
+// once per process and file version (the threads backend opens the same
+// shard on every rank); hashing the mapping costs one pass over the file
+// (docs/performance.md).
+void verify_shard_digest(const ShardReader& s, const nlohmann::json& rec) {
+  if (!rec.is_object() || !rec.contains("sha256")) return;
+  const std::string want = rec["sha256"].is_string() ? rec["sha256"].get<std::string>() : "";
+  struct stat st {};
+  MT_REQUIRE(DataError, ::stat(s.path().c_str(), &st) == 0, "cannot stat ", s.path());
+  const std::string key = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+                          std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+                          std::to_string(st.st_mtim.tv_nsec) + ":" + want;
+  static std::mutex mu;
+  static std::set<std::string> verified;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (verified.count(key)) return;
+  }
+  const std::string got = sha256_hex({reinterpret_cast<const char*>(s.file_bytes()), s.file_size()});
+  MT_REQUIRE(DataError, got == want, "shard ", s.path(), " hashes to SHA-256 ", got, " but its meta.json records ",
+             want, ": the file changed after `meshtrain data prepare` (corrupted or edited); prepare the dataset again");
+  std::lock_guard<std::mutex> lock(mu);
+  verified.insert(key);
+}
+
+}  // namespace
 
 void TokenSpan::copy_to(int64_t begin, int64_t n, int32_t* out) const {
   MT_CHECK(begin >= 0 && n >= 0 && begin + n <= size_, "copy_to [", begin, ", +", n, ") of ", size_);
@@ -71,6 +105,7 @@ TokenDataset TokenDataset::open(const std::string& dir, const std::string& split
                "shard ", ds.source_, " holds ", s.num_documents(), " documents / ", s.num_tokens(),
                " tokens but meta.json records ", rec.dump(), " (shard replaced?)");
   }
+  verify_shard_digest(s, rec);
   ds.tokens_ = s.tokens();
   ds.index_ = s.index();
   ds.n_docs_ = s.num_documents();

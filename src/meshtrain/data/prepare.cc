@@ -1,6 +1,5 @@
 #include "meshtrain/data/prepare.h"
 
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +14,8 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/rng.h"
+#include "meshtrain/data/digest.h"
+#include "meshtrain/data/prepare_output.h"
 #include "meshtrain/data/shard_format.h"
 
 namespace meshtrain::data {
@@ -38,13 +39,6 @@ struct TempDir {
     }
   }
 };
-
-std::string make_temp_dir(const std::string& target) {
-  std::string tmpl = target + ".tmp.XXXXXX";
-  MT_REQUIRE(DataError, ::mkdtemp(tmpl.data()) != nullptr, "cannot create a temp directory beside ", target);
-  ::chmod(tmpl.c_str(), 0755);  // mkdtemp makes 0700; the published dataset is an ordinary directory
-  return tmpl;
-}
 
 int64_t file_bytes(const std::string& path) {  // for progress only: 0 when unknown
   std::error_code ec;
@@ -87,26 +81,6 @@ std::vector<uint8_t> split_documents(int64_t n, uint64_t seed, double val_fracti
   return is_val;
 }
 
-std::string sha256_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  MT_REQUIRE(DataError, in.good(), "cannot read ", path, " for hashing");
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  MT_CHECK(ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1, "EVP sha256 init failed");
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), std::streamsize(buf.size()));
-    if (in.gcount() > 0) EVP_DigestUpdate(ctx, buf.data(), size_t(in.gcount()));
-  }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx, md, &len);
-  EVP_MD_CTX_free(ctx);
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned i = 0; i < len; ++i) s += hex[md[i] >> 4], s += hex[md[i] & 15];
-  return s;
-}
-
 PrepareResult prepare_dataset(const PrepareOptions& opts, const Tokenizer& tokenizer) {
   const auto t0 = std::chrono::steady_clock::now();
   MT_REQUIRE(ConfigError, !opts.out_dir.empty(), "data prepare: no output directory (--out DIR)");
@@ -114,13 +88,12 @@ PrepareResult prepare_dataset(const PrepareOptions& opts, const Tokenizer& token
              opts.val_fraction, " must be in (0, 1)");
   std::string out = opts.out_dir;
   while (out.size() > 1 && out.back() == '/') out.pop_back();
-  MT_REQUIRE(DataError, opts.overwrite || !fs::exists(out), "output directory ", out,
-             " already exists (remove it or pass --overwrite)");
+  const std::vector<SourceFile> sources = expand_inputs(opts.inputs, opts.format);
+  check_prepare_output(out, opts.overwrite, sources);
   std::error_code ec;
 
   // Pass 1: parse everything to count documents (the split needs n) and to
   // fail on bad input before anything is written.
-  const std::vector<SourceFile> sources = expand_inputs(opts.inputs, opts.format);
   int64_t total_bytes = 0;
   for (const auto& src : sources) total_bytes += file_bytes(src.path);
   // Input bytes done: whole files before this one, plus its documents so far.
@@ -145,7 +118,8 @@ PrepareResult prepare_dataset(const PrepareOptions& opts, const Tokenizer& token
   const fs::path parent = fs::absolute(out).parent_path();
   fs::create_directories(parent, ec);
   MT_REQUIRE(DataError, !ec, "cannot create ", parent.string(), ": ", ec.message());
-  TempDir tmp{make_temp_dir(out)};
+  remove_stale_prepare_temps(out);  // left by a killed prepare
+  TempDir tmp{make_prepare_temp(out)};
 
   // Pass 2: encode and stream into both shards.
   ShardWriter train((fs::path(tmp.path) / "train.bin").string(), tokenizer.vocab_size());
@@ -195,22 +169,8 @@ PrepareResult prepare_dataset(const PrepareOptions& opts, const Tokenizer& token
       {"sources", source_list}};
   write_json_durably((fs::path(tmp.path) / "meta.json").string(), meta);
 
-  // Publish: an existing directory is moved aside first, then removed.
-  std::string old;
-  if (fs::exists(out)) {
-    old = make_temp_dir(out + ".old");
-    fs::remove(old);
-    fs::rename(out, old, ec);
-    MT_REQUIRE(DataError, !ec, "cannot move the existing ", out, " aside: ", ec.message());
-  }
-  fs::rename(tmp.path, out, ec);
-  if (ec && !old.empty()) {
-    std::error_code ec2;
-    fs::rename(old, out, ec2);  // put the previous dataset back
-  }
-  MT_REQUIRE(DataError, !ec, "cannot rename ", tmp.path, " to ", out, ": ", ec.message());
+  publish_prepared(tmp.path, out);
   tmp.keep = true;
-  if (!old.empty()) fs::remove_all(old, ec);
 
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -11,6 +11,7 @@
 
 #include "meshtrain/core/status_line.h"
 #include "meshtrain/data/corpus_reader.h"
+#include "meshtrain/data/digest.h"
 #include "meshtrain/data/tokenizer.h"
 
 namespace meshtrain::data {
@@ -46,8 +47,5 @@ PrepareResult prepare_dataset(const PrepareOptions& opts, const Tokenizer& token
 // empty split takes the document with the extreme hash (lowest u moves to
 // validation, highest to train), so both splits are non-empty.
 std::vector<uint8_t> split_documents(int64_t n, uint64_t seed, double val_fraction);
-
-// Lowercase hex SHA-256 of a file's bytes (recorded in meta.json).
-std::string sha256_file(const std::string& path);
 
 }  // namespace meshtrain::data

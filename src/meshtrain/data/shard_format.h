@@ -85,6 +85,9 @@ class ShardReader {
   int64_t num_tokens() const { return int64_t(header_.num_tokens); }
   const void* tokens() const { return base_ + header_.tokens_offset; }
   const uint64_t* index() const { return reinterpret_cast<const uint64_t*>(base_ + header_.index_offset); }
+  // The whole mapped file (for its digest).
+  const unsigned char* file_bytes() const { return base_; }
+  size_t file_size() const { return size_; }
 
  private:
   ShardReader() = default;

@@ -1,5 +1,7 @@
 #include "meshtrain/model/transformer.h"
 
+#include "meshtrain/core/fault_injection.h"
+
 namespace meshtrain::model {
 
 namespace {
@@ -58,6 +60,7 @@ void Transformer::check_batch(const TokenBatch& b) const {
 Tensor Transformer::forward_segment(int s, const TokenBatch& b, const Tensor& x, SegmentState& st,
                                     const ForwardMode& mode) {
   MT_CHECK(holds(s), "segment ", s, " is not held by this rank");
+  fault::point("forward");  // the fault-injection suite's rank deaths (core/fault_injection.h)
   st.forward_done = true;
   if (s == 0) {
     check_batch(b);
@@ -70,6 +73,7 @@ Tensor Transformer::forward_segment(int s, const TokenBatch& b, const Tensor& x,
 Tensor Transformer::backward_segment_input(int s, const TokenBatch& b, Tensor dy, SegmentState& st,
                                            bool defer_weights) {
   MT_CHECK(st.forward_done && !st.input_grad_done, "segment ", s, ": backward without its forward");
+  fault::point("backward");
   st.input_grad_done = true;
   st.weights = WeightGrads(defer_weights, alloc_);
   if (s == num_segments() - 1) return head_->backward(*kernels_, b, st, alloc_);

@@ -1,5 +1,9 @@
 #include "meshtrain/train/metrics.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "meshtrain/core/error.h"
@@ -66,7 +70,7 @@ std::string StepMetrics::console_line(int64_t total_steps) const {
   return line;
 }
 
-MetricsWriter::MetricsWriter(const std::string& jsonl_path) {
+MetricsWriter::MetricsWriter(const std::string& jsonl_path) : path_(jsonl_path) {
   if (jsonl_path.empty()) return;
   const auto parent = std::filesystem::path(jsonl_path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
@@ -76,8 +80,45 @@ MetricsWriter::MetricsWriter(const std::string& jsonl_path) {
 
 void MetricsWriter::write(const nlohmann::json& record) {
   if (!out_.is_open()) return;
+  errno = 0;
   out_ << record.dump() << '\n';
   out_.flush();
+  if (out_.good()) return;
+  if (lost_++ == 0)
+    std::fprintf(stderr, "meshtrain: warning: cannot write metrics to %s (%s); the run continues, its metrics are "
+                 "being lost\n", path_.c_str(), errno ? std::strerror(errno) : "write failed");
+  out_.clear();
+}
+
+int64_t truncate_metrics_after(const std::string& jsonl_path, int64_t step) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (jsonl_path.empty() || !fs::is_regular_file(jsonl_path, ec)) return 0;  // absent, or a device
+  std::ifstream in(jsonl_path);
+  std::string line, kept;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    if (in.eof()) break;  // no newline: a record torn by a crash
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) continue;
+    const bool later = j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+                       j["step"].get<int64_t>() > step && j.value("event", std::string()) != "restart";
+    if (later) {
+      dropped = std::max(dropped, j["step"].get<int64_t>());
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  const fs::path tmp = jsonl_path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    out.flush();
+    MT_REQUIRE(TrainingError, out.good(), "cannot rewrite metrics file ", tmp.string(), " while resuming");
+  }
+  fs::rename(tmp, jsonl_path);
+  return dropped;
 }
 
 }  // namespace meshtrain::train

@@ -42,13 +42,27 @@ struct StepMetrics {
   std::string console_line(int64_t total_steps) const;
 };
 
+// Appends one JSON record per line. A failed write (full disk, I/O error)
+// is never silent: the first one prints a warning on stderr, and failed()
+// lets the run end with an error once its checkpoints are safe.
 class MetricsWriter {
  public:
   explicit MetricsWriter(const std::string& jsonl_path);  // "" disables the file
   void write(const nlohmann::json& record);
+  bool failed() const { return lost_ > 0; }
+  int64_t lost_records() const { return lost_; }
+  const std::string& path() const { return path_; }
 
  private:
+  std::string path_;
   std::ofstream out_;
+  int64_t lost_ = 0;
 };
+
+// Resuming at `step`: drops the records of steps after it (they are run
+// again) and any torn last line, keeping restart events and records
+// without a step. Returns the highest step dropped (0 if none). The file
+// is replaced atomically; a missing file is fine.
+int64_t truncate_metrics_after(const std::string& jsonl_path, int64_t step);
 
 }  // namespace meshtrain::train

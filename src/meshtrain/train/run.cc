@@ -1,14 +1,20 @@
 #include "meshtrain/train/run.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
 #include "meshtrain/comm/launch.h"
+#include "meshtrain/comm/mpi_world.h"
+#include "meshtrain/core/memory_limits.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/stats.h"
 #include "meshtrain/train/data_setup.h"
 #include "meshtrain/train/progress.h"
 #include "meshtrain/train/timeline_json.h"
+#include "meshtrain/train/memory_estimate.h"
+#include "meshtrain/train/stop_signal.h"
 
 namespace meshtrain::train {
 
@@ -40,63 +46,137 @@ void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
   }
 }
 
-}  // namespace
-
-void run_training(Trainer& t, std::FILE* console) {
-  const TrainConfig& cfg = t.config();
-  const std::string resumed = t.resume_or_init();
-  if (console && !resumed.empty()) std::fprintf(console, "%s\n", resumed.c_str());
+// Rank 0's log and metrics around the loop.
+struct RunLog {
+  std::FILE* console = nullptr;
   std::unique_ptr<MetricsWriter> writer;
   std::unique_ptr<TrainProgress> progress;  // log lines above a live status line
+  std::string committed;  // the last committed checkpoint reported
+
+  void line(const std::string& s) const {
+    if (!console) return;
+    if (progress) return progress->log(s);
+    std::fprintf(console, "%s\n", s.c_str());
+    std::fflush(console);
+  }
+  void finish() {
+    if (progress) progress->finish();
+  }
+  // Async saves commit later: say so when they do, not when they start.
+  void report_commit(const Trainer& t) {
+    const auto* a = t.async_checkpointer();
+    if (!console || !a || a->last_committed().empty() || a->last_committed() == committed) return;
+    committed = a->last_committed();
+    line("checkpoint committed -> " + committed);
+  }
+};
+
+// After a resume at step `step`: drop the metrics of the steps that will run
+// again, and log a restart with the work it lost.
+void resume_metrics(const Trainer& t, const RestartInfo& restart, RunLog& log) {
+  const TrainConfig& cfg = t.config();
+  const std::string path =
+      cfg.metrics.jsonl.empty() ? std::string() : (std::filesystem::path(cfg.metrics.run_dir) / cfg.metrics.jsonl).string();
+  const int64_t last = truncate_metrics_after(path, t.steps_done());
+  log.writer = std::make_unique<MetricsWriter>(path);
+  if (restart.index == 0) return;
+  const int64_t lost = std::max<int64_t>(0, last - t.steps_done());
+  log.line("restart " + std::to_string(restart.index) + " of " + std::to_string(restart.max) + ": resumed at step " +
+           std::to_string(t.steps_done()) + ", " + std::to_string(lost) + " step(s) since that checkpoint lost (" +
+           restart.reason + ")");
+  log.writer->write({{"event", "restart"},
+                     {"restart", restart.index},
+                     {"max_restarts", restart.max},
+                     {"resumed_step", t.steps_done()},
+                     {"failed_after_step", std::max(last, t.steps_done())},
+                     {"lost_steps", lost},
+                     {"reason", restart.reason}});
+}
+
+}  // namespace
+
+RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) {
+  const TrainConfig& cfg = t.config();
+  const std::string resumed = t.resume_or_init();
+  RunLog log;
+  log.console = console;
   if (console) {
+    if (!resumed.empty()) log.line(resumed);
     std::filesystem::create_directories(cfg.metrics.run_dir);
-    writer = std::make_unique<MetricsWriter>(
-        cfg.metrics.jsonl.empty() ? std::string()
-                                  : (std::filesystem::path(cfg.metrics.run_dir) / cfg.metrics.jsonl).string());
-    print_header(t, console, *writer);
-    progress = std::make_unique<TrainProgress>(t, console, *writer);
+    resume_metrics(t, restart, log);
+    print_header(t, console, *log.writer);
+    log.progress = std::make_unique<TrainProgress>(t, console, *log.writer);
+    if (!t.validation_data()) log.line("validation: no validation split (empty or absent): no evaluation");
     std::fflush(console);
   }
   const int64_t total = cfg.training.steps;
   const int64_t stop = cfg.training.stop_at > 0 ? cfg.training.stop_at : total;
-  if (console && t.steps_done() >= stop)
-    std::fprintf(console, "nothing to train: at step %lld of %lld\n", static_cast<long long>(t.steps_done()),
-                 static_cast<long long>(stop));
+  if (t.steps_done() >= stop)
+    log.line("nothing to train: at step " + std::to_string(t.steps_done()) + " of " + std::to_string(stop));
+  const std::string ckpt_dir = cfg.checkpoint.resolved_dir(cfg.metrics.run_dir);
+  int64_t ran = 0, skipped = 0, saved_at = -1;
+  std::string skip_reason;
   while (t.steps_done() < stop) {
     StepMetrics m = t.step();
+    ++ran;
+    if (m.skipped) ++skipped, skip_reason = m.skip_reason;
     const bool eval_now = t.validation_data() &&
                           ((cfg.training.eval_every > 0 && m.step % cfg.training.eval_every == 0) || m.step == total);
     EvalResult e;
     if (eval_now) e = t.evaluate();
     const int64_t every = cfg.checkpoint.every;
     const bool save_now = every > 0 && (m.step % every == 0 || m.step == stop);
-    if (save_now) t.save_checkpoint();
-    if (!console) continue;
-    if (save_now)
-      progress->log("checkpoint step " + std::to_string(m.step) + " -> " +
-                    cfg.checkpoint.resolved_dir(cfg.metrics.run_dir) + (cfg.checkpoint.async ? " (async)" : ""));
-    writer->write(m.to_json());
-    const bool log_now = m.step % cfg.metrics.log_every == 0 || m.step == total;
-    if (cfg.metrics.pipeline_timeline && log_now && !t.pipeline_timeline().stages.empty())
-      writer->write(timeline_record(m.step, t.pipeline_timeline(), m.pipeline_bubble_formula));
-    if (log_now || m.skipped) progress->log(m.console_line(total));
-    if (eval_now) {
-      char line[160];
-      std::snprintf(line, sizeof line, "eval step %lld | val loss %.4f nats/token, %.4f bits/byte over %lld targets",
-                    static_cast<long long>(m.step), e.loss, e.bits_per_byte(), static_cast<long long>(e.targets));
-      progress->log(line);
-      writer->write({{"event", "eval"},
-                     {"step", m.step},
-                     {"val_loss", e.loss},
-                     {"val_loss_sum", e.loss_sum},
-                     {"targets", e.targets},
-                     {"target_bytes", e.target_bytes},
-                     {"val_bits_per_byte", e.bits_per_byte()}});
+    if (save_now) {
+      t.save_checkpoint();
+      saved_at = m.step;
+      log.line(cfg.checkpoint.async ? "checkpoint step " + std::to_string(m.step) + " staged, writing in the background"
+                                    : "checkpoint step " + std::to_string(m.step) + " -> " + ckpt_dir);
     }
-    progress->step_done(m);
+    log.report_commit(t);
+    if (console) {
+      log.writer->write(m.to_json());
+      const bool log_now = m.step % cfg.metrics.log_every == 0 || m.step == total;
+      if (cfg.metrics.pipeline_timeline && log_now && !t.pipeline_timeline().stages.empty())
+        log.writer->write(timeline_record(m.step, t.pipeline_timeline(), m.pipeline_bubble_formula));
+      if (log_now || m.skipped) log.line(m.console_line(total));
+      if (eval_now) {
+        char line[160];
+        std::snprintf(line, sizeof line, "eval step %lld | val loss %.4f nats/token, %.4f bits/byte over %lld targets",
+                      static_cast<long long>(m.step), e.loss, e.bits_per_byte(), static_cast<long long>(e.targets));
+        log.line(line);
+        log.writer->write({{"event", "eval"},
+                           {"step", m.step},
+                           {"val_loss", e.loss},
+                           {"val_loss_sum", e.loss_sum},
+                           {"targets", e.targets},
+                           {"target_bytes", e.target_bytes},
+                           {"val_bits_per_byte", e.bits_per_byte()}});
+      }
+      log.progress->step_done(m);
+    }
+    // Every rank stops after the same step: one flag reduced per step.
+    int32_t signal = StopSignals::received();
+    t.context().world->all_reduce(&signal, 1, DType::I32, comm::ReduceOp::Max);
+    if (signal != 0) {
+      if (saved_at != m.step) t.save_checkpoint();
+      t.finish_checkpoints();
+      log.report_commit(t);
+      log.line(std::string("stopped by ") + StopSignals::name(signal) + " after step " + std::to_string(m.step) +
+               ": checkpoint saved in " + ckpt_dir + "; run the same command again to resume");
+      log.finish();
+      return RunEnd::Stopped;
+    }
   }
-  if (progress) progress->finish();
+  log.finish();
   t.finish_checkpoints();
+  log.report_commit(t);
+  MT_REQUIRE(TrainingError, ran == 0 || skipped < ran, "every one of the ", ran,
+             " steps this run took was skipped (last reason: ", skip_reason,
+             "): nothing was trained. Check the data (supervised targets) and the optimizer settings");
+  MT_REQUIRE(TrainingError, !log.writer || !log.writer->failed(), "metrics file ",
+             log.writer ? log.writer->path() : "", " could not be written: ",
+             log.writer ? log.writer->lost_records() : 0, " record(s) lost (the checkpoints are complete)");
+  return RunEnd::Finished;
 }
 
 comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
@@ -116,7 +196,57 @@ comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
   return m;
 }
 
-void train_main(const TrainConfig& cfg) {
+void check_run_memory(const TrainConfig& cfg, int dp, int ranks, std::FILE* console) {
+  if (!cfg.training.check_memory) return;
+  const auto available = available_memory();
+  if (!available) return;  // nothing to compare with (not Linux)
+  const std::string warning = check_memory_budget(estimate_rank_memory(cfg, dp), ranks, *available);
+  if (console && !warning.empty()) std::fprintf(console, "%s\n", warning.c_str());
+}
+
+namespace {
+
+// Ranks of this job that share this machine's memory and cores.
+int local_ranks(const comm::ParallelContext& ctx, comm::Backend backend) {
+  if (backend == comm::Backend::Threads) return ctx.world_size;
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* v = std::getenv(var)) return std::max(1, std::atoi(v));
+  return 1;
+}
+
+// One launch of the job's ranks; the end of rank 0's run.
+RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const RestartInfo& restart) {
+  RunEnd end = RunEnd::Finished;
+  comm::launch(o, [&](comm::ParallelContext& ctx) {
+    TrainConfig rank_cfg = cfg;
+    rank_cfg.parallel.dp = ctx.mesh.shape().dp;
+    std::FILE* console = ctx.rank == 0 ? stdout : nullptr;
+    const int here = local_ranks(ctx, o.backend);
+    if (o.backend == comm::Backend::Mpi) check_run_memory(rank_cfg, rank_cfg.parallel.dp, here, console);
+    if (cfg.training.threads > 0) {
+      // More threads than the cores this process may use only slow it down.
+      const int cap = std::max(1, hardware_cores() / here);
+      if (cfg.training.threads > cap && console)
+        std::fprintf(console, "warning: training.threads = %d exceeds the %d core(s) per rank this process may use "
+                     "(%d core(s), %d rank(s) here): using %d\n", cfg.training.threads, cap, hardware_cores(), here, cap);
+      set_compute_threads(std::min(cfg.training.threads, cap));
+    }
+    if (ctx.rank == 0) ensure_prepared(cfg.data);
+    ctx.world->barrier();
+    auto train = data::TokenDataset::open(cfg.data.path, "train");
+    std::optional<data::TokenDataset> val;
+    if (std::filesystem::exists(std::filesystem::path(cfg.data.path) / "val.bin"))
+      val = data::TokenDataset::open(cfg.data.path, "val");
+    Trainer t(rank_cfg, ctx, std::move(train), std::move(val));
+    const RunEnd mine = run_training(t, console, restart);
+    if (ctx.rank == 0) end = mine;
+  });
+  return end;
+}
+
+}  // namespace
+
+int train_main(const TrainConfig& cfg) {
   comm::LaunchOptions o;
   o.backend = comm::parse_backend(cfg.comm.backend);
   o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
@@ -128,22 +258,31 @@ void train_main(const TrainConfig& cfg) {
                "exactly the ranks the layout asks for");
     o.mesh = mesh_for(cfg, cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp);
     o.world_size = o.mesh.world_size();
+    check_run_memory(cfg, cfg.parallel.dp, o.world_size, stdout);  // before anything is allocated
   } else {
     o.mesh_from_world = [&cfg](int world) { return mesh_for(cfg, world); };
   }
-  comm::launch(o, [&](comm::ParallelContext& ctx) {
-    TrainConfig rank_cfg = cfg;
-    rank_cfg.parallel.dp = ctx.mesh.shape().dp;
-    if (cfg.training.threads > 0) set_compute_threads(cfg.training.threads);
-    if (ctx.rank == 0) ensure_prepared(cfg.data);
-    ctx.world->barrier();
-    auto train = data::TokenDataset::open(cfg.data.path, "train");
-    std::optional<data::TokenDataset> val;
-    if (std::filesystem::exists(std::filesystem::path(cfg.data.path) / "val.bin"))
-      val = data::TokenDataset::open(cfg.data.path, "val");
-    Trainer t(rank_cfg, ctx, std::move(train), std::move(val));
-    run_training(t, ctx.rank == 0 ? stdout : nullptr);
-  });
+  const int max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
+  RestartInfo restart = restart_info_from_environment();
+  if (o.backend == comm::Backend::Mpi && max_restarts > 0 && !std::getenv("MESHTRAIN_MAX_RESTARTS") &&
+      comm::launched_by_mpirun() && std::getenv("OMPI_COMM_WORLD_RANK") && std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) == 0)
+    std::fprintf(stderr, "meshtrain: note: under mpirun a failed job is restarted by `meshtrain launch`, which runs "
+                 "mpirun again; started directly, comm.restart_on_failure cannot restart it\n");
+  StopSignals signals;
+  for (;;) {
+    try {
+      const RunEnd end = launch_once(cfg, o, restart);
+      return end == RunEnd::Stopped ? 128 + StopSignals::received() : 0;
+    } catch (const std::exception& e) {
+      // Under mpirun the job is gone with the failed rank; `meshtrain launch`
+      // restarts it. The threads backend restarts here.
+      if (o.backend != comm::Backend::Threads || restart.index >= max_restarts || !restartable(e)) throw;
+      restart = RestartInfo{restart.index + 1, max_restarts, e.what()};
+      std::fprintf(stderr, "meshtrain: the job failed: %s\nmeshtrain: restart %d of %d from the latest complete "
+                   "checkpoint\n", e.what(), restart.index, max_restarts);
+      std::fflush(stderr);
+    }
+  }
 }
 
 }  // namespace meshtrain::train

@@ -1,26 +1,38 @@
 // The training job around the step (SPEC Algorithm 29.1 lives in
 // trainer.cc): resume or initialize, the header lines, the loop of steps
-// with logging, evaluation and checkpoints (run_training), and the entry
-// that launches the ranks of a configured layout (train_main).
+// with logging, evaluation, checkpoints and a clean stop on SIGINT/SIGTERM
+// (run_training), and the entry that launches the ranks of a configured
+// layout and restarts a failed job (train_main, supervisor.h).
 #pragma once
 
 #include <cstdio>
 
+#include "meshtrain/train/supervisor.h"
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::train {
 
+enum class RunEnd { Finished, Stopped };  // Stopped: a signal asked to stop; the state was saved
+
 // Runs cfg.training.steps updates (or up to training.stop_at); logs to
-// `console` (null: silent, as on ranks other than 0).
-void run_training(Trainer& trainer, std::FILE* console);
+// `console` (null: silent, as on ranks other than 0). Collective. Throws
+// TrainingError when every step it ran was skipped or its metrics could
+// not be written (after its checkpoints are safe).
+RunEnd run_training(Trainer& trainer, std::FILE* console, const RestartInfo& restart = {});
 
 // The mesh a config asks for. parallel.dp = 0 takes dp from `world_size`
 // (what mpirun started); any other value must multiply with the other axes
 // to exactly the world size, or ConfigError names both numbers.
 comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size);
 
+// Checks the estimated memory of `ranks` ranks of cfg against what this
+// machine has left (memory_estimate.h); prints a warning when close.
+void check_run_memory(const TrainConfig& cfg, int dp, int ranks, std::FILE* console);
+
 // Opens cfg.data.path (rank 0 prepares it from cfg.data.sources first if
-// needed) and runs a training job on the configured backend and layout.
-void train_main(const TrainConfig& cfg);
+// needed) and runs a training job on the configured backend and layout,
+// restarting it on failure when comm.restart_on_failure. Returns the exit
+// code: 0, or 128 + signal when a signal stopped it (after saving).
+int train_main(const TrainConfig& cfg);
 
 }  // namespace meshtrain::train

@@ -8,6 +8,8 @@
 #include "meshtrain/parallel/pipeline_config.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/tp_config.h"
+#include "meshtrain/train/config_limits.h"
+#include "meshtrain/train/resume_checks.h"
 #include "meshtrain/train/toml_reader.h"
 
 namespace meshtrain::train {
@@ -67,6 +69,7 @@ void read_training(TomlSection s, TrainingConfig& t) {
   s.read("loss_scale_min", t.loss_scale.min_scale);
   s.read("recompute", t.recompute);
   s.read("threads", t.threads);
+  s.read("check_memory", t.check_memory);
   s.finish();
 }
 
@@ -115,6 +118,8 @@ void read_comm(TomlSection s, CommConfig& c) {
   s.read("backend", c.backend);
   s.read("timeout_s", c.timeout_s);
   s.read("check", c.check);
+  s.read("restart_on_failure", c.restart_on_failure);
+  s.read("max_restarts", c.max_restarts);
   s.finish();
 }
 
@@ -125,6 +130,8 @@ void read_checkpoint(TomlSection s, CheckpointConfig& c) {
   s.read("async", c.async);
   s.read("resume", c.resume);
   s.read("init_from", c.init_from);
+  s.read("allow_changes", c.allow_changes);
+  s.read("weights_only", c.weights_only);
   s.finish();
 }
 
@@ -138,6 +145,7 @@ const toml::table* section(const toml::table& root, const char* name) {
 }  // namespace
 
 void TrainConfig::validate() {
+  check_config_limits(*this);  // before anything is derived from the numbers
   model.finalize();
   optimizer.validate();
   MT_REQUIRE(ConfigError, !data.path.empty(), "data.path is required: the prepared dataset directory");
@@ -180,6 +188,7 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, checkpoint.keep_last >= 1, "checkpoint.keep_last = ", checkpoint.keep_last,
              ": expected >= 1 (the newest complete checkpoint is always kept)");
   MT_REQUIRE(ConfigError, metrics.log_every > 0, "metrics.log_every = ", metrics.log_every, ": expected > 0");
+  validate_allow_changes(checkpoint.allow_changes);
 }
 
 std::string CheckpointConfig::resolved_dir(const std::string& run_dir) const {
@@ -218,6 +227,9 @@ TrainConfig parse_config(const std::string& toml_text, const std::vector<std::st
 }
 
 TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  MT_REQUIRE(ConfigError, !std::filesystem::is_directory(path, ec), "config file '", path,
+             "' is a directory; give the TOML file (e.g. configs/demo.toml)");
   std::ifstream in(path);
   MT_REQUIRE(ConfigError, in.good(), "cannot read config file '", path, "'");
   std::stringstream ss;

@@ -41,7 +41,8 @@ struct TrainingConfig {
   // and the model (gradients in a tree over the global micro-batch index):
   // any dp x grad_accum split of the same window gives the same bits.
   bool reproducible = false;
-  int threads = 0;           // compute threads; 0: all cores
+  int threads = 0;           // compute threads; 0: all cores (more than the cores: capped, with a warning)
+  bool check_memory = true;  // refuse to start when the estimated memory exceeds what is available
 };
 
 struct MetricsConfig {
@@ -55,6 +56,11 @@ struct CommConfig {
   std::string backend = "threads";  // threads | mpi (run under mpirun)
   double timeout_s = 300;           // every collective fails after this long
   bool check = false;               // verify every collective's fingerprint
+  // When a rank dies or a collective fails, every rank stops with the named
+  // error and the job restarts from the latest complete checkpoint, at most
+  // max_restarts times (threads: in this process; mpirun: `meshtrain launch`).
+  bool restart_on_failure = false;
+  int max_restarts = 3;
 };
 
 struct CheckpointConfig {
@@ -64,6 +70,10 @@ struct CheckpointConfig {
   bool async = false;        // stage, keep training, commit in the background
   bool resume = true;        // continue from <dir>/latest when present
   std::string init_from;     // weights to start from: checkpoint dir or .safetensors
+  // A resume refuses a config that differs from the checkpoint's; the keys
+  // listed here may differ (e.g. ["optimizer.lr"]) and the resume says so.
+  std::vector<std::string> allow_changes;
+  bool weights_only = false;  // resume the weights, step and data position; optimizer state starts fresh
   std::string resolved_dir(const std::string& run_dir) const;
 };
 

@@ -1,5 +1,6 @@
 #include "meshtrain/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -219,7 +220,11 @@ EvalResult Trainer::evaluate() {
   const model::ForwardMode forward_only{false, 0.0, false};
   for (int64_t rows = 0; limit == 0 || rows < limit; rows += R * B) {
     // Every rank takes part in every window (the same count on all ranks).
-    it.next_window(R * B, dp_.rank() * B, B, &b);
+    // The last window is cut at eval_rows, so every layout evaluates the
+    // same rows (and validation losses of two layouts compare).
+    const int64_t w = limit == 0 ? R * B : std::min(R * B, limit - rows);
+    const int64_t first = std::min(dp_.rank() * B, w);
+    it.next_window(w, first, std::min(B, w - first), &b);
     int64_t any = b.rows;
     dp_.all_reduce(&any, 1, DType::I64, comm::ReduceOp::Max);
     if (any == 0) break;

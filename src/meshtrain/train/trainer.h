@@ -36,6 +36,7 @@
 #include "meshtrain/parallel/pipeline_config.h"
 #include "meshtrain/parallel/timeline.h"
 #include "meshtrain/train/metrics.h"
+#include "meshtrain/train/resume_checks.h"
 #include "meshtrain/train/train_config.h"
 
 namespace meshtrain::train {
@@ -92,16 +93,20 @@ class Trainer {
   // Collective: saves now (synchronously, or staged when checkpoint.async).
   void save_checkpoint();
   // Collective: restores what this rank's layout holds from `reader` (all
-  // shapes checked before anything is copied). Weights-only checkpoints
-  // (imports) leave the optimizer and data position fresh. Returns which
-  // claim of SPEC S9 holds for continuing.
-  std::string restore(const checkpoint::CheckpointReader& reader);
+  // tensors and shapes checked before anything is copied: resume_checks.h).
+  // WeightsOnly leaves the optimizer state fresh; checkpoints without a
+  // data position (imports) also leave the data position fresh. Returns
+  // which claim of SPEC S9 holds for continuing.
+  std::string restore(const checkpoint::CheckpointReader& reader, RestoreScope scope = RestoreScope::Full);
   // Weights from a .safetensors file (HF names), optimizer fresh.
   void init_from_safetensors(const std::string& path);
   // Resumes from <checkpoint dir>/latest when present, else applies
   // checkpoint.init_from; returns a line for the log ("" if nothing).
   std::string resume_or_init();
   void finish_checkpoints();  // waits for an async save
+  // The asynchronous checkpointer (null unless checkpoint.async saved once):
+  // its last_committed() tells when a staged save was committed.
+  const checkpoint::AsyncCheckpointer* async_checkpointer() const { return async_ckpt_.get(); }
 
   // Called after gradients are reduced, before the norm (fault injection in
   // tests, debugging tools).

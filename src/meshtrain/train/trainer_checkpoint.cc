@@ -145,17 +145,14 @@ void Trainer::finish_checkpoints() {
   if (async_ckpt_) async_ckpt_->wait();
 }
 
-std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
+std::string Trainer::restore(const checkpoint::CheckpointReader& reader, RestoreScope scope) {
   auto& engine = *engine_;
   const auto& plan = engine.plan();
   const auto& spec = plan.spec();
   // 1. Every check before any byte is copied: the model stays untouched on
   // error. Shapes are the global (logical) ones: any layout reads any other's.
-  bool has_moments = true;
-  for (const auto& p : spec.params) {
-    reader.expect(p.name, p.global_shape, DType::F32);
-    has_moments = has_moments && reader.has(kExpAvg + p.name) && reader.has(kExpAvgSq + p.name);
-  }
+  const bool has_moments = check_restore_tensors(reader, spec, scope);
+  for (const auto& p : spec.params) reader.expect(p.name, p.global_shape, DType::F32);
   if (has_moments)
     for (const auto& p : spec.params) {
       reader.expect(kExpAvg + p.name, p.global_shape, DType::F32);
@@ -194,7 +191,7 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader) {
   if (!has_position) return "assets complete: weights only (optimizer and data position start fresh)";
 
   // 3. Clocks, the loss scaler and the data position.
-  engine.optimizer().set_steps_taken(meta.at("optimizer").at("steps_taken").get<int64_t>());
+  engine.optimizer().set_steps_taken(has_moments ? meta.at("optimizer").at("steps_taken").get<int64_t>() : 0);
   if (scaler_.enabled() && meta.contains("loss_scaler") && meta.at("loss_scaler").value("enabled", false))
     scaler_.restore(meta.at("loss_scaler"));
   step_ = meta.at("step").get<int64_t>();
@@ -264,10 +261,13 @@ void Trainer::init_from_safetensors(const std::string& path) {
 std::string Trainer::resume_or_init() {
   namespace fs = std::filesystem;
   const fs::path root = cfg_.checkpoint.resolved_dir(cfg_.metrics.run_dir);
-  if (cfg_.checkpoint.resume && fs::exists(root / "latest")) {
-    const auto reader = checkpoint::CheckpointReader::open(root.string());
-    const std::string claim = restore(reader);
-    return "resumed from " + reader.directory().string() + " at step " + std::to_string(step_) + " | " + claim;
+  ResumePoint rp = locate_resume_checkpoint(root, cfg_.checkpoint.resume);
+  if (rp.reader) {
+    const auto changes = check_resume_config(rp.reader->metadata(), cfg_);  // refuses undeclared changes
+    const RestoreScope scope = resume_scope(rp.reader->metadata(), cfg_);
+    const std::string claim = describe_resume(restore(*rp.reader, scope), changes, scope);
+    return (rp.note.empty() ? "" : rp.note + "\n") + "resumed from " + rp.reader->directory().string() +
+           " at step " + std::to_string(step_) + " | " + claim;
   }
   const std::string& from = cfg_.checkpoint.init_from;
   if (from.empty()) return "";
@@ -276,7 +276,7 @@ std::string Trainer::resume_or_init() {
     return "initialized weights from " + from;
   }
   const auto reader = checkpoint::CheckpointReader::open(from);
-  restore(reader);
+  restore(reader, RestoreScope::WeightsOnly);
   step_ = 0;  // a new run from those weights
   return "initialized from checkpoint " + reader.directory().string();
 }

@@ -1,10 +1,36 @@
 // MPI backend runtime: initialization (MPI_THREAD_MULTIPLE, malloc
-// tuning), the watchdog, abort and finalize. Ops are in mpi_ops.cc.
+// tuning), the watchdog and progress threads, abort and finalize. Ops are
+// in mpi_ops.cc.
+#include <malloc.h>
+
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 
 #include "meshtrain/comm/mpi/mpi_group.h"
+#include "meshtrain/comm/mpi/mpi_watchdog.h"
+#include "meshtrain/comm/mpi/mpi_work.h"
 
 namespace meshtrain::comm {
+
+namespace mpi {
+
+Runtime& rt() {
+  static Runtime r;
+  return r;
+}
+
+void abort_job(const std::string& message, int code) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fflush(stderr);
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);  // callable from any thread, at any time
+  MPI_Finalized(&fin);
+  if (init && !fin && rt().multiple) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace mpi
 
 using namespace mpi;
 bool mpi_compiled() { return true; }
@@ -37,36 +63,32 @@ std::shared_ptr<ProcessGroup> mpi_world(GroupOptions options) {
     int flag = 0;
     MPI_Initialized(&flag);
     int provided = MPI_THREAD_SINGLE;
-    if (!flag) check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    // MESHTRAIN_MPI_THREAD_LEVEL=serialized exercises the path taken with a
+    // library built without MPI_THREAD_MULTIPLE (every call under one lock).
+    const char* level = std::getenv("MESHTRAIN_MPI_THREAD_LEVEL");
+    const int wanted = level && std::string(level) == "serialized" ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+    if (!flag) check_mpi(MPI_Init_thread(nullptr, nullptr, wanted, &provided), "MPI_Init_thread");
     else MPI_Query_thread(&provided);
-    r.multiple = provided >= MPI_THREAD_MULTIPLE;
+    r.multiple = provided >= MPI_THREAD_MULTIPLE;  // else calls are serialized by CallLock
+    MPI_Comm_rank(MPI_COMM_WORLD, &r.world_rank);
     r.initialized = true;
     r.world = std::make_shared<MpiGroup>(MPI_COMM_WORLD, "world", options);
-    r.watchdog = std::thread(watchdog_loop);
+    start_watchdog();
+    start_progress();
   }
   return r.world;
 }
 
 void mpi_abort(const std::string& reason, int code) {
-  int rank = -1, init = 0;
-  MPI_Initialized(&init);
-  if (init) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::fprintf(stderr, "meshtrain (world rank %d): %s\n", rank, reason.c_str());
-  std::fflush(stderr);
-  if (init) MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
+  abort_job(detail::concat("meshtrain (world rank ", rt().world_rank, "): ", reason), code);
 }
 
 void mpi_finalize() {
   Runtime& r = rt();
   std::lock_guard<std::mutex> lock(r.init_mu);
   if (!r.initialized || r.finalized) return;
-  {
-    std::lock_guard<std::mutex> wl(r.wd_mu);
-    r.wd_stop = true;
-  }
-  r.wd_cv.notify_all();
-  r.watchdog.join();
+  stop_progress();
+  stop_watchdog();
   r.world.reset();
   MPI_Finalize();
   r.finalized = true;

@@ -1,8 +1,12 @@
 // MPI backend operations: one MPI call per op (blocking or MPI_I*), with
 // bf16 reduced in f32 through reused staging buffers.
+#include <cstring>
 #include <numeric>
 
 #include "meshtrain/comm/mpi/mpi_group.h"
+#include "meshtrain/comm/mpi/mpi_watchdog.h"
+#include "meshtrain/comm/mpi/mpi_work.h"
+#include "meshtrain/comm/reduce_kernels.h"
 
 namespace meshtrain::comm::mpi {
 namespace {
@@ -76,7 +80,7 @@ Work MpiGroup::start(OpDesc& d, bool async) {
       check_mpi(nonblocking(&req), what);
       return;
     }
-    WatchGuard guard(Runtime::Watch{.deadline = d.deadline, .group = &name(), .kind = d.kind, .seq = d.seq,
+    WatchGuard guard(Watch{.deadline = d.deadline, .group = &name(), .kind = d.kind, .seq = d.seq,
                                     .count = d.count, .rank = rank_});
     const auto t0 = Clock::now();
     {
@@ -205,6 +209,7 @@ Work MpiGroup::start(OpDesc& d, bool async) {
   };
   const std::string what = describe(d);
   work->on_timeout = [what] { return std::make_exception_ptr(CommTimeout(what + " timed out")); };
+  progress_add(work);  // runs while the caller computes (S4 overlap)
   return Work(std::move(work));
 }
 

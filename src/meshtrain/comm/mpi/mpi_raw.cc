@@ -1,8 +1,10 @@
 // Raw MPI timings for the benchmark: the same op and size as the backend
 // call, on reused buffers, so the backend's overhead can be quoted.
+#include <algorithm>
 #include <numeric>
+#include <vector>
 
-#include "meshtrain/comm/mpi/mpi_group.h"
+#include "meshtrain/comm/mpi/mpi_runtime.h"
 
 namespace meshtrain::comm {
 

@@ -48,6 +48,17 @@ GroupShared::GroupShared(std::string name, std::vector<int> world_ranks, GroupOp
   // Spinning only pays when every member has a core of its own.
   spin_us_ = n <= hardware_cores() ? 20 : 0;
   yield_rounds_ = n <= hardware_cores() ? 0 : 4 * n;
+  async_queues_.resize(size_t(n));
+  async_staging_.resize(size_t(n));
+}
+
+GroupShared::~GroupShared() {
+  {
+    std::lock_guard<std::mutex> lock(async_mu_);
+    executor_stop_ = true;
+  }
+  async_cv_.notify_all();
+  if (executor_.joinable()) executor_.join();
 }
 
 bool GroupShared::aborted() const { return word_.load(std::memory_order_acquire) & kAbortBit; }
@@ -82,6 +93,10 @@ void GroupShared::abort(const std::string& reason, AbortKind kind) {
     word_.fetch_or(kAbortBit, std::memory_order_acq_rel);
   }
   wake();
+  {
+    std::lock_guard<std::mutex> lock(async_mu_);  // the executor fails queued ops
+  }
+  async_cv_.notify_all();
   for (int r = 0; r < size(); ++r) {
     Mailbox& mb = mailbox(r);
     std::deque<PendingRecv> failed;
@@ -96,7 +111,7 @@ void GroupShared::abort(const std::string& reason, AbortKind kind) {
   }
 }
 
-void GroupShared::throw_aborted(int rank, const Fingerprint& fp, uint32_t gen) {
+std::exception_ptr GroupShared::aborted_error(int rank, const Fingerprint& fp, const std::string& not_arrived) const {
   std::string reason;
   AbortKind kind;
   {
@@ -105,12 +120,16 @@ void GroupShared::throw_aborted(int rank, const Fingerprint& fp, uint32_t gen) {
     kind = abort_kind_;
   }
   const std::string msg = detail::concat("group '", name_, "' ", fp.str(), " failed at rank ", rank_name(rank),
-                                         ": group aborted: ", reason, " [not arrived: ", missing(gen), "]");
+                                         ": group aborted: ", reason, " [not arrived: ", not_arrived, "]");
   switch (kind) {
-    case AbortKind::Timeout: throw CommTimeout(msg);
-    case AbortKind::Mismatch: throw CommMismatch(msg);
-    default: throw CommAborted(msg);
+    case AbortKind::Timeout: return std::make_exception_ptr(CommTimeout(msg));
+    case AbortKind::Mismatch: return std::make_exception_ptr(CommMismatch(msg));
+    default: return std::make_exception_ptr(CommAborted(msg));
   }
+}
+
+void GroupShared::throw_aborted(int rank, const Fingerprint& fp, uint32_t gen) {
+  std::rethrow_exception(aborted_error(rank, fp, missing(gen)));
 }
 
 void GroupShared::barrier(int rank, uint32_t gen, bool drain, Clock::time_point deadline, const Fingerprint& fp,

@@ -30,35 +30,19 @@ ThreadGroup::ThreadGroup(std::shared_ptr<GroupShared> shared, int rank, std::sha
       registry_(std::move(registry)) {}
 
 ThreadGroup::~ThreadGroup() {
-  {
-    std::lock_guard<std::mutex> lock(qmu_);
-    stop_ = true;
-  }
-  qcv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  // Peers may still read this member's buffers of a queued op.
+  shared_->wait_async_idle(rank_);
 }
 
 void ThreadGroup::abort(const std::string& reason) {
   shared_->abort(detail::concat("rank ", shared_->rank_name(rank_), " aborted the group: ", reason));
 }
 
-// Runs f on the calling thread once earlier non-blocking ops are done, so
-// ops of one group execute one at a time in issue order.
+// Runs f on the calling thread once this member's earlier non-blocking ops
+// are done, so ops of one group execute one at a time in issue order.
 template <typename F>
 void ThreadGroup::run_inline(F&& f) {
-  {
-    std::unique_lock<std::mutex> lock(qmu_);
-    qcv_.wait(lock, [&] { return queue_.empty() && !busy_; });
-    busy_ = true;
-  }
-  struct Release {
-    ThreadGroup* g;
-    ~Release() {
-      std::lock_guard<std::mutex> lock(g->qmu_);
-      g->busy_ = false;
-      g->qcv_.notify_all();
-    }
-  } release{this};
+  shared_->wait_async_idle(rank_);
   f();
 }
 
@@ -67,13 +51,13 @@ Work ThreadGroup::start(OpDesc& d, bool async) {
   if (d.kind == OpKind::Send) return send_p2p(d);
   if (d.kind == OpKind::Recv) return recv_p2p(d);
   d.seq = ++seq_;
-  if (!async) {
+  if (!async || size() == 1) {  // a group of one has nobody to overlap with
     run_inline([&] { execute(d); });
-    return Work();  // finished: nothing to wait for
+    return async ? Work::completed() : Work();
   }
   auto work = std::make_shared<WorkImpl>();
-  // The op fails by itself at its deadline; the margin lets that precise
-  // error arrive before wait() gives up on its own.
+  // The executor fails the op by itself at its deadline; the margin lets
+  // that precise error arrive before wait() gives up on its own.
   work->deadline = d.deadline + std::chrono::seconds(1);
   std::weak_ptr<GroupShared> weak = shared_;
   WorkImpl* raw = work.get();
@@ -88,39 +72,8 @@ Work ThreadGroup::start(OpDesc& d, bool async) {
     raw->wait_until(Clock::time_point::max());  // the op fails promptly once aborted
     return raw->error();
   };
-  {
-    std::lock_guard<std::mutex> lock(qmu_);
-    queue_.push_back(Task{d, work});
-    if (!worker_.joinable()) worker_ = std::thread([this] { progress_loop(); });
-  }
-  qcv_.notify_all();
+  shared_->enqueue(rank_, AsyncOp{d, work});
   return Work(std::move(work));
-}
-
-void ThreadGroup::progress_loop() {
-  for (;;) {
-    Task task;
-    {
-      std::unique_lock<std::mutex> lock(qmu_);
-      qcv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !busy_); });
-      if (queue_.empty()) return;  // stop_ and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-    }
-    try {
-      task.work->mark_started();
-      execute(task.d);
-      task.work->complete();
-    } catch (...) {
-      task.work->fail(std::current_exception());
-    }
-    {
-      std::lock_guard<std::mutex> lock(qmu_);
-      busy_ = false;
-    }
-    qcv_.notify_all();
-  }
 }
 
 void ThreadGroup::execute(OpDesc& d) {
@@ -135,7 +88,7 @@ void ThreadGroup::execute(OpDesc& d) {
     send = staging_.data();
   }
   enter(d, fp, send);
-  body(d, send);
+  run_collective_body(*shared_, rank_, d, send);
   shared_->barrier(rank_, gen_++, /*drain=*/true, d.deadline, fp, &d.waited_s);
 }
 
@@ -217,8 +170,8 @@ void for_each_range(GroupShared& shared, int me, size_t count, size_t es, F&& fn
   }
 }
 
-void ThreadGroup::body(const OpDesc& d, const void* send) {
-  const int R = size(), me = rank_;
+void run_collective_body(GroupShared& shared, int me, const OpDesc& d, const void* send) {
+  const int R = shared.size();
   const size_t es = dtype_size(d.dtype);
   auto at = [es](const void* p, size_t elems) { return static_cast<const char*>(p) + elems * es; };
   auto at_mut = [es](void* p, size_t elems) { return static_cast<char*>(p) + elems * es; };
@@ -229,10 +182,10 @@ void ThreadGroup::body(const OpDesc& d, const void* send) {
       // A piece of every peer's input is reduced in rank order and written
       // into every peer's output: each byte is read and written once.
       const int stream = d.count * es * size_t(R) >= kStreamBytes ? 1 : 0;
-      for_each_range(*shared_, me, d.count, es, [&](int, size_t b, size_t e) {
+      for_each_range(shared, me, d.count, es, [&](int, size_t b, size_t e) {
         for (int p = 0; p < R; ++p) {
-          srcs[size_t(p)] = at(shared_->slot(p).send, b);
-          dsts[size_t(p)] = at_mut(shared_->slot(p).recv, b);
+          srcs[size_t(p)] = at(shared.slot(p).send, b);
+          dsts[size_t(p)] = at_mut(shared.slot(p).recv, b);
         }
         reduce_to_many(srcs.data(), R, dsts.data(), R, e - b, d.dtype, d.op, stream);
       });
@@ -240,9 +193,9 @@ void ThreadGroup::body(const OpDesc& d, const void* send) {
     }
     case OpKind::ReduceScatter: {
       const int stream = d.count * es >= kStreamBytes ? 1 : 0;
-      for_each_range(*shared_, me, d.count, es, [&](int owner, size_t b, size_t e) {
-        for (int p = 0; p < R; ++p) srcs[size_t(p)] = at(shared_->slot(p).send, b);
-        void* out = at_mut(shared_->slot(owner).recv, b - chunk_offset(d.count, R, owner));
+      for_each_range(shared, me, d.count, es, [&](int owner, size_t b, size_t e) {
+        for (int p = 0; p < R; ++p) srcs[size_t(p)] = at(shared.slot(p).send, b);
+        void* out = at_mut(shared.slot(owner).recv, b - chunk_offset(d.count, R, owner));
         reduce_to_many(srcs.data(), R, &out, 1, e - b, d.dtype, d.op, stream);
       });
       return;
@@ -251,10 +204,10 @@ void ThreadGroup::body(const OpDesc& d, const void* send) {
       // Push: a piece of one rank's input is read once and written into
       // every output.
       const int stream = d.count * es * size_t(R) >= kStreamBytes ? 1 : 0;
-      for_each_range(*shared_, me, d.count, es, [&](int owner, size_t b, size_t e) {
-        const void* src = owner == me ? send : shared_->slot(owner).send;
+      for_each_range(shared, me, d.count, es, [&](int owner, size_t b, size_t e) {
+        const void* src = owner == me ? send : shared.slot(owner).send;
         src = at(src, b - chunk_offset(d.count, R, owner));
-        for (int p = 0; p < R; ++p) dsts[size_t(p)] = at_mut(shared_->slot(p).recv, b);
+        for (int p = 0; p < R; ++p) dsts[size_t(p)] = at_mut(shared.slot(p).recv, b);
         copy_to_many(src, dsts.data(), R, (e - b) * es, stream);
       });
       return;
@@ -262,7 +215,7 @@ void ThreadGroup::body(const OpDesc& d, const void* send) {
     case OpKind::AllToAll: {
       size_t recv_off = 0;
       for (int p = 0; p < R; ++p) {
-        const Slot& s = shared_->slot(p);
+        const Slot& s = shared.slot(p);
         size_t send_off = 0;
         for (int q = 0; q < me; ++q) send_off += s.send_counts[q];
         const size_t n = s.send_counts[me];
@@ -272,18 +225,19 @@ void ThreadGroup::body(const OpDesc& d, const void* send) {
       return;
     }
     case OpKind::Broadcast:
-      if (me != d.root && d.count) std::memcpy(d.recv, shared_->slot(d.root).send, d.count * es);
+      if (me != d.root && d.count) std::memcpy(d.recv, shared.slot(d.root).send, d.count * es);
       return;
     default: return;
   }
 }
 
-std::shared_ptr<ProcessGroup> ThreadGroup::split(int color, int key, const std::string& name) {
+std::shared_ptr<ProcessGroup> ThreadGroup::split(int color, int key, const std::string& name,
+                                                 const GroupOptions& options) {
   std::shared_ptr<ProcessGroup> result;
   run_inline([&] {
     OpDesc d;
     d.kind = OpKind::Split;
-    d.timeout = options().timeout;
+    d.timeout = this->options().timeout;
     d.deadline = Clock::now() + d.timeout;
     d.seq = ++seq_;
     const Fingerprint fp{OpKind::Split, d.seq, 0, DType::F32, -1, ReduceOp::Sum};
@@ -302,7 +256,7 @@ std::shared_ptr<ProcessGroup> ThreadGroup::split(int color, int key, const std::
       std::vector<int> world;
       for (auto& m : members) world.push_back(shared_->world_ranks()[size_t(m.second)]);
       auto g = std::make_shared<GroupShared>(name.empty() ? detail::concat(this->name(), ".", color) : name,
-                                             std::move(world), options());
+                                             std::move(world), options);
       registry_->add(g);
       mine.split_result = g;
     }

@@ -1,11 +1,8 @@
 // One rank's view of a threads-backend group.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
-#include <thread>
 
 #include "meshtrain/comm/process_group.h"
 #include "meshtrain/comm/threads/group_state.h"
@@ -28,39 +25,28 @@ class ThreadGroup final : public ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return shared_->size(); }
   std::string_view backend() const override { return "threads"; }
-  std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name = "") override;
+  using ProcessGroup::split;
+  std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name,
+                                      const GroupOptions& options) override;
   void abort(const std::string& reason) override;
 
  protected:
   Work start(OpDesc& d, bool async) override;
 
  private:
-  struct Task {
-    OpDesc d;
-    std::shared_ptr<WorkImpl> work;
-  };
   template <typename F> void run_inline(F&& f);
   void execute(OpDesc& d);
   void enter(OpDesc& d, const Fingerprint& fp, const void* send);
   void verify(const OpDesc& d, const Fingerprint& fp);
-  void body(const OpDesc& d, const void* send);
   Work send_p2p(const OpDesc& d);
   Work recv_p2p(const OpDesc& d);
-  void progress_loop();
 
   std::shared_ptr<GroupShared> shared_;
   int rank_;
   std::shared_ptr<Registry> registry_;
   uint64_t seq_ = 0;   // collectives issued (caller thread)
-  uint32_t gen_ = 0;   // barriers passed (executing thread, serialized by busy_)
+  uint32_t gen_ = 0;   // barriers passed by blocking ops (caller thread)
   std::vector<char> staging_;  // in-place all_to_all copy, grow-only
-
-  std::mutex qmu_;
-  std::condition_variable qcv_;
-  std::deque<Task> queue_;
-  bool busy_ = false;
-  bool stop_ = false;
-  std::thread worker_;  // started by the first non-blocking collective
 };
 
 }  // namespace meshtrain::comm::threads

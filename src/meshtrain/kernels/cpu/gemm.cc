@@ -23,6 +23,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/elementwise.h"
 #include "meshtrain/kernels/cpu/isa.h"
+#include "meshtrain/kernels/cpu/scratch.h"
 
 namespace meshtrain::kernels {
 namespace {
@@ -58,23 +59,6 @@ struct Entry {
   dnnl::matmul prim;
   memory a, b, c, scratch;
   size_t scratch_bytes = 0;
-};
-
-// Grow-only, 64-byte aligned scratchpad shared by all of one thread's
-// primitives: repeated calls reuse pages that are already faulted in.
-struct Scratch {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  ~Scratch() { std::free(ptr); }
-  void* get(size_t need) {
-    if (need > bytes) {
-      std::free(ptr);
-      bytes = (need + 4095) / 4096 * 4096;
-      ptr = std::aligned_alloc(4096, bytes);
-      MT_CHECK(ptr != nullptr, "gemm scratchpad allocation of ", bytes, " bytes failed");
-    }
-    return ptr;
-  }
 };
 
 // MESHTRAIN_ISA caps oneDNN too (so one variable forces a whole ISA level),

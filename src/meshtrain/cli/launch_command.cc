@@ -1,0 +1,29 @@
+// meshtrain launch -np N [--mpirun PATH] [--mpirun-arg ARG ...] [--max-restarts K] -- train CONFIG [--set ...]
+#include "meshtrain/app/training.h"
+#include "meshtrain/cli/command.h"
+
+namespace meshtrain::cli {
+namespace {
+
+void setup(CLI::App& root, Action& action) {
+  auto* cmd = add_command(root, "launch",
+                          "run a training job under mpirun and relaunch it from its latest checkpoint when it fails",
+                          "meshtrain launch -n 2 --max-restarts 3 -- configs/demo.toml --set parallel.dp=2");
+  auto q = std::make_shared<app::LaunchRequest>();
+  cmd->add_option("-n,--np", q->np, "processes (mpirun -np)")->required()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--mpirun", q->mpirun, "the mpirun to run");
+  cmd->add_option("--mpirun-arg", q->mpirun_args, "an extra mpirun argument (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--max-restarts", q->train.max_restarts,
+                  "relaunches at most (default: comm.max_restarts when comm.restart_on_failure)")
+      ->check(CLI::Range(0, 1000));
+  cmd->add_option("CONFIG", q->train.config, "training config (TOML), as for `meshtrain train`")->required();
+  cmd->add_option("--set", q->train.overrides, "override a config key (repeatable)")
+      ->type_name("SECTION.KEY=VALUE")
+      ->allow_extra_args(false);
+  cmd->callback([q, &action] { action = [q] { return app::launch(*q); }; });
+}
+
+const bool registered = register_command(15, setup);
+
+}  // namespace
+}  // namespace meshtrain::cli

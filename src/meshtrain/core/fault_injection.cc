@@ -1,0 +1,153 @@
+#include "meshtrain/core/fault_injection.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string_view>
+
+namespace meshtrain::fault {
+namespace {
+
+struct State {
+  std::atomic<bool> active{false};  // a rule is armed or points are counted
+  std::once_flag env_once;
+  std::mutex mu;
+  bool armed = false, fired = false, counting = false;
+  Rule rule;
+  int64_t seen = 0;
+  std::map<std::pair<std::string, int>, int64_t> counts;
+};
+
+State& st() {
+  static State* s = new State();  // never destroyed: points may run during exit
+  return *s;
+}
+
+thread_local int t_rank = -1;
+
+void print_counts() {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::string line = "meshtrain fault points:";
+  for (const auto& [key, n] : s.counts) line += " " + key.first + "@" + std::to_string(key.second) + "=" + std::to_string(n);
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+void read_environment() {
+  const char* v = std::getenv("MESHTRAIN_FAULT");
+  if (!v || !*v) return;
+  State& s = st();
+  if (std::string(v) == "count") {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.counting = true;
+    s.active = true;
+    std::atexit(print_counts);
+    return;
+  }
+  arm(parse_rule(v));
+}
+
+// "commit" matches "commit" and "commit.rename", not "committed".
+bool matches(const std::string& site, std::string_view point) {
+  return point.substr(0, site.size()) == site && (point.size() == site.size() || point[site.size()] == '.');
+}
+
+}  // namespace
+
+Rule parse_rule(const std::string& text) {
+  Rule r;
+  std::string rest = text;
+  auto take_number = [&](char mark, int64_t& out) {
+    const auto at = rest.find(mark);
+    if (at == std::string::npos) return;
+    size_t end = at + 1;
+    while (end < rest.size() && std::isdigit(static_cast<unsigned char>(rest[end]))) ++end;
+    MT_REQUIRE(ConfigError, end > at + 1, "MESHTRAIN_FAULT='", text, "': '", mark, "' needs a number");
+    out = std::stoll(rest.substr(at + 1, end - at - 1));
+    rest.erase(at, end - at);
+  };
+  const auto colon = rest.find(':');
+  if (colon != std::string::npos) {
+    const std::string action = rest.substr(colon + 1);
+    rest.erase(colon);
+    if (action == "throw") r.action = Action::Throw;
+    else if (action == "kill") r.action = Action::Kill;
+    else if (action == "exit") r.action = Action::Exit;
+    else if (action == "term") r.action = Action::Term;
+    else MT_THROW(ConfigError, "MESHTRAIN_FAULT='", text, "': action '", action, "' (throw | kill | exit | term)");
+  }
+  int64_t rank = -1;
+  take_number('@', rank);
+  take_number('#', r.hit);
+  r.rank = int(rank);
+  r.site = rest;
+  MT_REQUIRE(ConfigError, !r.site.empty() && r.hit >= 1, "MESHTRAIN_FAULT='", text,
+             "': expected SITE[@RANK][#HIT][:ACTION] with HIT >= 1");
+  return r;
+}
+
+void arm(const Rule& rule) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.rule = rule;
+  s.armed = true;
+  s.fired = false;
+  s.seen = 0;
+  s.active = true;
+}
+
+void disarm() {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.armed = false;
+  s.active = s.counting;
+}
+
+bool fired() {
+  std::lock_guard<std::mutex> lock(st().mu);
+  return st().fired;
+}
+
+void set_thread_rank(int rank) { t_rank = rank; }
+int thread_rank() { return t_rank; }
+
+void point(const char* site) { point(site, t_rank); }
+
+void point(const char* site, int rank) {
+  State& s = st();
+  std::call_once(s.env_once, read_environment);
+  if (!s.active.load(std::memory_order_relaxed)) return;
+  Action action;
+  int64_t hit;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.counting) ++s.counts[{site, rank}];
+    if (!s.armed || s.fired || !matches(s.rule.site, site) || (s.rule.rank >= 0 && s.rule.rank != rank)) return;
+    if (++s.seen < s.rule.hit) return;
+    s.fired = true;
+    action = s.rule.action;
+    hit = s.seen;
+  }
+  const char* name = action == Action::Throw  ? "throw"
+                     : action == Action::Kill ? "kill"
+                     : action == Action::Exit ? "exit"
+                                              : "term";
+  std::fprintf(stderr, "meshtrain fault injection: %s at rank %d (hit %lld): %s\n", site, rank,
+               static_cast<long long>(hit), name);
+  std::fflush(stderr);
+  switch (action) {
+    case Action::Kill: ::kill(::getpid(), SIGKILL); ::pause(); break;
+    case Action::Exit: ::_exit(86);
+    case Action::Term: ::kill(::getpid(), SIGTERM); return;
+    case Action::Throw: break;
+  }
+  throw InjectedFault(detail::concat("injected fault at ", site, " on rank ", rank, " (hit ", hit, ")"));
+}
+
+}  // namespace meshtrain::fault

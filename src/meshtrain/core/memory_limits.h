@@ -1,0 +1,26 @@
+// How much memory this process may still allocate: the tightest of the
+// cgroup limit minus the cgroup's usage (containers, job schedulers) and
+// the kernel's MemAvailable estimate. Read before a run allocates, so a run
+// that cannot fit is refused with figures instead of being OOM-killed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace meshtrain {
+
+struct AvailableMemory {
+  int64_t bytes = 0;
+  std::string source;  // e.g. "cgroup memory.max 3.00 GiB, 1.20 GiB in use" or "MemAvailable"
+};
+
+std::optional<AvailableMemory> available_memory();
+
+// "MemAvailable:   12345 kB" lines of /proc/meminfo -> bytes; nullopt if absent.
+std::optional<int64_t> parse_meminfo_available(const std::string& meminfo);
+// A cgroup v2 memory.max / v1 memory.limit_in_bytes value -> bytes; nullopt
+// for "max" or a v1 "unlimited" (a value near 2^63).
+std::optional<int64_t> parse_cgroup_memory_limit(const std::string& text);
+
+}  // namespace meshtrain

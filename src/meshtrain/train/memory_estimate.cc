@@ -1,0 +1,83 @@
+#include "meshtrain/train/memory_estimate.h"
+
+#include <algorithm>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/memory_tracker.h"
+#include "meshtrain/model/param_spec.h"
+#include "meshtrain/train/train_config.h"
+
+namespace meshtrain::train {
+namespace {
+
+constexpr int64_t kCap = int64_t(1) << 62;
+
+// Saturating arithmetic: a huge config must yield a huge estimate, not a
+// wrapped small one.
+int64_t mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) || r > kCap) ? kCap : r;
+}
+int64_t add(int64_t a, int64_t b) { return std::min(kCap, a + b); }
+
+}  // namespace
+
+std::string MemoryEstimate::str() const {
+  return "params " + format_bytes(params) + ", grads " + format_bytes(grads) + ", optimizer " +
+         format_bytes(optimizer) + ", activations " + format_bytes(activations) + ", workspace " +
+         format_bytes(workspace) + " = " + format_bytes(total());
+}
+
+MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
+  const auto& m = cfg.model;
+  const int64_t R = std::max(1, dp), f32 = 4;
+  const model::ModelSpec spec = model::build_model_spec(m);
+  int64_t n = 0, largest_unit = 0;
+  for (const auto& u : spec.units) {
+    n = add(n, u.numel);
+    largest_unit = std::max(largest_unit, u.numel);
+  }
+  const int64_t P = mul(n, f32), G = mul(n, f32), O = mul(n, 2 * f32);  // AdamW: m and v
+  MemoryEstimate e;
+  const int stage = cfg.parallel.zero_stage;
+  // (29.7) stage 0: P + G + O; (29.8) 1: O/R; (29.9) 2: (G + O)/R; (29.10) 3: (P + G + O)/R.
+  // Under accumulation (G > 1) stages 2 and 3 keep unit gradients whole for the window.
+  const bool window_grads = cfg.training.grad_accum > 1;
+  e.params = stage >= 3 ? P / R : P;
+  e.grads = stage >= 2 && !window_grads ? G / R : G;
+  e.optimizer = stage >= 1 ? O / R : O;
+
+  // Saved per token and layer (f32): block input and norm output for both
+  // sub-blocks, q/k/v and their rotated copies, the attention output and
+  // softmax statistics, the MLP's hidden tensors.
+  const int64_t d = m.d_model, q = mul(m.n_heads, m.head_dim), kv = mul(m.n_kv_heads, m.head_dim);
+  const int64_t mlp = mul(m.ffn_hidden, m.mlp == model::MlpKind::SwiGLU ? 3 : 2);
+  const int64_t per_layer = add(add(mul(4, d), add(mul(3, q), mul(3, kv))), add(mul(2, m.n_heads), mlp));
+  const int64_t tokens = mul(cfg.training.micro_batch, cfg.data.seq_len);
+  const int64_t saved = cfg.training.recompute ? add(mul(m.n_layers, d), per_layer) : mul(m.n_layers, per_layer);
+  // + the logits and their gradient, and one layer's activation gradients in backward.
+  e.activations = mul(mul(tokens, add(add(saved, mul(2, m.vocab_size)), per_layer)), f32);
+
+  int64_t work = mul(mul(m.max_seq_len, m.head_dim), f32);                   // RoPE cos/sin table
+  if (stage >= 3) work = add(work, mul(mul(2, largest_unit), f32));          // gathered + prefetched unit
+  if (stage >= 2) work = add(work, mul(largest_unit, f32));                  // a unit's transient full gradient
+  if (stage == 0) work = add(work, mul(int64_t(cfg.parallel.bucket_mb * 1024 * 1024), 2));  // bucket staging
+  e.workspace = work;
+  return e;
+}
+
+std::string check_memory_budget(const MemoryEstimate& per_rank, int ranks, const AvailableMemory& available) {
+  const int64_t need = mul(per_rank.total(), std::max(1, ranks));
+  const std::string what = "estimated memory per rank: " + per_rank.str() +
+                           (ranks > 1 ? "; x " + std::to_string(ranks) + " ranks here = " + format_bytes(need) : "");
+  MT_REQUIRE(ConfigError, need <= available.bytes, "the run does not fit: ", what, ", but only ",
+             format_bytes(available.bytes), " is available (", available.source,
+             "). Use a smaller model or micro-batch, a higher parallel.zero_stage, training.recompute = true, more "
+             "ranks on other machines, or training.check_memory = false to start anyway");
+  if (need * 5 > available.bytes * 4)
+    return "warning: " + what + " uses " + std::to_string(int(100.0 * double(need) / double(available.bytes))) +
+           "% of the " + format_bytes(available.bytes) + " available (" + available.source + ")";
+  return "";
+}
+
+}  // namespace meshtrain::train

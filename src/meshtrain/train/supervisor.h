@@ -1,0 +1,46 @@
+// Restarting a failed job from its latest complete checkpoint (SPEC S9: an
+// explicit group-wide restart path). When a rank dies or a collective
+// fails, every rank stops with the named error; with
+// comm.restart_on_failure the job then starts again, at most
+// comm.max_restarts times:
+//   - threads backend: in this process (train_main loops over launches);
+//   - mpirun: the job is gone, so `meshtrain launch` runs mpirun again
+//     (relaunch_mpi) and tells the new job which restart it is through the
+//     environment (MESHTRAIN_RESTART, MESHTRAIN_RESTART_REASON).
+// Each restart is logged on the console and as a metrics event with the
+// work lost (steps run after the checkpoint it resumed from).
+#pragma once
+
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace meshtrain::train {
+
+struct RestartInfo {
+  int index = 0;  // 0: the first start; k: the k-th restart
+  int max = 0;
+  std::string reason;  // the failure that caused it
+};
+
+// The restart this process is, as set by a relaunching launcher.
+RestartInfo restart_info_from_environment();
+
+// Failures that a restart can get past (a dead rank, a collective that
+// failed or timed out, an I/O error while saving), as opposed to ones that
+// would fail again the same way (bad config or data, a run that cannot
+// make progress).
+bool restartable(const std::exception& e);
+
+struct LaunchJob {
+  std::vector<std::string> mpirun;  // e.g. {"mpirun", "-np", "2"}
+  std::vector<std::string> command;  // the job: {self, "train", CONFIG, ...}
+  int max_restarts = 0;
+};
+
+// Runs `mpirun ... command` until it succeeds or max_restarts relaunches
+// are used; returns the last exit code (128 + signal if it was killed). A
+// fault rule in MESHTRAIN_FAULT applies to the first launch only.
+int relaunch_mpi(const LaunchJob& job);
+
+}  // namespace meshtrain::train

@@ -1,0 +1,98 @@
+// The per-rank memory estimate follows (29.7)-(29.10), and a run that
+// cannot fit is refused with the figures before anything is allocated.
+#include "meshtrain/train/memory_estimate.h"
+
+#include <gtest/gtest.h>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/param_spec.h"
+#include "meshtrain/model/presets.h"
+#include "meshtrain/train/run.h"
+#include "meshtrain/train/train_config.h"
+
+using namespace meshtrain;
+
+namespace {
+
+train::TrainConfig bench_small(int stage) {
+  train::TrainConfig c;
+  c.model = model::bench_small_config();
+  c.data.path = "<memory>";
+  c.data.seq_len = 256;
+  c.training.micro_batch = 4;
+  c.parallel.zero_stage = stage;
+  return c;
+}
+
+}  // namespace
+
+TEST(MemoryEstimate, PersistentStateFollowsTheZeroFormulas) {
+  const int64_t n = model::build_model_spec(model::bench_small_config()).total_params();
+  const int R = 4;
+  const auto s0 = train::estimate_rank_memory(bench_small(0), R), s1 = train::estimate_rank_memory(bench_small(1), R),
+             s2 = train::estimate_rank_memory(bench_small(2), R), s3 = train::estimate_rank_memory(bench_small(3), R);
+  // P_s = G_s = 4n bytes (f32), O_s = 8n (AdamW m, v).
+  EXPECT_EQ(s0.params + s0.grads + s0.optimizer, 16 * n);              // (29.7)
+  EXPECT_EQ(s1.params + s1.grads + s1.optimizer, 8 * n + 8 * n / R);   // (29.8)
+  EXPECT_EQ(s2.params + s2.grads + s2.optimizer, 4 * n + 12 * n / R);  // (29.9)
+  EXPECT_EQ(s3.params + s3.grads + s3.optimizer, 16 * n / R);          // (29.10)
+  EXPECT_GT(s3.workspace, s2.workspace) << "stage 3 holds a gathered unit and its prefetch";
+  // Activations grow with the micro-batch and shrink under recomputation.
+  auto big = bench_small(0);
+  big.training.micro_batch = 8;
+  EXPECT_GT(train::estimate_rank_memory(big, R).activations, s0.activations);
+  big.training.recompute = true;
+  EXPECT_LT(train::estimate_rank_memory(big, R).activations, s0.activations * 2);
+}
+
+TEST(MemoryEstimate, RefusedWithTheFiguresWarnedWhenClose) {
+  const auto e = train::estimate_rank_memory(bench_small(0), 2);
+  const AvailableMemory plenty{e.total() * 10, "test"}, tight{e.total() * 2 + e.total() / 10, "test"},
+      short_of{e.total(), "cgroup limit 1 GiB"};
+  EXPECT_EQ(train::check_memory_budget(e, 2, plenty), "");
+  EXPECT_NE(train::check_memory_budget(e, 2, tight).find("warning"), std::string::npos);
+  try {
+    train::check_memory_budget(e, 2, short_of);
+    FAIL() << "two ranks of the estimate do not fit in one";
+  } catch (const ConfigError& err) {
+    const std::string msg = err.what();
+    EXPECT_NE(msg.find("does not fit"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("x 2 ranks"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("optimizer"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cgroup limit 1 GiB"), std::string::npos) << msg;
+  }
+}
+
+// A 9.7B-parameter config on this machine: refused up front, not grown
+// silently until the OOM killer ends it.
+TEST(MemoryEstimate, AHugeModelIsRefusedBeforeAllocating) {
+  auto c = bench_small(0);
+  c.model.d_model = 8192;
+  c.model.n_heads = 64;
+  c.model.n_kv_heads = 8;
+  c.model.head_dim = 128;
+  c.model.ffn_hidden = 28672;
+  c.model.n_layers = 12;
+  c.model.vocab_size = 32000;
+  c.model.finalize();
+  ASSERT_GT(model::build_model_spec(c.model).total_params(), int64_t(9e9));
+  try {
+    train::check_run_memory(c, 1, 1, nullptr);
+    FAIL() << "a ~155 GB run was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
+  }
+  c.training.check_memory = false;  // the escape hatch
+  EXPECT_NO_THROW(train::check_run_memory(c, 1, 1, nullptr));
+}
+
+TEST(MemoryLimits, ParsesMeminfoAndCgroupFiles) {
+  EXPECT_EQ(parse_meminfo_available("MemTotal: 100 kB\nMemFree: 10 kB\nMemAvailable:   2048 kB\n"), 2048 * 1024);
+  EXPECT_EQ(parse_meminfo_available("MemTotal: 100 kB\n"), std::nullopt);
+  EXPECT_EQ(parse_cgroup_memory_limit("3221225472\n"), int64_t(3221225472));
+  EXPECT_EQ(parse_cgroup_memory_limit("max\n"), std::nullopt);
+  EXPECT_EQ(parse_cgroup_memory_limit("9223372036854771712\n"), std::nullopt);  // v1 "unlimited"
+  const auto a = available_memory();
+  ASSERT_TRUE(a.has_value());
+  EXPECT_GT(a->bytes, 0);
+}
