@@ -4,22 +4,10 @@
 
 #include "meshtrain/app/git_version.h"  // generated at build time (cmake/git_version.cmake)
 #include "meshtrain/comm/mpi_world.h"
+#include "meshtrain/kernels/cpu/isa.h"
 
 namespace meshtrain::app {
 namespace {
-
-// The vector ISA the compiler targeted (-march).
-std::string compiled_isa() {
-#if defined(__AVX512F__)
-  return "avx512";
-#elif defined(__AVX2__)
-  return "avx2";
-#elif defined(__AVX__)
-  return "avx";
-#else
-  return "sse";
-#endif
-}
 
 // What the CPU offers, from cpuid (GCC's __builtin_cpu_supports).
 std::string cpu_isa() {
@@ -42,8 +30,9 @@ VersionInfo version_info() {
   v.version = MESHTRAIN_VERSION;
   v.git_commit = MESHTRAIN_GIT_COMMIT;
   v.build_type = MESHTRAIN_BUILD_TYPE;
-  v.isa_compiled = compiled_isa();
+  v.isa_kernels = kernels::isa_description();
   v.isa_cpu = cpu_isa();
+  v.cpu_model = kernels::cpu_model_name();
   const dnnl_version_t* d = dnnl_version();
   v.onednn = std::to_string(d->major) + "." + std::to_string(d->minor) + "." + std::to_string(d->patch) + " (" +
              d->hash + ")";
@@ -55,7 +44,8 @@ std::string version_text(const VersionInfo& v) {
   return "meshtrain " + v.version + "\n" +
          "git commit: " + v.git_commit + "\n" +
          "build type: " + v.build_type + "\n" +
-         "ISA: built for " + v.isa_compiled + ", this CPU has " + v.isa_cpu + "\n" +
+         "kernels: " + v.isa_kernels + ", chosen at run time (MESHTRAIN_ISA caps it)\n" +
+         "CPU: " + v.cpu_model + ", " + v.isa_cpu + "\n" +
          "oneDNN: " + v.onednn + "\n" +
          "MPI: " + v.mpi + "\n";
 }

@@ -9,7 +9,9 @@ struct VersionInfo {
   std::string version;     // project version
   std::string git_commit;  // at build time ("unknown" outside a git checkout)
   std::string build_type;  // CMAKE_BUILD_TYPE
-  std::string isa_compiled, isa_cpu;  // widest vector ISA built for / offered by this CPU
+  std::string isa_kernels;  // the level the kernels run at (kernels/cpu/isa.h), and why
+  std::string isa_cpu;      // what this CPU offers
+  std::string cpu_model;
   std::string onednn, mpi;
 };
 VersionInfo version_info();

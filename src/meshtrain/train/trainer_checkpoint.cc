@@ -7,6 +7,7 @@
 #include "meshtrain/checkpoint/model_config_json.h"
 #include "meshtrain/checkpoint/model_weights.h"
 #include "meshtrain/checkpoint/writer.h"
+#include "meshtrain/train/kernel_environment.h"
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::train {
@@ -119,6 +120,7 @@ checkpoint::SaveRequest Trainer::save_request() const {
         {"total_steps", cfg_.training.steps},
         {"next_step", step_}}},
       {"layout", layout_json(cfg_, ctx_.mesh.shape(), ctx_.world_size)},
+      {"kernels", kernel_environment()},
       {"precision", {{"policy", cfg_.training.precision}, {"grad_reduce_dtype", cfg_.training.grad_reduce_dtype},
                      {"describe", precision().describe()}}},
       {"loss_scaler", scaler_.state()},
@@ -224,6 +226,11 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
   if (old_window != new_window)
     return "assets complete: the global batch changed (" + std::to_string(old_window) + " -> " +
            std::to_string(new_window) + " rows per update), so the optimization trajectory differs";
+  // Same reductions but other kernels: the arithmetic itself rounds differently.
+  const std::string kernels_changed = kernel_environment_change(meta.value("kernels", nlohmann::json()));
+  if (!kernels_changed.empty())
+    return "numerically close: same samples and objective per update; the kernels' arithmetic changed (" +
+           kernels_changed + ")";
   // Reproducible mode on both sides: the reductions follow the global batch,
   // not the split (dp, grad_accum, ZeRO stage, backend).
   if (cfg_.training.reproducible && old.value("reproducible", false) && same_model_axes &&

@@ -1,0 +1,22 @@
+// What decides the bits of a step besides the layout (SPEC S9 resume
+// claims): the kernels' ISA level, the CPU model (oneDNN picks its GEMM
+// kernels by it), the GEMM library's version and, below AVX-512, the compute
+// thread count (oneDNN's AVX2 GEMM splits K by team size). Checkpoints record
+// it; a bitwise claim is made only when it matches.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace meshtrain::train {
+
+// {"isa", "cpu", "gemm", "threads"} of this process.
+nlohmann::json kernel_environment();
+
+// "" when `recorded` (a checkpoint's record; null for checkpoints that
+// predate it) gives the same bits here, else what changed, e.g.
+// "kernel ISA avx512 -> avx2".
+std::string kernel_environment_change(const nlohmann::json& recorded);
+
+}  // namespace meshtrain::train

@@ -1,0 +1,45 @@
+// Resume claims compare the kernels a checkpoint was written with (SPEC S9).
+#include "meshtrain/train/kernel_environment.h"
+
+#include <gtest/gtest.h>
+
+#include "meshtrain/core/threading.h"
+#include "meshtrain/kernels/cpu/isa.h"
+
+namespace meshtrain::train {
+namespace {
+
+TEST(KernelEnvironment, SameProcessMatchesAndEachFieldIsNamedWhenItChanges) {
+  const nlohmann::json here = kernel_environment();
+  EXPECT_EQ(here.at("isa"), kernels::isa_name(kernels::active_isa()));
+  EXPECT_EQ(kernel_environment_change(here), "");
+  EXPECT_EQ(kernel_environment_change(nlohmann::json()), "") << "checkpoints from before the record";
+
+  nlohmann::json other = here;
+  other["cpu"] = "Some Other CPU";
+  EXPECT_EQ(kernel_environment_change(other), "CPU Some Other CPU -> " + here.at("cpu").get<std::string>());
+  other = here;
+  other["gemm"] = "oneDNN 1.0.0";
+  EXPECT_NE(kernel_environment_change(other).find("GEMM library oneDNN 1.0.0 -> "), std::string::npos);
+  other = here;
+  other["isa"] = here.at("isa") == "scalar" ? "avx2" : "scalar";
+  EXPECT_NE(kernel_environment_change(other).find("kernel ISA "), std::string::npos);
+}
+
+// Thread counts matter below AVX-512 only (oneDNN's AVX2 GEMM splits K by team size).
+TEST(KernelEnvironment, ThreadCountMattersOnlyBelowAvx512) {
+  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512}) {
+    if (int(isa) > int(kernels::detected_isa())) continue;
+    kernels::ScopedIsa scoped(isa);
+    nlohmann::json other = kernel_environment();
+    other["threads"] = compute_threads() + 1;
+    const std::string change = kernel_environment_change(other);
+    if (isa == kernels::Isa::kAvx512)
+      EXPECT_EQ(change, "");
+    else
+      EXPECT_NE(change.find("compute threads"), std::string::npos) << kernels::isa_name(isa);
+  }
+}
+
+}  // namespace
+}  // namespace meshtrain::train
