@@ -10,8 +10,11 @@
 // threads, and peak memory per category. Also per core-second of CPU time
 // against the one-core FMA peak timed the same way: the figure that holds
 // when other processes share the cores (wall-clock fractions then do not).
+// --precision runs the step under another policy (bf16 / fp16 compute with
+// f32 masters, core/precision.h); --reproducible with reproducible mode's
+// thread-invariant GEMM and gradient leaves (training.reproducible).
 //
-//   build/bench/bench_small [--steps N] [--threads 1,2]
+//   build/bench/bench_small [--steps N] [--threads 1,2] [--precision fp32|bf16|fp16] [--reproducible]
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -105,13 +108,18 @@ Rate gemm_rate_on_step_shapes(const model::ModelConfig& c, int64_t n, bool bf16_
 int main(int argc, char** argv) {
   int steps = 7;
   std::vector<int> thread_counts = {1, 2};
+  std::string precision = "fp32";
+  bool reproducible = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc) precision = argv[++i];
+    else if (!std::strcmp(argv[i], "--reproducible")) reproducible = true;
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
       thread_counts.clear();
       for (char* t = std::strtok(argv[++i], ","); t; t = std::strtok(nullptr, ",")) thread_counts.push_back(std::atoi(t));
     } else {
-      std::fprintf(stderr, "usage: bench_small [--steps N] [--threads 1,2]\n");
+      std::fprintf(stderr, "usage: bench_small [--steps N] [--threads 1,2] [--precision fp32|bf16|fp16] "
+                   "[--reproducible]\n");
       return 2;
     }
   }
@@ -129,14 +137,17 @@ int main(int argc, char** argv) {
   }
   const model::TokenBatch batch{rows, seq, tokens.data(), targets.data(), positions.data(), segments.data()};
 
-  std::printf("bench-small: %s, seq %lld, micro-batch %lld, fp32\n", cfg.describe().c_str(),
-              static_cast<long long>(seq), static_cast<long long>(rows));
+  const PrecisionPolicy policy = PrecisionPolicy::from_name(precision);
+  std::printf("bench-small: %s, seq %lld, micro-batch %lld, %s%s\n", cfg.describe().c_str(),
+              static_cast<long long>(seq), static_cast<long long>(rows), policy.describe().c_str(),
+              reproducible ? ", reproducible mode" : "");
   std::printf("kernels: %s | GEMM: %s, bf16 GEMM %s\n", kernels::isa_description().c_str(),
               kernels::gemm_library_version(), kernels::bf16_gemm_is_native() ? "native" : "widened to fp32");
   std::printf("model FLOPs per token: %.1f MFLOP (6 x %lld matmul params + 12 L d T)\n", flops_per_token * 1e-6,
               static_cast<long long>(model::build_model_spec(cfg).matmul_params(cfg)));
   for (int threads : thread_counts) {
     set_compute_threads(threads);
+    kernels::set_thread_invariant_gemm(reproducible);
     // The training step as the trainer runs it for one rank: the
     // data-parallel engine over a group of size 1 (no communication).
     auto alloc = CachingAllocator::create();
@@ -144,11 +155,14 @@ int main(int argc, char** argv) {
     const parallel::LayoutPlan plan(cfg, comm::MeshShape{}, 0, parallel::LayoutOptions{});
     model::ExecOptions exec;
     exec.materialize_params = false;
+    exec.precision = policy;
     model::Transformer m(cfg, alloc, exec, plan.partition());
     optim::OptimizerConfig oc;
     oc.lr = 3e-4;
     oc.weight_decay = 0.1;
-    parallel::DataParallel engine(m, plan, *world->group(0), *world->group(0), parallel::ParallelConfig{}, oc, alloc);
+    parallel::ParallelConfig pc;
+    pc.reproducible = reproducible;
+    parallel::DataParallel engine(m, plan, *world->group(0), *world->group(0), pc, oc, alloc);
     parallel::StepExecutor executor(m, &engine, nullptr);
     const parallel::Program program =
         parallel::expand(parallel::one_f_one_b_schedule(1, 1), 0, plan.chunks(),

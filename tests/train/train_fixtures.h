@@ -11,6 +11,7 @@
 #include "meshtrain/checkpoint/reader.h"
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/core/rng.h"
+#include "meshtrain/core/threading.h"
 #include "meshtrain/data/dataset.h"
 #include "meshtrain/train/run.h"
 #include "meshtrain/train/trainer.h"
@@ -66,10 +67,11 @@ inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDatase
                           const std::optional<data::TokenDataset>& val_ds,
                           const std::function<void(train::Trainer&)>& fn) {
   comm::LaunchOptions o;
-  o.world_size = cfg.parallel.dp * cfg.parallel.pp;
+  o.world_size = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
   o.mesh = train::mesh_for(cfg, o.world_size);
   o.group.timeout = comm::Millis(60000);
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
+    if (cfg.training.threads > 0) set_compute_threads(cfg.training.threads);  // as train_main does
     train::Trainer t(cfg, ctx, train_ds, val_ds);
     fn(t);
   });

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "meshtrain/data/bits_per_byte.h"
+#include "meshtrain/kernels/cpu/gemm.h"
 #include "meshtrain/optim/adamw.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/parallel/tree_reduce.h"
@@ -74,6 +75,9 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
                "a binary tree: dp x grad_accum = ", dp_.size(), " x ", cfg_.training.grad_accum, " = ", leaves,
                " must be a power of two");
   }
+  // Reproducible mode: GEMM bits independent of this rank's thread count, so
+  // layouts that give a rank fewer cores still match bit for bit.
+  kernels::set_thread_invariant_gemm(cfg_.training.reproducible);
   layout_ = std::make_unique<parallel::LayoutPlan>(cfg_.model, ctx_.mesh.shape(), ctx_.rank, layout_options(cfg_));
   model::ExecOptions exec;
   exec.recompute = cfg_.training.recompute;

@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <type_traits>
 #include <string>
@@ -33,7 +34,7 @@ using tag = memory::format_tag;
 using dt = memory::data_type;
 
 struct Key {
-  int64_t m, n, k;
+  int64_t m, n, k, lda;
   uint32_t alpha_bits, beta_bits;
   int threads;
   bool trans_a, trans_b, bf16;
@@ -47,6 +48,7 @@ struct KeyHash {
     mix(uint64_t(k.m));
     mix(uint64_t(k.n));
     mix(uint64_t(k.k));
+    mix(uint64_t(k.lda));
     mix(k.alpha_bits);
     mix(k.beta_bits);
     mix(uint64_t(k.threads));
@@ -101,7 +103,10 @@ Entry& get_entry(ThreadState& st, const Key& key, float alpha, float beta) {
   if (st.cache.size() >= kMaxCachedPrimitives) st.cache.clear();
 
   const dt in_dt = key.bf16 ? dt::bf16 : dt::f32;
-  memory::desc a_md({key.m, key.k}, in_dt, key.trans_a ? tag::ba : tag::ab);
+  // op(A) rows are `lda` apart (trans_a: columns of A, one element apart):
+  // the dense formats ab / ba, or a block of rows of a larger op(A).
+  const memory::dims a_strides = key.trans_a ? memory::dims{1, key.lda} : memory::dims{key.lda, 1};
+  memory::desc a_md({key.m, key.k}, in_dt, a_strides);
   memory::desc b_md({key.k, key.n}, in_dt, key.trans_b ? tag::ba : tag::ab);
   memory::desc c_md({key.m, key.n}, dt::f32, tag::ab);
   dnnl::primitive_attr attr;
@@ -134,13 +139,12 @@ void scale_c(int64_t M, int64_t N, float beta, float* C) {
   for (int64_t i = 0; i < M * N; ++i) C[i] = beta == 0.0f ? 0.0f : beta * C[i];
 }
 
-void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
-                 const void* B, float beta, float* C, bool bf16) {
-  MT_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
-  if (M == 0 || N == 0) return;
-  if (K == 0) return scale_c(M, N, beta, C);
+// One oneDNN matmul on this thread's team: C[M,N] = alpha op(A) op(B) + beta C,
+// op(A)'s rows `lda` elements apart.
+void run_matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda, int threads, float alpha,
+                const void* A, const void* B, float beta, float* C, bool bf16) {
   ThreadState& st = thread_state();
-  const Key key{M, N, K, std::bit_cast<uint32_t>(alpha), std::bit_cast<uint32_t>(beta), omp_get_max_threads(),
+  const Key key{M, N, K, lda, std::bit_cast<uint32_t>(alpha), std::bit_cast<uint32_t>(beta), threads,
                 trans_a, trans_b, bf16};
   Entry& e = get_entry(st, key, alpha, beta);
   e.a.set_data_handle(const_cast<void*>(A));
@@ -155,7 +159,45 @@ void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
   st.stream.wait();
 }
 
+thread_local bool t_thread_invariant = false;
+
+// Thread-count-invariant GEMM: C in fixed blocks of kInvariantRows rows, each
+// computed whole (all of K) by one thread, so no sum is ever split by team
+// size. Inside the parallel loop oneDNN runs single-threaded.
+constexpr int64_t kInvariantRows = 64;
+
+void invariant_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+                    const void* B, float beta, float* C, bool bf16) {
+  const size_t in_size = bf16 ? sizeof(uint16_t) : sizeof(float);
+  const int64_t lda = trans_a ? M : K, blocks = (M + kInvariantRows - 1) / kInvariantRows;
+  std::exception_ptr failure;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t i0 = b * kInvariantRows, rows = std::min(kInvariantRows, M - i0);
+    const char* a = static_cast<const char*>(A) + size_t(trans_a ? i0 : i0 * K) * in_size;
+    try {
+      run_matmul(trans_a, trans_b, rows, N, K, lda, 1, alpha, a, B, beta, C + i0 * N, bf16);
+    } catch (...) {
+#pragma omp critical(meshtrain_gemm_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+                 const void* B, float beta, float* C, bool bf16) {
+  MT_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_c(M, N, beta, C);
+  if (t_thread_invariant) return invariant_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, bf16);
+  run_matmul(trans_a, trans_b, M, N, K, trans_a ? M : K, omp_get_max_threads(), alpha, A, B, beta, C, bf16);
+}
+
 }  // namespace
+
+void set_thread_invariant_gemm(bool on) { t_thread_invariant = on; }
+bool thread_invariant_gemm() { return t_thread_invariant; }
 
 bool bf16_gemm_is_native() {
   static const bool native = [] {
