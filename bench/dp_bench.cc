@@ -6,7 +6,9 @@
 //   - persistent and peak memory per rank for ZeRO stages 0-3 next to the
 //     formulas (29.7)-(29.10).
 // Medians over the timed steps; the machine is shared: compare ratios.
-//   build/bench/dp_bench [--steps N]
+//   - reproducible mode (training.reproducible) against the same layout
+//     without it: step time and the extra memory of the gradient leaves.
+//   build/bench/dp_bench [--steps N] [--only reproducible]
 // Under mpirun (one rank per process, MPI backend) only the overlap
 // comparison runs; MESHTRAIN_MPI_PROGRESS=off shows it without the
 // backend's progress thread:
@@ -124,6 +126,26 @@ int run_mpi(const data::TokenDataset& ds, int steps) {
   return 0;
 }
 
+// Reproducible mode vs off on the same layout, G micro-batches per replica.
+void print_reproducible_cost(const data::TokenDataset& ds, int steps) {
+  std::printf("\nreproducible mode vs off (R=2, G=2 micro-batches of 4 rows per replica; step-time ratio; peak "
+              "gradient-category memory, where the leaf buffers live):\n");
+  for (int stage : {0, 3}) {
+    auto cfg = [&](bool reproducible) {
+      train::TrainConfig c = bench_small(stage, true, 4);
+      c.training.grad_accum = 2;
+      c.training.reproducible = reproducible;
+      return c;
+    };
+    const Result off = run(cfg(false), ds, steps), on = run(cfg(true), ds, steps);
+    const auto grads_peak = [](const Result& r) { return r.mem.peak[int(MemCategory::Grads)]; };
+    std::printf("  stage %d: step %.3f s -> %.3f s (%.3fx) | grads peak %.1f -> %.1f MiB | total peak %.1f -> %.1f MiB\n",
+                stage, off.step_s, on.step_s, on.step_s / off.step_s, double(grads_peak(off)) / 1048576.0,
+                double(grads_peak(on)) / 1048576.0, double(off.mem.total_peak) / 1048576.0,
+                double(on.mem.total_peak) / 1048576.0);
+  }
+}
+
 std::string mib(int64_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", double(b) / (1024.0 * 1024.0));
@@ -134,13 +156,18 @@ std::string mib(int64_t b) {
 
 int main(int argc, char** argv) {
   int steps = 3;
-  bool mpi = false;
+  bool mpi = false, only_reproducible = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) mpi = !std::strcmp(argv[++i], "mpi");
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only_reproducible = !std::strcmp(argv[++i], "reproducible");
   }
   const auto ds = random_documents(256, 257);
   if (mpi) return run_mpi(ds, steps);
+  if (only_reproducible) {
+    print_reproducible_cost(ds, steps);
+    return 0;
+  }
   std::printf("dp_bench: bench-small model, R=2 threads ranks (1 compute thread each), micro-batch 4 x 256 per "
               "replica, median of %d steps\n\n",
               steps);
@@ -172,5 +199,6 @@ int main(int argc, char** argv) {
                 mib(peak(MemCategory::Comm)).c_str(), mib(peak(MemCategory::Activations)).c_str(),
                 mib(m.total_peak).c_str(), r.step_s);
   }
+  print_reproducible_cost(ds, steps);
   return 0;
 }

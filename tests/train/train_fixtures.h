@@ -6,6 +6,8 @@
 #include <map>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "meshtrain/checkpoint/reader.h"
@@ -77,9 +79,19 @@ inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDatase
   });
 }
 
-// An empty directory under the test's temporary directory.
+// An empty directory under the test's temporary directory, per process
+// (other test processes and checkouts share the temp dir); all of them are
+// removed when the process ends.
 inline std::filesystem::path fresh_dir(const std::string& name) {
-  std::filesystem::path d = std::filesystem::path(::testing::TempDir()) / ("mt_ckpt_" + name);
+  static struct Cleanup {
+    std::filesystem::path root =
+        std::filesystem::path(::testing::TempDir()) / ("mt_ckpt_" + std::to_string(::getpid()));
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(root, ec);
+    }
+  } cleanup;
+  std::filesystem::path d = cleanup.root / name;
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
