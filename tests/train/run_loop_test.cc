@@ -179,7 +179,9 @@ TEST_F(RunLoop, EvaluationUsesTheSameRowsUnderEveryLayout) {
   }
   EXPECT_GT(results[0].targets, 0);
   EXPECT_EQ(results[0].targets, results[1].targets);
-  EXPECT_NEAR(results[0].loss, results[1].loss, 1e-12 * results[0].loss);
+  // Other rows would move the loss by far more than 1e-6; the same rows cut
+  // into other micro-batch shapes round differently in oneDNN's AVX2 GEMM.
+  EXPECT_NEAR(results[0].loss, results[1].loss, 1e-6 * results[0].loss);
 }
 
 TEST_F(RunLoop, AnAsynchronousSaveIsReportedWhenItCommits) {
