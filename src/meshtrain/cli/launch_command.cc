@@ -1,4 +1,4 @@
-// meshtrain launch -np N [--mpirun PATH] [--mpirun-arg ARG ...] [--max-restarts K] -- train CONFIG [--set ...]
+// meshtrain launch -n N [--mpirun PATH] [--mpirun-arg ARG ...] [--max-restarts K] CONFIG [--set ...]
 #include "meshtrain/app/training.h"
 #include "meshtrain/cli/command.h"
 
@@ -8,7 +8,7 @@ namespace {
 void setup(CLI::App& root, Action& action) {
   auto* cmd = add_command(root, "launch",
                           "run a training job under mpirun and relaunch it from its latest checkpoint when it fails",
-                          "meshtrain launch -n 2 --max-restarts 3 -- configs/demo.toml --set parallel.dp=2");
+                          "meshtrain launch -n 2 --max-restarts 3 configs/demo.toml --set parallel.dp=2");
   auto q = std::make_shared<app::LaunchRequest>();
   cmd->add_option("-n,--np", q->np, "processes (mpirun -np)")->required()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--mpirun", q->mpirun, "the mpirun to run");
