@@ -1,0 +1,39 @@
+// What a training step's memory, communication and time depend on: the
+// model, the mesh and the layout options the LayoutPlan is built from, the
+// engine's settings, the precision policy and the shape of the window. The
+// CLI fills it from a TrainConfig and a --layout; the planner needs nothing
+// that runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "meshtrain/comm/mesh.h"
+#include "meshtrain/core/precision.h"
+#include "meshtrain/model/model_config.h"
+#include "meshtrain/parallel/layout_plan.h"
+#include "meshtrain/parallel/parallel_config.h"
+
+namespace meshtrain::plan {
+
+struct StepInputs {
+  model::ModelConfig model;
+  comm::MeshShape mesh;
+  parallel::LayoutOptions layout;      // zero stage, virtual stages, pp_layers, sequence parallel
+  parallel::ParallelConfig parallel;   // bucket size, reshard after forward, overlap, reduce op
+  PrecisionPolicy precision = PrecisionPolicy::uniform(DType::F32);
+  bool recompute = false;
+  bool fuse_residual = true;
+  int64_t micro_batch = 1;   // rows per micro-batch (B)
+  int64_t grad_accum = 1;    // micro-batches per replica per update (G, the schedule's m)
+  int64_t seq_len = 128;     // positions per row
+  std::string schedule = "1f1b";
+
+  int world() const { return mesh.world_size(); }
+  // Global samples per update: R * B * G (S9; never times pp or tp).
+  int64_t global_rows() const { return int64_t(mesh.dp) * micro_batch * grad_accum; }
+  // ConfigError naming the field for a negative or zero size.
+  void validate() const;
+};
+
+}  // namespace meshtrain::plan

@@ -1,0 +1,34 @@
+#include "meshtrain/train/plan_inputs.h"
+
+#include "meshtrain/train/trainer.h"
+
+namespace meshtrain::train {
+
+plan::StepInputs step_inputs(const TrainConfig& cfg) {
+  plan::StepInputs in;
+  in.model = cfg.model;
+  in.mesh.dp = cfg.parallel.dp == 0 ? 1 : cfg.parallel.dp;
+  in.layout = layout_options(cfg);
+  in.parallel = cfg.parallel;
+  in.precision = cfg.precision();
+  in.recompute = cfg.training.recompute;
+  in.micro_batch = cfg.training.micro_batch;
+  in.grad_accum = cfg.training.grad_accum;
+  in.seq_len = cfg.data.seq_len;
+  return in;
+}
+
+plan::StepInputs step_inputs(const TrainConfig& cfg, const Layout& layout) {
+  plan::StepInputs in = step_inputs(cfg);
+  in.mesh = layout.mesh();
+  in.layout = layout.options();
+  in.parallel.dp = layout.dp;
+  in.parallel.zero_stage = layout.zero_stage;
+  in.parallel.reshard_after_forward = layout.reshard_after_forward;
+  in.parallel.grad_reduce = layout.grad_reduce;
+  in.parallel.overlap = layout.overlap;
+  in.schedule = layout.schedule;
+  return in;
+}
+
+}  // namespace meshtrain::train
