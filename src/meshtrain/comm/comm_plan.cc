@@ -8,6 +8,7 @@ const char* to_string(StepPhase p) {
     case StepPhase::Backward: return "backward";
     case StepPhase::GradSync: return "gradient sync";
     case StepPhase::Optimizer: return "optimizer";
+    case StepPhase::Publish: return "publish";
     case StepPhase::Bookkeeping: return "bookkeeping";
   }
   return "?";

@@ -15,7 +15,7 @@
 
 namespace meshtrain::comm {
 
-enum class StepPhase : uint8_t { Forward, Backward, GradSync, Optimizer, Bookkeeping };
+enum class StepPhase : uint8_t { Forward, Backward, GradSync, Optimizer, Publish, Bookkeeping };
 const char* to_string(StepPhase p);
 
 struct PlannedOp {
@@ -25,6 +25,7 @@ struct PlannedOp {
   int64_t bytes = 0;   // M as CommStats counts it (comm_stats.h)
   StepPhase phase = StepPhase::Forward;
   std::string what;    // "bucket 2", "unit 3 reduce-scatter", "tp: attention output"
+  int action = -1;     // index of the program action that issues it (-1: outside the program)
 };
 
 struct PlannedTotals {
@@ -33,7 +34,12 @@ struct PlannedTotals {
 
 class CommLedger {
  public:
-  void add(PlannedOp op) { ops_.push_back(std::move(op)); }
+  // Stamps the op with the current program action (set_action).
+  void add(PlannedOp op) {
+    op.action = action_;
+    ops_.push_back(std::move(op));
+  }
+  void set_action(int index) { action_ = index; }
   const std::vector<PlannedOp>& ops() const { return ops_; }
   // Calls and bytes per (group, op kind): what each group's CommStats holds
   // after the step.
@@ -41,6 +47,7 @@ class CommLedger {
 
  private:
   std::vector<PlannedOp> ops_;
+  int action_ = -1;
 };
 
 }  // namespace meshtrain::comm

@@ -3,14 +3,15 @@
 namespace meshtrain::plan {
 
 ComputeModel::ComputeModel(const model::ModelConfig& cfg, const model::LocalDims& dims,
-                           const PrecisionPolicy& precision, const HardwareProfile& hw, double speed)
-    : cfg_(cfg), dims_(dims), precision_(precision), hw_(hw), speed_(speed) {}
+                           const PrecisionPolicy& precision, const HardwareProfile* hw, double speed,
+                           bool fused_attention)
+    : cfg_(cfg), dims_(dims), precision_(precision), hw_(hw), speed_(speed), fused_attention_(fused_attention) {}
 
 PassCost ComputeModel::gemm(int64_t m, int64_t n, int64_t k) const {
   PassCost c;
   if (m == 0 || n == 0 || k == 0) return c;
   c.flops = 2.0 * double(m) * double(n) * double(k);
-  c.seconds = c.flops / (hw_.gemm_rate(precision_.compute, m, n, k) * speed_);
+  if (hw_) c.seconds = c.flops / (hw_->gemm_rate(precision_.compute, m, n, k) * speed_);
   return c;
 }
 
@@ -22,13 +23,13 @@ PassCost ComputeModel::attention(const model::TraceBatch& b, int64_t heads, doub
   if (heads == 0) return c;
   const int64_t D = cfg_.head_dim;
   c.flops = factor * 2.0 * double(b.rows) * double(heads) * double(b.seq) * double(b.seq) * double(D);
-  c.seconds = c.flops / (hw_.gemm_rate(precision_.compute, b.seq, b.seq, D) * speed_);
+  if (hw_) c.seconds = c.flops / (hw_->gemm_rate(precision_.compute, b.seq, b.seq, D) * speed_);
   return c;
 }
 
 PassCost ComputeModel::elementwise(double bytes) const {
   PassCost c;
-  c.seconds = bytes / (hw_.memory_bytes_per_s * speed_);
+  if (hw_) c.seconds = bytes / (hw_->memory_bytes_per_s * speed_);
   return c;
 }
 
@@ -66,6 +67,14 @@ SegmentCost ComputeModel::segment(int s, const model::TraceBatch& b, bool recomp
   linear(c, n, d, k.ffn);
   c.f += attention(b, k.q_heads, 1.0);
   c.b += attention(b, k.q_heads, 2.5);
+  if (!fused_attention_) {
+    // Unfused attention: the [heads, s, s] scores are written by one GEMM,
+    // read and written by the masked softmax (and its dropout), read by the
+    // value GEMM; backward moves about twice that. 16-bit elements.
+    const double square = double(b.rows) * double(k.q_heads) * double(b.seq) * double(b.seq) * 2.0;
+    c.f += elementwise(square * 5);
+    c.b += elementwise(square * 10);
+  }
   // Elementwise passes: two norms, two residual copies, RoPE, the MLP's
   // activation, the 16-bit copies of the matmul inputs; backward about twice
   // the traffic (norm and activation backward read more than they write).
@@ -74,8 +83,10 @@ SegmentCost ComputeModel::segment(int s, const model::TraceBatch& b, bool recomp
   const double fwd_bytes = double(n) * (fwd_elems * e + conv_elems * conv);
   c.f += elementwise(fwd_bytes);
   c.b += elementwise(2.0 * fwd_bytes);
-  c.f.seconds += hw_.per_layer_overhead_s;
-  c.b.seconds += 2 * hw_.per_layer_overhead_s;
+  if (hw_) {
+    c.f.seconds += hw_->per_layer_overhead_s;
+    c.b.seconds += 2 * hw_->per_layer_overhead_s;
+  }
   if (recompute) c.b += c.f;  // the block's forward replayed before its backward (S3)
   return c;
 }
@@ -84,7 +95,7 @@ double ComputeModel::optimizer_seconds(int64_t owned) const {
   const double master = precision_.has_master_copy() ? double(dtype_size(precision_.params)) : 0.0;
   const double per = 2.0 * dtype_size(precision_.master) + dtype_size(precision_.grad_accum) +
                      4.0 * dtype_size(precision_.optimizer) + master;
-  return double(owned) * per / (hw_.memory_bytes_per_s * speed_);
+  return hw_ ? double(owned) * per / (hw_->memory_bytes_per_s * speed_) : 0.0;
 }
 
 }  // namespace meshtrain::plan

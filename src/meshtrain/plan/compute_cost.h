@@ -33,9 +33,10 @@ struct SegmentCost {
 class ComputeModel {
  public:
   // speed: this rank's share of its device (1 for a GPU; cores per rank
-  // over cores per device for CPU ranks sharing a node).
+  // over cores per device for CPU ranks sharing a node). hw null: FLOPs
+  // only (every time 0).
   ComputeModel(const model::ModelConfig& cfg, const model::LocalDims& dims, const PrecisionPolicy& precision,
-               const HardwareProfile& hw, double speed = 1.0);
+               const HardwareProfile* hw, double speed = 1.0, bool fused_attention = true);
   SegmentCost segment(int s, const model::TraceBatch& b, bool recompute) const;
   // AdamW over `owned` elements (memory-bound: master or parameters, the
   // gradient, both moments, the 16-bit copy).
@@ -51,8 +52,9 @@ class ComputeModel {
   model::ModelConfig cfg_;
   model::LocalDims dims_;
   PrecisionPolicy precision_;
-  const HardwareProfile& hw_;
+  const HardwareProfile* hw_;
   double speed_;
+  bool fused_attention_;
 };
 
 }  // namespace meshtrain::plan

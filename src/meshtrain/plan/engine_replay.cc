@@ -1,5 +1,7 @@
 #include "meshtrain/plan/engine_replay.h"
 
+#include "meshtrain/core/error.h"
+
 namespace meshtrain::plan {
 
 namespace {
@@ -71,7 +73,7 @@ void EngineReplay::gather(int u) {
   if (gathered_[size_t(u)].defined() || shards_.unit(u).padded == 0) return;
   gathered_[size_t(u)] = r_.alloc(shards_.unit(u).padded, precision_.params, MemCategory::Gathered);
   add("dp", dp_, comm::OpKind::AllGather, shards_.unit(u).padded * size_of(precision_.params),
-      comm::StepPhase::Forward, "unit " + std::to_string(u) + " parameters (ZeRO-3 gather)");
+      gather_phase_, "unit " + std::to_string(u) + " parameters (ZeRO-3 gather)");
 }
 
 void EngineReplay::require(int u) { gather(u); }
@@ -111,6 +113,7 @@ void EngineReplay::reduce_grads(int u) {
   const parallel::UnitShard& s = shards_.unit(u);
   if (shards_.stage() == 0) {
     // grad_buckets.cc unit_ready: the bucket goes when its last unit is in.
+    MT_CHECK(bucket_of_[size_t(u)] >= 0, "unit ", u, " has no gradient bucket on this rank");
     Bucket& b = buckets_[size_t(bucket_of_[size_t(u)])];
     if (++b.ready < int(b.units.size())) return;
     DType dt = precision_.grad_accum;
@@ -166,7 +169,7 @@ void EngineReplay::publish() {
   for (int u = 0; u < shards_.num_units(); ++u)
     if (shards_.unit(u).padded > 0)
       add("dp", dp_, comm::OpKind::AllGather, shards_.unit(u).padded * size_of(precision_.params),
-          comm::StepPhase::Optimizer, "unit " + std::to_string(u) + " updated parameters");
+          comm::StepPhase::Publish, "unit " + std::to_string(u) + " updated parameters");
 }
 
 }  // namespace meshtrain::plan

@@ -40,6 +40,8 @@ class EngineReplay {
   void finish_grads();
   // A backward compute action starts (the clock completion_lag counts in).
   void on_backward_action() { ++backward_actions_; }
+  // Which pass the next compute action belongs to: gathers are booked there.
+  void set_gather_phase(comm::StepPhase p) { gather_phase_ = p; }
   // grad_norm.cc: the canonical-order gathers of the norm's block sums.
   void grad_norm();
   // step(): owners update, then publish parameters (stages 1, 2).
@@ -76,6 +78,7 @@ class EngineReplay {
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;
   int64_t backward_actions_ = 0;
+  comm::StepPhase gather_phase_ = comm::StepPhase::Forward;
 };
 
 }  // namespace meshtrain::plan

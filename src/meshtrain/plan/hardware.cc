@@ -174,6 +174,10 @@ HardwareProfile parse_hardware(const std::string& text, const std::string& file)
   Section node = top.table("node");
   h.devices_per_node = int(node.number("devices"));
   MT_REQUIRE(ConfigError, h.devices_per_node >= 1, file, ": node.devices must be at least 1");
+  if (const toml::node* shared = node.find("shared")) {
+    MT_REQUIRE(ConfigError, shared->is_boolean(), file, ": node.shared must be true or false");
+    h.shared_node = shared->value<bool>().value_or(false);
+  }
   node.finish();
 
   Section links = top.table("link");

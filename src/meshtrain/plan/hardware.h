@@ -9,7 +9,7 @@
 //             peak_tflops = { bf16 = 312.0, fp16 = 312.0, fp32 = 19.5 }
 //   [gemm]    bf16 = [ { min_dim = 1, tflops = 80 }, { min_dim = 1024, tflops = 230 }, ... ]
 //             (achieved rate by the smallest of a GEMM's m, n, k; one list per dtype)
-//   [node]    devices = 8
+//   [node]    devices = 8   (shared = true: ranks split one node's cores, CPU runs)
 //   [link.intra] / [link.inter]   alpha_us = 8.0   bandwidth_gbps = 235
 //             optional per collective: all_reduce = { alpha_us = .., bandwidth_gbps = .. },
 //             reduce_scatter, all_gather, send
@@ -48,6 +48,9 @@ struct HardwareProfile {
   std::map<DType, double> peak_flops;              // per device
   std::map<DType, std::vector<GemmClass>> gemm;    // ascending min_dim
   int devices_per_node = 1;
+  // CPU machines: a "device" is a core and the ranks of a run share the
+  // node's cores (threads per rank = cores / ranks), node.shared = true.
+  bool shared_node = false;
   LinkProfile intra, inter;
   double per_layer_overhead_s = 0;  // fixed cost per block per pass (kernel launches)
 

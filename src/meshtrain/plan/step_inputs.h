@@ -28,6 +28,27 @@ struct StepInputs {
   int64_t grad_accum = 1;    // micro-batches per replica per update (G, the schedule's m)
   int64_t seq_len = 128;     // positions per row
   std::string schedule = "1f1b";
+  // Interleaved 1F1B with v chunks per rank, for the step time only: the
+  // makespan of (m + (p - 1) / v)(f + b) (REFERENCE.md), while memory and
+  // communication are replayed with one chunk per rank (the trainer has no
+  // interleaved schedule to expand yet). 1: the schedule above, simulated.
+  int interleave = 1;
+
+  // How another framework executes what the time model prices beyond the
+  // replay, for modelling its published runs (published_runs.h); meshtrain's
+  // own runs keep the defaults.
+  struct Execution {
+    // Element type of activations on the wire (tensor- and pipeline-parallel
+    // collectives); F32 by default, as the replay records meshtrain's.
+    DType activation_wire = DType::F32;
+    // false: attention scores and probabilities are written to memory
+    // ([heads, s, s] per sequence, 16-bit) by separate GEMM and softmax
+    // kernels instead of one fused kernel.
+    bool fused_attention = true;
+    // The updated parameters' all-gather (ZeRO 1/2 publication) overlaps the
+    // next step's warm-up forwards instead of ending the step.
+    bool overlap_param_gather = false;
+  } execution;
 
   int world() const { return mesh.world_size(); }
   // Global samples per update: R * B * G (S9; never times pp or tp).

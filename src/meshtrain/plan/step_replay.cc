@@ -27,18 +27,25 @@ parallel::Program train_program(const parallel::LayoutPlan& plan, const StepInpu
 
 StepReplay replay_step(const StepInputs& in, int rank, int completion_lag) {
   in.validate();
-  const parallel::LayoutPlan plan(in.model, in.mesh, rank, in.layout);
+  StepReplay out;
+  out.rank = rank;
+  out.plan = std::make_shared<const parallel::LayoutPlan>(in.model, in.mesh, rank, in.layout);
+  const parallel::LayoutPlan& plan = *out.plan;
   const model::ModelConfig& cfg = plan.model_config();
   model::ExecOptions exec;
   exec.recompute = in.recompute;
   exec.materialize_params = false;
   exec.precision = in.precision;
   exec.fuse_residual = in.fuse_residual;
+  // transformer.cc refuses the same layout before anything is allocated.
+  const model::ModelPartition& part = plan.partition();
+  MT_REQUIRE(ConfigError, !cfg.tied_embeddings || !part.holds(int(cfg.n_layers) + 1) || part.holds(0),
+             "model.tied_embeddings = true with the head and the embedding on different pipeline stages: the tied "
+             "weight would need a copy on the last stage whose gradient is summed with the first's, which this "
+             "layout does not place");
   const model::ModelMemoryTrace model(cfg, plan.spec(), exec, in.mesh.tp);
-  const parallel::Program program = train_program(plan, in);
-
-  StepReplay out;
-  out.rank = rank;
+  out.program = train_program(plan, in);
+  const parallel::Program& program = out.program;
   MemoryReplay r;
   EngineReplay engine(r, out.comm, plan, in.parallel, in.precision, completion_lag);
   out.at_rest = r.tracker().snapshot();
@@ -61,7 +68,18 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag) {
   std::map<Key, SymTensor> inputs, output_grads;
   std::vector<SymTensor> in_flight;  // sent tensors live until the window's sends are waited for
   std::map<int, int> live;           // micro-batch -> segments with forward done and state held
-  for (const parallel::Action& a : program.actions) {
+  // The pass of the next compute action at each position (gathers prefetch for it).
+  std::vector<comm::StepPhase> next_pass(program.actions.size() + 1, comm::StepPhase::Forward);
+  for (size_t i = program.actions.size(); i-- > 0;) {
+    const parallel::Op op = program.actions[i].op;
+    next_pass[i] = !parallel::is_compute(op) ? next_pass[i + 1]
+                   : op == parallel::Op::Forward ? comm::StepPhase::Forward
+                                                 : comm::StepPhase::Backward;
+  }
+  for (size_t i = 0; i < program.actions.size(); ++i) {
+    const parallel::Action& a = program.actions[i];
+    out.comm.set_action(int(i));
+    engine.set_gather_phase(next_pass[i]);
     const Key key{a.micro, a.segment};
     switch (a.op) {
       case parallel::Op::Forward: {
@@ -130,6 +148,7 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag) {
     }
   }
   in_flight.clear();
+  out.comm.set_action(-1);
   // trainer.cc steps 3-5: the reduction tail, the loss, the norm, the joint
   // finiteness decision, the update and the publication of parameters.
   engine.finish_grads();

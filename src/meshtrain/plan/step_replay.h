@@ -9,6 +9,8 @@
 // on the same groups CommStats records them on.
 #pragma once
 
+#include <memory>
+
 #include "meshtrain/comm/comm_plan.h"
 #include "meshtrain/core/memory_tracker.h"
 #include "meshtrain/parallel/program.h"
@@ -19,6 +21,9 @@ namespace meshtrain::plan {
 
 struct StepReplay {
   int rank = 0;
+  int count = 1;  // ranks of the mesh this one stands for (same local spec, same program)
+  std::shared_ptr<const parallel::LayoutPlan> plan;
+  parallel::Program program;  // what the rank runs; the planned ops point into it
   MemorySnapshot at_rest;  // current bytes when the step starts (persistent state)
   MemorySnapshot peak;     // peaks during the step (MemoryTracker::reset_peaks at the start)
   comm::CommLedger comm;
