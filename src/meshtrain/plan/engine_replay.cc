@@ -60,6 +60,54 @@ EngineReplay::EngineReplay(MemoryReplay& r, comm::CommLedger& ledger, const para
     persistent_.push_back(r_.alloc(shards_.owned_numel(u), precision_.optimizer, MemCategory::Optimizer));
     persistent_.push_back(r_.alloc(shards_.owned_numel(u), precision_.optimizer, MemCategory::Optimizer));
   }
+  open_leaf_.resize(size_t(nu));
+  tree_.resize(size_t(nu));
+  if (cfg_.reproducible)  // a previous window left every held unit's root
+    for (int u = 0; u < nu; ++u)
+      if (shards_.unit(u).padded > 0)
+        tree_[size_t(u)].push_back({0, r_.alloc(shards_.unit(u).padded, precision_.grad_accum, MemCategory::Grads)});
+}
+
+void EngineReplay::begin_window() {
+  for (auto& t : tree_) t.clear();
+  for (auto& l : open_leaf_) l = SymTensor();
+}
+
+// grad_tree.cc: each micro-batch's gradient in its own leaf, equal levels
+// summed as they close.
+void EngineReplay::close_leaf(int u) {
+  auto& stack = tree_[size_t(u)];
+  stack.push_back({0, std::move(open_leaf_[size_t(u)])});
+  open_leaf_[size_t(u)] = SymTensor();
+  while (stack.size() >= 2 && stack[stack.size() - 1].level == stack[stack.size() - 2].level) {
+    stack.pop_back();
+    stack.back().level += 1;
+  }
+}
+
+// tree_reduce.cc over dp, blocking, point-to-point only.
+void EngineReplay::reduce_tree(int u) {
+  const int64_t n = shards_.unit(u).padded;
+  const int64_t esize = size_of(precision_.grad_accum);
+  if (dp_ == 1 || n == 0) return;
+  if (shards_.stage() == 0) {
+    SymTensor theirs = r_.alloc(n, precision_.grad_accum, kComm);
+    for (int level = 1; level < dp_; level <<= 1) {
+      add("dp", dp_, comm::OpKind::Recv, n * esize, comm::StepPhase::GradSync, "tree all-reduce level");
+      add("dp", dp_, comm::OpKind::Send, n * esize, comm::StepPhase::GradSync, "tree all-reduce level");
+    }
+    return;
+  }
+  int64_t chunks = dp_;  // chunks still summed here; halved each level
+  const int64_t chunk = n / dp_;
+  for (int level = 1; level < dp_; level <<= 1) {
+    const int64_t half = chunks / 2;
+    SymTensor out = r_.alloc(half * chunk, precision_.grad_accum, kComm);
+    SymTensor in = r_.alloc(half * chunk, precision_.grad_accum, kComm);
+    add("dp", dp_, comm::OpKind::Recv, half * chunk * esize, comm::StepPhase::GradSync, "tree reduce-scatter level");
+    add("dp", dp_, comm::OpKind::Send, half * chunk * esize, comm::StepPhase::GradSync, "tree reduce-scatter level");
+    chunks = half;
+  }
 }
 
 void EngineReplay::add(const std::string& group, int size, comm::OpKind kind, int64_t bytes, comm::StepPhase phase,
@@ -99,6 +147,11 @@ void EngineReplay::complete(int u) {
 }
 
 void EngineReplay::prepare_grads(int u) {
+  if (cfg_.reproducible) {
+    if (!open_leaf_[size_t(u)].defined())
+      open_leaf_[size_t(u)] = r_.alloc(shards_.unit(u).padded, precision_.grad_accum, MemCategory::Grads);
+    return;
+  }
   if (!shards_.shards_grads()) return;
   reap();
   if (full_[size_t(u)].defined()) return;
@@ -110,6 +163,7 @@ void EngineReplay::prepare_grads(int u) {
 }
 
 void EngineReplay::reduce_grads(int u) {
+  if (cfg_.reproducible) return reduce_tree(u);
   const parallel::UnitShard& s = shards_.unit(u);
   if (shards_.stage() == 0) {
     // grad_buckets.cc unit_ready: the bucket goes when its last unit is in.

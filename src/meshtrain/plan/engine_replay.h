@@ -27,15 +27,19 @@ inline constexpr int kNeverCompletes = std::numeric_limits<int>::max() / 2;
 class EngineReplay {
  public:
   // DataParallel's constructor: the persistent parameters, master weights,
-  // gradients and Adam moments of (29.7)-(29.10), as allocated.
+  // gradients and Adam moments of (29.7)-(29.10), as allocated; in
+  // reproducible mode also the previous window's tree roots, which stay
+  // until the next window begins (begin_window).
   EngineReplay(MemoryReplay& r, comm::CommLedger& ledger, const parallel::LayoutPlan& plan,
                const parallel::ParallelConfig& cfg, const PrecisionPolicy& precision, int completion_lag);
 
+  void begin_window();
   // The step program's parameter actions (program.h).
   void gather(int u);
   void require(int u);
   void release(int u);
   void prepare_grads(int u);
+  void close_leaf(int u);  // reproducible mode (grad_tree.cc)
   void reduce_grads(int u);
   void finish_grads();
   // A backward compute action starts (the clock completion_lag counts in).
@@ -62,6 +66,11 @@ class EngineReplay {
            std::string what);
   void reap();
   void complete(int u);
+  void reduce_tree(int u);  // data_parallel.cc reduce_tree with tree_reduce.cc's exchanges
+  struct TreeNode {
+    int level;
+    SymTensor sum;
+  };
 
   MemoryReplay& r_;
   comm::CommLedger& ledger_;
@@ -73,6 +82,8 @@ class EngineReplay {
   int dp_;
   std::vector<SymTensor> persistent_;
   std::vector<SymTensor> gathered_, full_, staging_;
+  std::vector<SymTensor> open_leaf_;             // reproducible mode: per unit
+  std::vector<std::vector<TreeNode>> tree_;      // reproducible mode: per unit, the binary counter
   std::vector<Reduction> reductions_;
   std::vector<int64_t> window_of_;
   std::vector<Bucket> buckets_;

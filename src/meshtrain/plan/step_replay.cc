@@ -19,7 +19,7 @@ std::vector<int> segment_units(const model::ModelConfig& cfg, int s) {
 
 parallel::Program train_program(const parallel::LayoutPlan& plan, const StepInputs& in) {
   const parallel::ParamPolicy policy{plan.shards().shards_params(), in.parallel.reshard_after_forward,
-                                     in.parallel.overlap};
+                                     in.parallel.overlap, in.parallel.reproducible};
   const model::ModelConfig& cfg = plan.model_config();
   return parallel::expand(parallel::make_schedule(in.schedule, in.mesh.pp, int(in.grad_accum)), plan.coord("pp"),
                           plan.chunks(), [&](int s) { return segment_units(cfg, s); }, policy);
@@ -50,6 +50,7 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag) {
   EngineReplay engine(r, out.comm, plan, in.parallel, in.precision, completion_lag);
   out.at_rest = r.tracker().snapshot();
   r.tracker().reset_peaks();
+  engine.begin_window();
 
   const int dp = in.mesh.dp, pp = in.mesh.pp;
   auto add = [&](const std::string& g, int size, comm::OpKind k, int64_t bytes, comm::StepPhase ph, const char* w) {
@@ -145,6 +146,7 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag) {
       case parallel::Op::Require: engine.require(a.unit); break;
       case parallel::Op::Release: engine.release(a.unit); break;
       case parallel::Op::ReduceGrads: engine.reduce_grads(a.unit); break;
+      case parallel::Op::CloseLeaf: engine.close_leaf(a.unit); break;
     }
   }
   in_flight.clear();
@@ -152,7 +154,10 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag) {
   // trainer.cc steps 3-5: the reduction tail, the loss, the norm, the joint
   // finiteness decision, the update and the publication of parameters.
   engine.finish_grads();
-  add("dp", dp, comm::OpKind::AllReduce, 8, comm::StepPhase::Bookkeeping, "loss sum");
+  if (in.parallel.reproducible)  // the micro-batches' losses gathered and summed in the gradients' tree
+    add("dp", dp, comm::OpKind::AllGather, in.grad_accum * dp * 8, comm::StepPhase::Bookkeeping, "loss sums");
+  else
+    add("dp", dp, comm::OpKind::AllReduce, 8, comm::StepPhase::Bookkeeping, "loss sum");
   if (pp > 1) add("pp", pp, comm::OpKind::AllReduce, 8, comm::StepPhase::Bookkeeping, "loss sum over stages");
   engine.grad_norm();
   add("world", in.world(), comm::OpKind::AllReduce, 4, comm::StepPhase::Bookkeeping, "non-finite flag (Max)");

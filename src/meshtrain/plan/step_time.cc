@@ -112,11 +112,18 @@ StepTime predict_step_time(const StepInputs& in, const std::vector<StepReplay>& 
         continue;
       }
       for (const comm::PlannedOp* op : ops) {
-        if (op->kind == comm::OpKind::Send || op->kind == comm::OpKind::Recv) continue;  // in the schedule's makespan
-        double& free_at = stream[op->group];
+        // Pipeline transfers are in the schedule's makespan; a tree level's
+        // receive pairs with its send.
+        if (op->group == "pp" || op->kind == comm::OpKind::Recv) continue;
         const double t = secs(*op);
-        free_at = std::max(free_at, clock) + t;
         rt.grad_comm_s += t;
+        if (op->kind == comm::OpKind::Send) {  // reproducible mode: blocking exchanges
+          clock += t;
+          rt.exposed_s += t;
+          continue;
+        }
+        double& free_at = stream[op->group];
+        free_at = std::max(free_at, clock) + t;
         if (a.op == parallel::Op::Gather || a.op == parallel::Op::Require) gathered_at[a.unit] = free_at;
       }
       if (a.op == parallel::Op::Require) {

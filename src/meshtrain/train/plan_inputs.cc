@@ -10,6 +10,7 @@ plan::StepInputs step_inputs(const TrainConfig& cfg) {
   in.mesh.dp = cfg.parallel.dp == 0 ? 1 : cfg.parallel.dp;
   in.layout = layout_options(cfg);
   in.parallel = cfg.parallel;
+  in.parallel.reproducible = cfg.training.reproducible;  // as Trainer's validated() sets it
   in.precision = cfg.precision();
   in.recompute = cfg.training.recompute;
   in.micro_batch = cfg.training.micro_batch;
