@@ -16,7 +16,8 @@ int cmd_bench(const Args& args);     // bench comm ...                      (ben
 int cmd_ckpt(const Args& args);      // ckpt inspect|verify|export|import   (ckpt_command.cc)
 int cmd_generate(const Args& args);  // generate --from DIR|FILE --prompt   (generate_command.cc)
 int cmd_verify(const Args& args);    // verify CONFIG --layout ... --steps K (verify_command.cc)
-int cmd_plan(const Args& args);      // plan CONFIG [--layout ...]              (plan_command.cc)
+int cmd_plan(const Args& args);      // plan CONFIG [--layout ...] | plan --params N ... (plan_command.cc)
+int cmd_scale(const Args& args);     // scale CONFIG --layouts dp=1 dp=2 ...   (scale_command.cc)
 std::string version_string();        // (version.cc)
 
 }  // namespace meshtrain::cli

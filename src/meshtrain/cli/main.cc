@@ -14,7 +14,11 @@ void usage() {
       "  data prepare --out DIR INPUT...                   text/JSONL/fortune files -> token shards\n"
       "  bench comm [--backend threads|mpi] [--ranks N]    collective bandwidth and latency\n"
       "  verify CONFIG.toml --layout dp=4,zero=3 --steps K compare a layout with the single-rank run\n"
-      "  plan CONFIG.toml [--layout dp=2,tp=2,pp=2,...]     where every parameter's state lives, bytes per rank\n"
+      "  plan CONFIG.toml [--layout dp=2,tp=2,pp=2,...] [--hardware FILE] [--json] [--devices D]\n"
+      "                                                    placements, predicted memory, communication, step time\n"
+      "  plan --params N --precision bf16 --layout dp=8,zero=3 [--activations B ...]  the seed's formulas\n"
+      "  scale CONFIG.toml --layouts dp=1 dp=2 [--steps K] [--weak]   scaling series: tokens/s, efficiency, SVG\n"
+      "  bench machine [--out FILE.toml]                   this machine's profile for plan --hardware\n"
       "  ckpt inspect|verify|export|import ...              distributed checkpoints, safetensors\n"
       "  generate --from DIR|model.safetensors --prompt S   sample text from a trained model\n"
       "  --version\n",
@@ -43,6 +47,7 @@ int main(int argc, char** argv) {
     if (cmd == "generate") return cmd_generate(rest);
     if (cmd == "verify") return cmd_verify(rest);
     if (cmd == "plan") return cmd_plan(rest);
+    if (cmd == "scale") return cmd_scale(rest);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       usage();
       return 0;

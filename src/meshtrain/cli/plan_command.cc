@@ -6,7 +6,8 @@
 // With a config: the layout plan table (every parameter's placement, local
 // shape, gradient group, bytes per rank), then the planner's prediction per
 // rank class (plan/prediction.h); --devices D lists every mesh of D
-// devices ranked by predicted step time. Without one: the seed's formulas
+// devices ranked by predicted step time (with --layout: checks that the
+// layout uses D devices). Without one: the seed's formulas
 // (plan/seed_terms.h). Nothing runs.
 #include <cstdio>
 
@@ -72,7 +73,7 @@ int cmd_plan(const Args& args) {
     else if (a == "--hardware") hardware_path = value();
     else if (a == "--json") json = true;
     else if (a == "--devices") devices = parse_int(a, value());
-    else if (a == "--params") seed.params = parse_number(a, value());
+    else if (a == "--params") seed.params = plan::parse_count(value(), a);
     else if (a == "--precision") seed.precision = value();
     else if (a == "--activations") seed.activations = bytes();
     else if (a == "--workspace") seed.workspace = bytes();
@@ -90,10 +91,18 @@ int cmd_plan(const Args& args) {
   std::optional<plan::HardwareProfile> hw;
   if (!hardware_path.empty()) hw = plan::load_hardware(hardware_path);
 
+  // A layout given with --devices must use exactly those devices.
+  auto check_devices = [&](const train::Layout& layout) {
+    const comm::MeshShape m = layout.mesh();
+    MT_REQUIRE(ConfigError, devices == 0 || m.world_size() == devices, "--layout ", layout_text, ": pp*dp*cp*tp = ",
+               m.pp, "*", m.dp, "*", m.cp, "*", m.tp, " = ", m.world_size(), " devices but --devices is ", devices);
+  };
   if (config_path.empty()) {
-    MT_REQUIRE(ConfigError, devices == 0, "--devices needs a CONFIG (the model to place) (", usage, ")");
+    MT_REQUIRE(ConfigError, devices == 0 || !layout_text.empty(),
+               "--devices without --layout lists meshes for a model: give a CONFIG (", usage, ")");
     if (!layout_text.empty()) {
       const train::Layout layout = train::parse_layout(layout_text);
+      check_devices(layout);
       seed.dp = layout.dp, seed.zero_stage = layout.zero_stage, seed.tp = layout.tp, seed.pp = layout.pp;
     }
     if (hw && !seed.device_memory) seed.device_memory = hw->memory_bytes;
@@ -104,8 +113,9 @@ int cmd_plan(const Args& args) {
   train::Layout layout = train::parse_layout(
       "dp=" + std::to_string(cfg.parallel.dp == 0 ? 1 : cfg.parallel.dp) + ",zero=" + std::to_string(cfg.parallel.zero_stage));
   if (!layout_text.empty()) layout = train::parse_layout(layout_text);
+  if (!layout_text.empty()) check_devices(layout);
   const plan::StepInputs in = train::step_inputs(cfg, layout);
-  if (devices > 0) {
+  if (devices > 0 && layout_text.empty()) {
     const auto candidates = plan::search_meshes(in, devices, hw ? &*hw : nullptr);
     std::fputs(plan::render_search(candidates, devices, hw ? &*hw : nullptr).c_str(), stdout);
     return 0;

@@ -29,6 +29,23 @@ double parse_bytes(const std::string& text, const std::string& what) {
   return v * scale;
 }
 
+double parse_count(const std::string& text, const std::string& what) {
+  const char* s = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  MT_REQUIRE(ConfigError, end != s && std::isfinite(v), what, " = \"", text, "\": expected a count such as 1.7B");
+  MT_REQUIRE(ConfigError, v >= 0, what, " = \"", text, "\": a count cannot be negative");
+  const std::string suffix(end);
+  double scale = 0;
+  if (suffix.empty()) scale = 1;
+  else if (suffix == "K" || suffix == "k") scale = 1e3;
+  else if (suffix == "M") scale = 1e6;
+  else if (suffix == "B" || suffix == "G") scale = 1e9;
+  else if (suffix == "T") scale = 1e12;
+  MT_REQUIRE(ConfigError, scale > 0, what, " = \"", text, "\": unknown suffix (K, M, B or T)");
+  return v * scale;
+}
+
 std::string gib(double bytes) {
   char buf[48];
   const double g = bytes / (1024.0 * 1024 * 1024);

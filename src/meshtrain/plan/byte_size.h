@@ -12,5 +12,8 @@ namespace meshtrain::plan {
 // or unknown-unit size.
 double parse_bytes(const std::string& text, const std::string& what);
 std::string gib(double bytes);  // "33.00 GiB", "512.00 MiB"
+// A count such as a number of parameters: plain, or with a decimal suffix
+// K, M, B (billions) or T ("1.7B", "175B"); ConfigError naming `what`.
+double parse_count(const std::string& text, const std::string& what);
 
 }  // namespace meshtrain::plan

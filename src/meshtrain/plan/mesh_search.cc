@@ -47,18 +47,13 @@ std::vector<MeshCandidate> search_meshes(const StepInputs& base, int devices, co
         c.inputs.parallel.zero_stage = stage;
         c.inputs.parallel.dp = dp;
         c.inputs.layout.pp_layers.clear();
-        if (rows % (int64_t(dp) * base.micro_batch)) {
-          std::ostringstream why;
-          why << "global batch of " << rows << " rows is not a multiple of dp x micro-batch = "
-              << int64_t(dp) * base.micro_batch;
-          c.rejected = why.str();
-        } else {
-          c.inputs.grad_accum = rows / (int64_t(dp) * base.micro_batch);
-          try {
-            c.prediction = predict(c.inputs, hw, /*brackets=*/false);
-          } catch (const ConfigError& e) {
-            c.rejected = e.what();
-          }
+        try {
+          const WindowSplit w = split_window(rows, dp, base.micro_batch);
+          c.inputs.micro_batch = w.micro_batch;
+          c.inputs.grad_accum = w.grad_accum;
+          c.prediction = predict(c.inputs, hw, /*brackets=*/false);
+        } catch (const ConfigError& e) {
+          c.rejected = e.what();
         }
         out.push_back(std::move(c));
       }
@@ -81,7 +76,7 @@ std::string render_search(const std::vector<MeshCandidate>& candidates, int devi
   else os << ", ranked by peak memory (give --hardware FILE for step times)";
   os << "; cp and ep are not enumerated (no context-parallel execution yet; no expert layers)\n";
   char line[512];
-  std::snprintf(line, sizeof line, "  %-4s %-22s %-5s %4s %11s %5s %11s %12s %7s  %s\n", "#", "mesh", "zero", "G",
+  std::snprintf(line, sizeof line, "  %-4s %-22s %-5s %7s %11s %5s %11s %12s %7s  %s\n", "#", "mesh", "zero", "B x G",
                 "peak", "fits", "step", "tokens/s", "MFU", "rank 0's groups");
   os << line;
   int n = 0;
@@ -102,8 +97,10 @@ std::string render_search(const std::vector<MeshCandidate>& candidates, int devi
       std::snprintf(tps, sizeof tps, "%.0f", double(c.inputs.global_rows() * c.inputs.seq_len) / p.time->step_s);
       std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * p.time->mfu);
     }
-    std::snprintf(line, sizeof line, "  %-4d %-22s %-5d %4lld %11s %5s %11s %12s %7s  %s\n", ++n, mesh,
-                  c.inputs.layout.zero_stage, (long long)c.inputs.grad_accum, gib(double(p.peak_bytes())).c_str(),
+    char bg[32];
+    std::snprintf(bg, sizeof bg, "%lldx%lld", (long long)c.inputs.micro_batch, (long long)c.inputs.grad_accum);
+    std::snprintf(line, sizeof line, "  %-4d %-22s %-5d %7s %11s %5s %11s %12s %7s  %s\n", ++n, mesh,
+                  c.inputs.layout.zero_stage, bg, gib(double(p.peak_bytes())).c_str(),
                   hw ? (p.fits() ? "yes" : "NO") : "-", step, tps, mfu, describe_groups(m).c_str());
     os << line;
   }

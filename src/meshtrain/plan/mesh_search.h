@@ -1,7 +1,7 @@
 // `meshtrain plan CONFIG --devices D`: every legal mesh of D devices
 // (D = pp * dp * tp, S9) and ZeRO stage, each predicted with the global
-// batch of the config held fixed (R * B * G rows: the micro-batch stays,
-// G = rows / (R * B)), ranked by predicted step time among those whose peak
+// batch of the config held fixed (R * B * G rows, split_window), ranked by
+// predicted step time among those whose peak
 // fits the device memory. A mesh the model cannot be placed on (heads not
 // whole per tensor-parallel rank, more stages than blocks, a batch that
 // does not divide) is listed with the reason. Context and expert axes are

@@ -57,4 +57,13 @@ struct StepInputs {
   void validate() const;
 };
 
+// A global window of `rows` rows over R replicas with micro-batches of at
+// most `micro_batch` rows: the largest micro-batch B' <= micro_batch with
+// R * B' dividing rows, and G = rows / (R * B'). ConfigError naming the
+// numbers when R > rows.
+struct WindowSplit {
+  int64_t micro_batch = 1, grad_accum = 1;
+};
+WindowSplit split_window(int64_t rows, int replicas, int64_t micro_batch);
+
 }  // namespace meshtrain::plan
