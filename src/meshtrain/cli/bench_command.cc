@@ -49,8 +49,8 @@ int bench_machine(const Args& args) {
 int cmd_bench(const Args& args) {
   if (!args.empty() && args[0] == "machine") return bench_machine(args);
   MT_REQUIRE(ConfigError, !args.empty() && args[0] == "comm",
-             "usage: meshtrain bench machine [--out FILE.toml] | bench comm [--backend threads|mpi] [--ranks N] [--min-bytes 4K] [--max-bytes 256M] "
-             "[--iters N] [--ops all_reduce,...]");
+             "usage: meshtrain bench comm [--backend threads|mpi] [--ranks N] [--min-bytes 4K] [--max-bytes 256M] "
+             "[--iters N] [--ops all_reduce,...] | meshtrain bench machine [--out FILE.toml]");
   return comm::bench::run_from_args(Args(args.begin() + 1, args.end()));
 }
 

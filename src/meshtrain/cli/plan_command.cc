@@ -16,6 +16,7 @@
 #include "meshtrain/plan/byte_size.h"
 #include "meshtrain/plan/mesh_search.h"
 #include "meshtrain/plan/plan_report.h"
+#include "meshtrain/plan/published_runs.h"
 #include "meshtrain/plan/seed_terms.h"
 #include "meshtrain/train/plan_inputs.h"
 
@@ -55,11 +56,13 @@ int cmd_plan(const Args& args) {
       "[--set k=v ...]\n"
       "       meshtrain plan --params N --precision fp32|bf16|fp16-mixed --layout dp=R,zero=S [--activations B] "
       "[--workspace B] [--gathered B] [--prefetch B] [--device-memory B] [--recompute-layers L --activation-unit B] "
-      "[--pp p --target-bubble F] [--scaling t0,D0,t1,D1]";
+      "[--pp p --target-bubble F] [--scaling t0,D0,t1,D1]\n"
+      "       meshtrain plan --published megatron-2021|megatron-core-175b --hardware FILE";
   std::string config_path, layout_text, hardware_path;
   std::vector<std::string> overrides;
   bool json = false;
   int devices = 0;
+  std::string published;
   plan::SeedTerms seed;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -85,6 +88,7 @@ int cmd_plan(const Args& args) {
     else if (a == "--pp") seed.pipeline_stages = parse_int(a, value());
     else if (a == "--target-bubble") seed.target_bubble = parse_number(a, value());
     else if (a == "--scaling") seed.scaling = value();
+    else if (a == "--published") published = value();
     else if (!a.empty() && a[0] == '-') MT_THROW(ConfigError, "unknown option '", a, "' (", usage, ")");
     else config_path = a;
   }
@@ -97,6 +101,11 @@ int cmd_plan(const Args& args) {
     MT_REQUIRE(ConfigError, devices == 0 || m.world_size() == devices, "--layout ", layout_text, ": pp*dp*cp*tp = ",
                m.pp, "*", m.dp, "*", m.cp, "*", m.tp, " = ", m.world_size(), " devices but --devices is ", devices);
   };
+  if (!published.empty()) {
+    MT_REQUIRE(ConfigError, hw.has_value(), "--published ", published, " needs --hardware FILE (the machine to model)");
+    std::fputs(plan::render_published(plan::published_runs(published), *hw).c_str(), stdout);
+    return 0;
+  }
   if (config_path.empty()) {
     MT_REQUIRE(ConfigError, devices == 0 || !layout_text.empty(),
                "--devices without --layout lists meshes for a model: give a CONFIG (", usage, ")");

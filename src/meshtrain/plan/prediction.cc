@@ -52,6 +52,7 @@ bool Prediction::fits() const {
 
 Prediction predict(const StepInputs& in, const HardwareProfile* hw, bool brackets) {
   in.validate();
+  parallel::validate(train_schedule(in));  // once for every class below
   Prediction out;
   out.inputs = in;
   // One representative per signature among the ranks of data/context
@@ -69,10 +70,10 @@ Prediction predict(const StepInputs& in, const HardwareProfile* hw, bool bracket
       }
       seen[sig] = out.classes.size();
       RankClass c;
-      c.replay = replay_step(in, rank);
+      c.replay = replay_step(in, rank, 2, true);
       c.replay.count = in.mesh.dp * in.mesh.cp;
-      c.peak_low = brackets ? replay_step(in, rank, 1).peak : c.replay.peak;
-      c.peak_high = brackets ? replay_step(in, rank, kNeverCompletes).peak : c.replay.peak;
+      c.peak_low = brackets ? replay_step(in, rank, 1, true).peak : c.replay.peak;
+      c.peak_high = brackets ? replay_step(in, rank, kNeverCompletes, true).peak : c.replay.peak;
       c.pp = pp;
       c.tp = tp;
       if (c.replay.plan->shards().shards_params())

@@ -1,7 +1,11 @@
 #include "meshtrain/plan/published_runs.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <sstream>
 
+#include "meshtrain/core/error.h"
+#include "meshtrain/plan/byte_size.h"
 #include "meshtrain/plan/formulas.h"
 #include "meshtrain/plan/prediction.h"
 
@@ -126,6 +130,40 @@ PublishedCheck check_published(const PublishedRun& run, const HardwareProfile& h
   c.predicted_tflops = flops / c.step_s / double(in.world()) / 1e12;
   c.predicted_percent = 100.0 * c.predicted_tflops * 1e12 / hw.peak(in.precision.compute);
   return c;
+}
+
+std::vector<PublishedRun> published_runs(const std::string& name) {
+  if (name == "megatron-2021") return megatron_2021_runs();
+  if (name == "megatron-core-175b") return megatron_core_175b_runs();
+  MT_THROW(ConfigError, "--published ", name, ": expected megatron-2021 or megatron-core-175b");
+}
+
+std::string render_published(const std::vector<PublishedRun>& runs, const HardwareProfile& hw) {
+  std::ostringstream os;
+  if (!runs.empty()) os << "source: " << runs.front().source << "\nmachine: " << hw.name << " (" << hw.path << ")\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-22s %-16s %6s %6s %10s %10s %9s %7s %8s %11s %s\n", "run", "mesh", "GPUs",
+                "batch", "published", "predicted", "diff", "bubble", "step", "peak", "fits");
+  os << line;
+  for (const PublishedRun& r : runs) {
+    const PublishedCheck c = check_published(r, hw);
+    const StepInputs& in = r.inputs;
+    char mesh[48];
+    if (in.interleave > 1)
+      std::snprintf(mesh, sizeof mesh, "tp%d pp%d dp%d v%d", in.mesh.tp, in.mesh.pp, in.mesh.dp, in.interleave);
+    else
+      std::snprintf(mesh, sizeof mesh, "tp%d pp%d dp%d", in.mesh.tp, in.mesh.pp, in.mesh.dp);
+    std::snprintf(line, sizeof line, "  %-22s %-16s %6d %6lld %9.1f%% %9.1f%% %+8.1f %6.1f%% %7.2fs %11s %s\n",
+                  r.label.c_str(), mesh, in.world(), (long long)in.global_rows(), r.published_percent,
+                  c.predicted_percent, c.predicted_percent - r.published_percent, 100 * c.bubble, c.step_s,
+                  gib(double(c.peak_bytes)).c_str(), c.fits ? "yes" : "no");
+    os << line;
+  }
+  os << "  percent of peak = the paper's FLOPs per iteration (" << (runs.empty() || runs.front().flops_count_recompute
+                                                                      ? "96 B s l h^2 (1 + s/6h + V/16lh), recomputation counted"
+                                                                      : "72 B s l h^2 (1 + s/6h + V/12lh)")
+     << ") / (predicted step x GPUs x peak)\n";
+  return os.str();
 }
 
 }  // namespace meshtrain::plan

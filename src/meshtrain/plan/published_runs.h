@@ -44,4 +44,10 @@ struct PublishedCheck {
 // time, per GPU and as a percentage of the profile's peak.
 PublishedCheck check_published(const PublishedRun& run, const HardwareProfile& hw);
 
+// "megatron-2021" | "megatron-core-175b"; ConfigError naming the choices.
+std::vector<PublishedRun> published_runs(const std::string& name);
+// The rows side by side: published and predicted percentage of peak, the
+// predicted step and peak memory (`meshtrain plan --published NAME`).
+std::string render_published(const std::vector<PublishedRun>& runs, const HardwareProfile& hw);
+
 }  // namespace meshtrain::plan

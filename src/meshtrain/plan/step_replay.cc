@@ -17,15 +17,19 @@ std::vector<int> segment_units(const model::ModelConfig& cfg, int s) {
 
 }  // namespace
 
-parallel::Program train_program(const parallel::LayoutPlan& plan, const StepInputs& in) {
+parallel::Program train_program(const parallel::LayoutPlan& plan, const StepInputs& in, bool validated) {
   const parallel::ParamPolicy policy{plan.shards().shards_params(), in.parallel.reshard_after_forward,
                                      in.parallel.overlap, in.parallel.reproducible};
   const model::ModelConfig& cfg = plan.model_config();
-  return parallel::expand(parallel::make_schedule(in.schedule, in.mesh.pp, int(in.grad_accum)), plan.coord("pp"),
-                          plan.chunks(), [&](int s) { return segment_units(cfg, s); }, policy);
+  return parallel::expand(train_schedule(in), plan.coord("pp"), plan.chunks(),
+                          [&](int s) { return segment_units(cfg, s); }, policy, validated);
 }
 
-StepReplay replay_step(const StepInputs& in, int rank, int completion_lag) {
+parallel::Schedule train_schedule(const StepInputs& in) {
+  return parallel::make_schedule(in.schedule, in.mesh.pp, int(in.grad_accum));
+}
+
+StepReplay replay_step(const StepInputs& in, int rank, int completion_lag, bool schedule_validated) {
   in.validate();
   StepReplay out;
   out.rank = rank;
@@ -44,7 +48,7 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag) {
              "weight would need a copy on the last stage whose gradient is summed with the first's, which this "
              "layout does not place");
   const model::ModelMemoryTrace model(cfg, plan.spec(), exec, in.mesh.tp);
-  out.program = train_program(plan, in);
+  out.program = train_program(plan, in, schedule_validated);
   const parallel::Program& program = out.program;
   MemoryReplay r;
   EngineReplay engine(r, out.comm, plan, in.parallel, in.precision, completion_lag);

@@ -30,10 +30,13 @@ struct StepReplay {
   int live_micro_batches = 0;  // most micro-batches whose activations the rank held at once
 };
 
-// The program the trainer runs on `plan`'s rank (trainer.cc).
-parallel::Program train_program(const parallel::LayoutPlan& plan, const StepInputs& in);
+// The schedule and the program the trainer runs on `plan`'s rank
+// (trainer.cc). validated: the schedule was checked already (a prediction
+// validates it once for all its rank classes).
+parallel::Schedule train_schedule(const StepInputs& in);
+parallel::Program train_program(const parallel::LayoutPlan& plan, const StepInputs& in, bool validated = false);
 
 // completion_lag: see engine_replay.h (bounds with 1 and kNeverCompletes).
-StepReplay replay_step(const StepInputs& in, int rank, int completion_lag = 2);
+StepReplay replay_step(const StepInputs& in, int rank, int completion_lag = 2, bool schedule_validated = false);
 
 }  // namespace meshtrain::plan
