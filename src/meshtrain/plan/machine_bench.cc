@@ -18,7 +18,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Best of repeated (m x k) . (n x k)^T products, FLOP/s on all cores.
+// Best of repeated (m x k) . (n x k)^T products, FLOP/s on this thread's cores.
 double gemm_rate(DType t, int64_t m, int64_t n, int64_t k, double budget_s) {
   auto alloc = CachingAllocator::create();
   const Tensor a = Tensor::zeros(Shape{m, k}, t, alloc, MemCategory::Other);
@@ -47,13 +47,15 @@ std::string fixed(double v, int digits) {
 
 std::string bench_machine(const MachineBenchOptions& o) {
   const int cores = hardware_cores();
-  set_compute_threads(cores);
+  // One core is one device: GEMM and copy run on one thread (a shared,
+  // busy machine also stalls multi-threaded kernels at their barriers).
+  set_compute_threads(1);
   std::ostringstream os;
   os << "# This machine, measured by `meshtrain bench machine` (" << cores << " cores).\n"
      << "# A CPU \"device\" is one core; the ranks of a run share the node's cores (node.shared).\n"
      << "name = \"this machine (" << cores << " cores, measured)\"\n"
-     << "source = \"meshtrain bench machine: GEMM of the kernel table on every core divided per core, STREAM-like "
-        "copy, alpha-beta fits of the threads backend's collectives\"\n\n";
+     << "source = \"meshtrain bench machine: GEMM of the kernel table and a STREAM-like copy on one core, alpha-beta "
+        "fits of the threads backend's collectives\"\n\n";
 
   // GEMM classes: the smallest dimension (the reduction k here) sets the
   // class; m = 1024 tokens, n at least 256 like the layers' projections.
@@ -61,8 +63,8 @@ std::string bench_machine(const MachineBenchOptions& o) {
   std::vector<std::pair<int64_t, double>> f32, bf16;
   for (int64_t d : dims) {
     const int64_t n = std::max<int64_t>(d, 256);
-    f32.push_back({d, gemm_rate(DType::F32, 1024, n, d, o.seconds_per_gemm) / cores});
-    bf16.push_back({d, gemm_rate(DType::BF16, 1024, n, d, o.seconds_per_gemm) / cores});
+    f32.push_back({d, gemm_rate(DType::F32, 1024, n, d, o.seconds_per_gemm)});
+    bf16.push_back({d, gemm_rate(DType::BF16, 1024, n, d, o.seconds_per_gemm)});
   }
   auto best = [](const auto& v) {
     double b = 0;
@@ -70,24 +72,25 @@ std::string bench_machine(const MachineBenchOptions& o) {
     return b;
   };
   const size_t copy_bytes = size_t(256) << 20;
-  const double copy = comm::bench::copy_bandwidth(copy_bytes, cores);  // read + written bytes per second
+  const double copy = comm::bench::copy_bandwidth(copy_bytes, 1);  // read + written bytes per second, one core
   const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   os << "[device]\n"
      << "memory = \"" << fixed(memory / cores / (1 << 20), 0) << "MiB\"   # physical memory / cores\n"
-     << "memory_bandwidth_gbps = " << fixed(copy / cores / 1e9, 2) << "   # STREAM-like copy on every core, per core\n"
+     << "memory_bandwidth_gbps = " << fixed(copy / 1e9, 2) << "   # STREAM-like copy on one core\n"
      << "peak_tflops = { fp32 = " << fixed(best(f32) / 1e12, 5) << ", bf16 = " << fixed(best(bf16) / 1e12, 5)
-     << " }   # best GEMM rate measured, per core\n\n";
+     << " }   # best GEMM rate measured on one core\n\n";
   auto classes = [&](const char* name, const auto& v) {
     os << name << " = [";
     for (size_t i = 0; i < v.size(); ++i)
       os << (i ? ", " : "") << "{ min_dim = " << v[i].first << ", tflops = " << fixed(v[i].second / 1e12, 5) << " }";
     os << "]\n";
   };
-  os << "[gemm]   # per core, by the smallest of m, n, k (m = 1024, n = max(256, k))\n";
+  os << "[gemm]   # one core, by the smallest of m, n, k (m = 1024, n = max(256, k))\n";
   classes("fp32", f32);
   classes("bf16", bf16);
   os << "\n[node]\ndevices = " << cores << "\nshared = true\n\n";
 
+  set_compute_threads(cores);
   // Collectives on the threads backend: alpha-beta per op (29.6).
   comm::bench::BenchOptions bo;
   bo.ranks = o.ranks > 0 ? o.ranks : std::max(2, cores);

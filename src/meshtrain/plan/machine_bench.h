@@ -1,7 +1,8 @@
 // `meshtrain bench machine`: measures this machine and writes its profile
 // (hardware.h) as TOML: GEMM rates per shape class in f32 and bf16 (the
-// kernel table's GEMM on every core, divided per core: a CPU "device" is a
-// core and ranks share the node), the copy bandwidth, and alpha-beta fits of
+// kernel table's GEMM on one core: a CPU "device" is a core and the ranks
+// of a run share the node's cores), the copy bandwidth of one core, and
+// alpha-beta fits of
 // (29.6) per collective on the threads backend (intra-node; the same
 // figures stand for inter-node, since the machine has no second node, and
 // the file says so). peak_tflops is the best GEMM rate measured per dtype:

@@ -28,6 +28,9 @@ struct StepInputs {
   int64_t grad_accum = 1;    // micro-batches per replica per update (G, the schedule's m)
   int64_t seq_len = 128;     // positions per row
   std::string schedule = "1f1b";
+  // CPU runs (a shared node): compute threads per rank (training.threads);
+  // 0: the node's cores split over the ranks.
+  int threads_per_rank = 0;
   // Interleaved 1F1B with v chunks per rank, for the step time only: the
   // makespan of (m + (p - 1) / v)(f + b) (REFERENCE.md), while memory and
   // communication are replayed with one chunk per rank (the trainer has no

@@ -37,8 +37,12 @@ std::vector<int> group_members(const comm::MeshShape& mesh, int rank, const std:
   return out;
 }
 
-double rank_speed(const HardwareProfile& hw, int world) {
-  return hw.shared_node ? double(hw.devices_per_node) / double(world) : 1.0;
+// Devices (cores) one rank computes on: a GPU rank has one; CPU ranks share
+// the node's cores unless their thread count is fixed.
+double rank_speed(const HardwareProfile& hw, const StepInputs& in) {
+  if (!hw.shared_node) return 1.0;
+  const double share = double(hw.devices_per_node) / double(in.world());
+  return in.threads_per_rank > 0 ? std::min<double>(in.threads_per_rank, share) : share;
 }
 
 }  // namespace
@@ -63,7 +67,7 @@ StepTime predict_step_time(const StepInputs& in, const std::vector<StepReplay>& 
   for (const StepReplay& rep : replays) {
     const parallel::LayoutPlan& plan = *rep.plan;
     const model::ModelConfig& cfg = plan.model_config();
-    const ComputeModel cm(cfg, model::local_dims(cfg, plan.spec()), in.precision, &hw, rank_speed(hw, in.world()),
+    const ComputeModel cm(cfg, model::local_dims(cfg, plan.spec()), in.precision, &hw, rank_speed(hw, in),
                           in.execution.fused_attention);
     // Activations on the wire in the executing framework's type.
     const double wire = double(dtype_size(in.execution.activation_wire)) / double(dtype_size(in.precision.accumulate()));
@@ -178,7 +182,10 @@ StepTime predict_step_time(const StepInputs& in, const std::vector<StepReplay>& 
   out.flops = flops;
   const double tokens = double(in.global_rows()) * double(in.seq_len);
   out.model_flops = model::model_flops_per_token(in.model, in.seq_len) * tokens;
-  const double peak = hw.peak(in.precision.compute) * double(in.world());
+  // CPU ranks share one node's cores: the cores they compute on.
+  const double devices = hw.shared_node ? std::min(double(hw.devices_per_node), rank_speed(hw, in) * in.world())
+                                        : double(in.world());
+  const double peak = hw.peak(in.precision.compute) * devices;
   out.mfu = out.model_flops / (out.step_s * peak);
   out.hfu = out.flops / (out.step_s * peak);
   return out;

@@ -16,6 +16,7 @@ plan::StepInputs step_inputs(const TrainConfig& cfg) {
   in.micro_batch = cfg.training.micro_batch;
   in.grad_accum = cfg.training.grad_accum;
   in.seq_len = cfg.data.seq_len;
+  in.threads_per_rank = cfg.training.threads;
   return in;
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "meshtrain/comm/launch.h"
+#include "meshtrain/core/threading.h"
 #include "meshtrain/plan/byte_size.h"
 #include "meshtrain/plan/formulas.h"
 #include "meshtrain/plan/prediction.h"
@@ -35,6 +36,7 @@ TrainConfig layout_config(const TrainConfig& cfg, const Layout& layout, int step
   c.training.eval_every = 0;
   c.metrics.jsonl = "";
   c.checkpoint.every = 0;
+  if (c.training.threads <= 0) c.training.threads = 1;  // a device is a core
   if (!weak) {
     const plan::WindowSplit w = plan::split_window(rows, layout.dp, cfg.training.micro_batch);
     c.training.micro_batch = w.micro_batch;
@@ -56,6 +58,9 @@ void run_point(ScalePoint& p, const TrainConfig& c, const Layout& layout, int st
   o.group.timeout = comm::Millis(int64_t(c.comm.timeout_s * 1000));
   std::mutex mu;
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
+    // A device is a core: one compute thread per rank (training.threads
+    // overrides), so D counts the cores a layout uses.
+    set_compute_threads(c.training.threads);
     Trainer t(c, ctx, data, std::nullopt);
     RankRecord r;
     for (int s = 0; s <= steps; ++s) {

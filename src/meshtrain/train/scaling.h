@@ -1,5 +1,6 @@
 // `meshtrain scale`: a short strong- or weak-scaling series on this machine
-// (threads backend), the evidence S10 asks for. Every layout trains the same
+// (threads backend, one compute thread per rank unless training.threads
+// says otherwise: a device is a core), the evidence S10 asks for. Every layout trains the same
 // config for a few steps after one warm-up step; per layout: effective
 // supervised tokens/s, step time, efficiency (29.17) against the smallest
 // runnable layout (named as the baseline, never an invented single-device
