@@ -100,6 +100,14 @@ parallel::LayoutOptions Layout::options() const {
   return o;
 }
 
+void Layout::apply(parallel::ParallelConfig& p) const {
+  p.dp = dp;
+  p.zero_stage = zero_stage;
+  p.reshard_after_forward = reshard_after_forward;
+  p.grad_reduce = grad_reduce;
+  p.overlap = overlap;
+}
+
 void Layout::check_runnable() const {
   MT_REQUIRE(ConfigError, tp == 1 && !sequence_parallel, "layout ", str(),
              ": tensor and sequence parallelism are planned (meshtrain plan) but do not train yet");
@@ -189,11 +197,7 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
     par.training.reproducible = true;
     tolerance = 0;
   }
-  par.parallel.dp = layout.dp;
-  par.parallel.zero_stage = layout.zero_stage;
-  par.parallel.reshard_after_forward = layout.reshard_after_forward;
-  par.parallel.grad_reduce = layout.grad_reduce;
-  par.parallel.overlap = layout.overlap;
+  layout.apply(par.parallel);
   par.comm.backend = "threads";
   TrainConfig ref = par;
   ref.parallel = parallel::ParallelConfig{};

@@ -29,6 +29,8 @@ struct Layout {
   std::string str() const;
   comm::MeshShape mesh() const;
   parallel::LayoutOptions options() const;
+  // The layout's data-parallel settings written into a [parallel] section.
+  void apply(parallel::ParallelConfig& p) const;
   // ConfigError naming the axes a training run cannot use yet.
   void check_runnable() const;
 };

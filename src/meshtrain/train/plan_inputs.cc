@@ -24,11 +24,7 @@ plan::StepInputs step_inputs(const TrainConfig& cfg, const Layout& layout) {
   plan::StepInputs in = step_inputs(cfg);
   in.mesh = layout.mesh();
   in.layout = layout.options();
-  in.parallel.dp = layout.dp;
-  in.parallel.zero_stage = layout.zero_stage;
-  in.parallel.reshard_after_forward = layout.reshard_after_forward;
-  in.parallel.grad_reduce = layout.grad_reduce;
-  in.parallel.overlap = layout.overlap;
+  layout.apply(in.parallel);
   in.schedule = layout.schedule;
   return in;
 }

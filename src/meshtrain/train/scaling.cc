@@ -26,11 +26,7 @@ double median(std::vector<double> v) {
 // The config as `layout` runs it in the series.
 TrainConfig layout_config(const TrainConfig& cfg, const Layout& layout, int steps, bool weak, int64_t rows) {
   TrainConfig c = cfg;
-  c.parallel.dp = layout.dp;
-  c.parallel.zero_stage = layout.zero_stage;
-  c.parallel.reshard_after_forward = layout.reshard_after_forward;
-  c.parallel.grad_reduce = layout.grad_reduce;
-  c.parallel.overlap = layout.overlap;
+  layout.apply(c.parallel);
   c.comm.backend = "threads";
   c.training.steps = steps + 1;
   c.training.eval_every = 0;
