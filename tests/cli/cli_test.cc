@@ -172,7 +172,8 @@ TEST(CliTrain, TinyRunThenCkptGenerateEvalAndVerify) {
   EXPECT_EQ(own.code, 0) << own.err;
   EXPECT_TRUE(contains(own.out, "layout: pp=1 dp=1 cp=1 tp=1 | zero_stage 0")) << own.out;
   const Result config_tp = run_cli({"plan", cfg, "--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true"});
-  EXPECT_TRUE(contains(config_tp.out, "layout: pp=1 dp=1 cp=1 tp=2 | zero_stage 0 | v 1 | sequence parallel"))
+  EXPECT_TRUE(contains(config_tp.out,
+                       "layout: pp=1 dp=1 cp=1 tp=2 | zero_stage 0 | v 1 | chunk placement loop | sequence parallel"))
       << config_tp.out;
   const Result wide = run_cli({"plan", cfg, "--layout", "tp=2,dp=2,zero=3"});
   EXPECT_EQ(wide.code, 0) << wide.err;

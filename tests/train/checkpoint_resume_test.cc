@@ -17,22 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Per process (other test processes and checkouts share the temp dir);
-// removed when the process ends.
-fs::path fresh_dir(const std::string& name) {
-  static struct Cleanup {
-    fs::path root = fs::path(::testing::TempDir()) / ("mt_ckpt_" + std::to_string(::getpid()));
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(root, ec);
-    }
-  } cleanup;
-  fs::path d = cleanup.root / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 train::TrainConfig config_for(int R, int stage, const fs::path& dir) {
   auto cfg = tiny_train_config();
   cfg.optimizer.lr = 1e-3;

@@ -1,6 +1,8 @@
 // Small in-memory datasets and configs for trainer tests.
 #pragma once
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -75,9 +77,19 @@ inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDatase
   });
 }
 
-// An empty directory under the test's temporary directory.
+// An empty directory under the test's temporary directory, per process
+// (other test processes and checkouts share the temp dir); the process's
+// directories are removed when it ends.
 inline std::filesystem::path fresh_dir(const std::string& name) {
-  std::filesystem::path d = std::filesystem::path(::testing::TempDir()) / ("mt_ckpt_" + name);
+  static struct Cleanup {
+    std::filesystem::path root =
+        std::filesystem::path(::testing::TempDir()) / ("mt_ckpt_" + std::to_string(::getpid()));
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(root, ec);
+    }
+  } cleanup;
+  std::filesystem::path d = cleanup.root / name;
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
