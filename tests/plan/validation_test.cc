@@ -14,10 +14,14 @@
 //   action and reductions done only when waited for.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <mutex>
 
+#include "meshtrain/comm/launch.h"
+#include "meshtrain/plan/prediction.h"
 #include "meshtrain/plan/step_replay.h"
+#include "meshtrain/train/run.h"
 #include "meshtrain/train/plan_inputs.h"
 #include "train/train_fixtures.h"
 
@@ -43,10 +47,25 @@ std::map<std::string, comm::CommStats> group_stats(comm::ParallelContext& ctx) {
   return s;
 }
 
+int world_of(const train::TrainConfig& cfg) { return cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp; }
+
+// Every rank of the config's mesh (dp x tp x pp) with its Trainer.
+void with_every_rank(const train::TrainConfig& cfg, const std::function<void(train::Trainer&)>& fn) {
+  comm::LaunchOptions o;
+  o.world_size = world_of(cfg);
+  o.mesh = train::mesh_for(cfg, o.world_size);
+  o.group.timeout = comm::Millis(60000);
+  const auto data = varied_documents(128, 7);
+  comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
+    train::Trainer t(cfg, ctx, data, std::nullopt);
+    fn(t);
+  });
+}
+
 std::vector<Measured> measure(const train::TrainConfig& cfg) {
-  std::vector<Measured> out(size_t(cfg.parallel.dp));
+  std::vector<Measured> out(size_t(world_of(cfg)));
   std::mutex mu;
-  with_trainers(cfg, varied_documents(128, 7), std::nullopt, [&](train::Trainer& t) {
+  with_every_rank(cfg, [&](train::Trainer& t) {
     t.step();
     Measured m;
     auto& tracker = t.context().allocator->tracker();
@@ -103,7 +122,7 @@ std::string name(MemCategory c) { return std::string(mem_category_name(c)); }
 void expect_prediction_matches(const train::TrainConfig& cfg) {
   const plan::StepInputs in = train::step_inputs(cfg);
   const std::vector<Measured> measured = measure(cfg);
-  for (int rank = 0; rank < cfg.parallel.dp; ++rank) {
+  for (int rank = 0; rank < world_of(cfg); ++rank) {
     SCOPED_TRACE(::testing::Message() << "rank " << rank);
     const Measured& m = measured[size_t(rank)];
     const plan::StepReplay point = plan::replay_step(in, rank);
@@ -208,4 +227,31 @@ TEST(PlanValidation, ReproducibleTreeReduction) {
       cfg.training.reproducible = true;
       expect_prediction_matches(cfg);
     }
+}
+
+// Tensor and pipeline parallelism (every schedule), alone and with dp and
+// ZeRO: the tensor-parallel all-reduces (blocks, vocabulary-parallel
+// embedding and cross-entropy, head), receives posted ahead, the norm's and
+// the timeline's gathers over the model-parallel ranks.
+TEST(PlanValidation, TensorAndPipelineLayouts) {
+  for (const char* layout : {"tp=2", "pp=2,schedule=gpipe", "pp=2,schedule=1f1b", "pp=2,schedule=zb-h1",
+                             "pp=2,schedule=interleaved,v=2", "dp=2,tp=2,zero=1", "dp=2,pp=2,zero=3",
+                             "tp=2,pp=2,schedule=1f1b"}) {
+    SCOPED_TRACE(layout);
+    auto cfg = config(1, 0, "fp32");
+    cfg.model.n_layers = 4;
+    cfg = train::with_layout(cfg, train::parse_layout(layout));
+    EXPECT_TRUE(plan::unvalidated_parts(train::step_inputs(cfg)).empty());
+    expect_prediction_matches(cfg);
+  }
+}
+
+// Sequence parallelism is not mirrored: the prediction says so instead of
+// passing estimates off as checked figures.
+TEST(PlanValidation, SequenceParallelIsMarkedUnvalidated) {
+  auto cfg = config(1, 0, "fp32");
+  cfg = train::with_layout(cfg, train::parse_layout("tp=2,sp=on"));
+  const auto parts = plan::unvalidated_parts(train::step_inputs(cfg));
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_NE(parts[0].find("sequence parallelism"), std::string::npos);
 }

@@ -187,6 +187,7 @@ SymTensor ModelMemoryTrace::forward(MemoryReplay& r, comm::CommLedger* ledger, i
   const int64_t n = b.n(), d = cfg_.d_model;
   if (s == 0) {
     SymTensor out = r.alloc(n * d, acc_, kAct);
+    tp_all_reduce(ledger, n, comm::StepPhase::Forward, "embedding rows of the vocabulary slices (row_output)");
     if (cfg_.positions == PositionKind::Learned) r.alloc(n * d, acc_, kWork);  // positions, added and freed
     return out;
   }
@@ -196,6 +197,15 @@ SymTensor ModelMemoryTrace::forward(MemoryReplay& r, comm::CommLedger* ledger, i
     st.final_stats = norm_forward(r, n, acc_);
     st.xf = r.as_operand(xf, op_);
     SymTensor logits = r.alloc(n * dims_.vocab_rows, acc_, kAct);
+    {  // vocab_parallel.cc: [max | sum_exp | target logit] per row, max and sums reduced over tp
+      const SymTensor stats = r.alloc(3 * n, acc_, kWork);
+      if (ledger && tp_ > 1) {
+        const int64_t row = n * int64_t(dtype_size(acc_));
+        ledger->add({"tp", tp_, comm::OpKind::AllReduce, row, comm::StepPhase::Forward, "cross-entropy row max"});
+        ledger->add({"tp", tp_, comm::OpKind::AllReduce, 2 * row, comm::StepPhase::Forward,
+                     "cross-entropy row sums"});
+      }
+    }
     if (backward) st.dlogits = logits;  // the loss backward writes dlogits over the logits
     return SymTensor();
   }
@@ -219,6 +229,7 @@ SymTensor ModelMemoryTrace::backward_input(MemoryReplay& r, comm::CommLedger* le
     // The logits go before the stream's gradient is allocated (a deferred
     // weight job keeps its own reference).
     st.dlogits = SymTensor();
+    tp_all_reduce(ledger, n, comm::StepPhase::Backward, "head input gradient (column-parallel partial sums)");
     SymTensor dres = r.alloc(n * d, acc_, kAct);
     st.xf = SymTensor();
     return dres;

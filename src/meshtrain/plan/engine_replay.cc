@@ -202,19 +202,27 @@ void EngineReplay::finish_grads() {
   }
 }
 
+int64_t norm_blocks(const parallel::ShardPlan& shards, int dp) {
+  const int64_t replicas = shards.shards_optimizer() && dp > 1 ? dp : 1;
+  int64_t blocks = 0;
+  for (int u = 0; u < shards.num_units(); ++u) blocks += shards.owned_numel(u) / parallel::kNormBlock * replicas;
+  return blocks;
+}
+
 // grad_norm.cc: block sums gathered over dp in canonical order (sharded
-// state only), then the model-parallel ranks' totals.
-void EngineReplay::grad_norm() {
-  if (shards_.shards_optimizer() && dp_ > 1) {
-    int64_t blocks = 0;
-    for (int u = 0; u < shards_.num_units(); ++u) blocks += shards_.owned_numel(u) / parallel::kNormBlock;
-    add("dp", dp_, comm::OpKind::AllGather, blocks * dp_ * 8, comm::StepPhase::Optimizer,
+// state only), then every model-parallel rank's block counts per unit and
+// its blocks, padded to the longest list.
+void EngineReplay::grad_norm(int64_t longest_model_list) {
+  if (shards_.shards_optimizer() && dp_ > 1)
+    add("dp", dp_, comm::OpKind::AllGather, norm_blocks(shards_, dp_) * 8, comm::StepPhase::Optimizer,
         "gradient norm block sums");
+  const int64_t model = plan_.mesh().pp * plan_.mesh().tp;
+  if (model > 1) {
+    add("pp+tp", int(model), comm::OpKind::AllGather, model * shards_.num_units() * 8, comm::StepPhase::Optimizer,
+        "gradient norm block counts per unit of the model-parallel ranks");
+    add("pp+tp", int(model), comm::OpKind::AllGather, model * longest_model_list * 8, comm::StepPhase::Optimizer,
+        "gradient norm blocks of the model-parallel ranks");
   }
-  const int model = plan_.mesh().pp * plan_.mesh().tp;
-  if (model > 1)
-    add("pp+tp", model, comm::OpKind::AllGather, int64_t(model) * 8, comm::StepPhase::Optimizer,
-        "gradient norm totals of the model-parallel ranks");
 }
 
 // data_parallel.cc publish_params: updated shards all-gathered (stages 1, 2).

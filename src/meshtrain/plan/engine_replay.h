@@ -24,6 +24,10 @@ namespace meshtrain::plan {
 
 inline constexpr int kNeverCompletes = std::numeric_limits<int>::max() / 2;
 
+// grad_norm.cc: the norm blocks a rank lists after its dp gather (every
+// replica's blocks of its units when the optimizer state is sharded).
+int64_t norm_blocks(const parallel::ShardPlan& shards, int dp);
+
 class EngineReplay {
  public:
   // DataParallel's constructor: the persistent parameters, master weights,
@@ -46,8 +50,10 @@ class EngineReplay {
   void on_backward_action() { ++backward_actions_; }
   // Which pass the next compute action belongs to: gathers are booked there.
   void set_gather_phase(comm::StepPhase p) { gather_phase_ = p; }
-  // grad_norm.cc: the canonical-order gathers of the norm's block sums.
-  void grad_norm();
+  // grad_norm.cc: the canonical-order gathers of the norm's block sums;
+  // longest_model_list: the most blocks any rank of this rank's pp x tp
+  // group holds after the dp gather (norm_blocks of each).
+  void grad_norm(int64_t longest_model_list);
   // step(): owners update, then publish parameters (stages 1, 2).
   void publish();
 

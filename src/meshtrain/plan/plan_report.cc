@@ -77,6 +77,13 @@ std::string render_text(const Prediction& p) {
   os << "window: micro-batch " << in.micro_batch << " x " << in.seq_len << " positions, " << in.grad_accum
      << " per replica, " << in.mesh.dp << " replicas: " << in.global_rows() << " rows per update (R*B*G, S9)\n\n";
 
+  if (p.unvalidated.empty()) {
+    os << "replayed: every memory category and collective below follows the trainer's own step program\n\n";
+  } else {
+    os << "NOT VALIDATED for this layout (estimates, not checked against real steps):\n";
+    for (const std::string& why : p.unvalidated) os << "  - " << why << "\n";
+    os << "\n";
+  }
   os << "memory per rank class (bytes as the caching allocator rounds them; peak = during a step):\n";
   char line[512];
   std::snprintf(line, sizeof line, "  %-16s %6s %11s %11s %11s | %11s %11s %11s %11s | %11s\n", "ranks", "count",
@@ -148,8 +155,10 @@ nlohmann::json render_json(const Prediction& p) {
   j["model"] = in.model.describe();
   j["layout"] = {{"pp", in.mesh.pp}, {"dp", in.mesh.dp}, {"cp", in.mesh.cp}, {"tp", in.mesh.tp},
                  {"zero_stage", in.layout.zero_stage}, {"world", in.world()}, {"schedule", in.schedule},
-                 {"recompute", in.recompute}};
+                 {"recompute", in.recompute}, {"sequence_parallel", in.layout.sequence_parallel},
+                 {"virtual_stages", in.layout.virtual_stages}};
   j["precision"] = in.precision.describe();
+  j["unvalidated"] = p.unvalidated;
   j["window"] = {{"micro_batch", in.micro_batch}, {"seq_len", in.seq_len}, {"grad_accum", in.grad_accum},
                  {"global_rows", in.global_rows()}};
   auto snap = [](const MemorySnapshot& s, bool peak) {

@@ -50,11 +50,25 @@ bool Prediction::fits() const {
   return double(peak_bytes()) <= hardware->memory_bytes;
 }
 
+std::vector<std::string> unvalidated_parts(const StepInputs& in) {
+  std::vector<std::string> out;
+  if (in.layout.sequence_parallel)
+    out.push_back("sequence parallelism: the replay keeps whole rows on every tensor-parallel rank (no row "
+                  "gathers or scatters), so activation and workspace peaks are overestimated and the tp "
+                  "collectives are the non-SP all-reduces, not the all-gathers and reduce-scatters SP runs");
+  if (in.mesh.cp > 1)
+    out.push_back("context parallelism does not train yet: each cp rank is replayed as a data-parallel replica "
+                  "holding whole sequences (no KV exchange)");
+  if (in.mesh.ep > 1) out.push_back("expert parallelism does not train yet: dense layers are replayed");
+  return out;
+}
+
 Prediction predict(const StepInputs& in, const HardwareProfile* hw, bool brackets) {
   in.validate();
   parallel::validate(train_schedule(in));  // once for every class below
   Prediction out;
   out.inputs = in;
+  out.unvalidated = unvalidated_parts(in);
   // One representative per signature among the ranks of data/context
   // coordinate 0; every dp x cp replica repeats them.
   std::map<std::string, size_t> seen;

@@ -31,9 +31,16 @@ struct Prediction {
   double executed_flops_per_step = 0;  // every rank, recomputation included
   std::optional<HardwareProfile> hardware;
   std::optional<StepTime> time;
+  // What the replay does not mirror for this layout, so those figures are
+  // estimates rather than checked predictions (empty: every category and
+  // collective is replayed as the trainer runs it; validation_test.cc).
+  std::vector<std::string> unvalidated;
   int64_t peak_bytes() const;          // the largest total peak of any class
   bool fits() const;                   // peak within the profile's device memory
 };
+
+// The parts of a layout the replay does not mirror (Prediction::unvalidated).
+std::vector<std::string> unvalidated_parts(const StepInputs& in);
 
 // brackets: also replay the timing extremes of the communication buffers
 // (two more replays per class; mesh searches skip them).

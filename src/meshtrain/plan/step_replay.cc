@@ -15,6 +15,41 @@ std::vector<int> segment_units(const model::ModelConfig& cfg, int s) {
   return {s};
 }
 
+// Timeline entries a rank records (executor.cc record): one per compute
+// action, consecutive segments of one chunk action merged.
+int64_t timeline_entries(const parallel::Program& program) {
+  int64_t n = 0;
+  const parallel::Action* last = nullptr;
+  for (const parallel::Action& a : program.actions) {
+    if (!parallel::is_compute(a.op)) continue;
+    if (!last || last->op != a.op || last->micro != a.micro || last->chunk != a.chunk) ++n;
+    last = &a;
+  }
+  return n;
+}
+
+// What the step's gathers over the model-parallel ranks size their buffers
+// by: the longest norm block list of this rank's pp x tp group and the
+// longest pipeline timeline of its stages.
+struct ModelGroupLists {
+  int64_t norm_blocks = 0, timeline_entries = 0;
+};
+ModelGroupLists model_group_lists(const StepInputs& in, int rank, bool schedule_validated) {
+  ModelGroupLists out;
+  std::map<std::string, int> c = in.mesh.coords(rank);
+  for (int p = 0; p < in.mesh.pp; ++p)
+    for (int t = 0; t < in.mesh.tp; ++t) {
+      c["pp"] = p;
+      c["tp"] = t;
+      const parallel::LayoutPlan plan(in.model, in.mesh, in.mesh.rank_of(c), in.layout);
+      out.norm_blocks = std::max(out.norm_blocks, norm_blocks(plan.shards(), in.mesh.dp));
+      if (t == 0 && in.mesh.pp > 1)
+        out.timeline_entries =
+            std::max(out.timeline_entries, timeline_entries(train_program(plan, in, schedule_validated)));
+    }
+  return out;
+}
+
 }  // namespace
 
 parallel::Program train_program(const parallel::LayoutPlan& plan, const StepInputs& in, bool validated) {
@@ -81,10 +116,25 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag, bool 
                    : op == parallel::Op::Forward ? comm::StepPhase::Forward
                                                  : comm::StepPhase::Backward;
   }
+  // executor.cc post_ahead: before a compute action runs, the receives up
+  // to the next compute action are posted, their buffers allocated.
+  std::map<size_t, SymTensor> posted;
+  size_t posted_until = 0;
+  auto post_ahead = [&](size_t i) {
+    size_t next = i + 1;
+    while (next < program.actions.size() && !parallel::is_compute(program.actions[next].op)) ++next;
+    for (size_t k = std::max(posted_until, i + 1); k < next; ++k) {
+      const parallel::Op op = program.actions[k].op;
+      if (op == parallel::Op::RecvActivation || op == parallel::Op::RecvGradient)
+        posted[k] = r.alloc(act_elems, act_dtype, MemCategory::Activations);
+    }
+    posted_until = std::max(posted_until, next);
+  };
   for (size_t i = 0; i < program.actions.size(); ++i) {
     const parallel::Action& a = program.actions[i];
     out.comm.set_action(int(i));
     engine.set_gather_phase(next_pass[i]);
+    if (pp > 1 && parallel::is_compute(a.op)) post_ahead(i);
     const Key key{a.micro, a.segment};
     switch (a.op) {
       case parallel::Op::Forward: {
@@ -139,8 +189,10 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag, bool 
       case parallel::Op::RecvActivation:
       case parallel::Op::RecvGradient: {
         const bool grad = a.op == parallel::Op::RecvGradient;
-        (grad ? output_grads : inputs)[grad ? key : Key{a.micro, a.segment + 1}] =
-            r.alloc(act_elems, act_dtype, MemCategory::Activations);
+        auto it = posted.find(i);
+        SymTensor buffer = it != posted.end() ? it->second : r.alloc(act_elems, act_dtype, MemCategory::Activations);
+        if (it != posted.end()) posted.erase(it);
+        (grad ? output_grads : inputs)[grad ? key : Key{a.micro, a.segment + 1}] = std::move(buffer);
         add("pp", pp, comm::OpKind::Recv, act_elems * int64_t(dtype_size(act_dtype)),
             grad ? comm::StepPhase::Backward : comm::StepPhase::Forward,
             grad ? "activation gradient from the next stage" : "activation from the previous stage");
@@ -163,9 +215,15 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag, bool 
   else
     add("dp", dp, comm::OpKind::AllReduce, 8, comm::StepPhase::Bookkeeping, "loss sum");
   if (pp > 1) add("pp", pp, comm::OpKind::AllReduce, 8, comm::StepPhase::Bookkeeping, "loss sum over stages");
-  engine.grad_norm();
+  const ModelGroupLists lists = model_group_lists(in, rank, schedule_validated);
+  engine.grad_norm(lists.norm_blocks);
   add("world", in.world(), comm::OpKind::AllReduce, 4, comm::StepPhase::Bookkeeping, "non-finite flag (Max)");
   engine.publish();
+  if (pp > 1) {  // trainer.cc record_pipeline: every stage's timeline (timeline.cc gather_timeline)
+    add("pp", pp, comm::OpKind::AllGather, int64_t(pp) * 8, comm::StepPhase::Bookkeeping, "timeline lengths");
+    add("pp", pp, comm::OpKind::AllGather, int64_t(pp) * lists.timeline_entries * 6 * 8,
+        comm::StepPhase::Bookkeeping, "timelines of the stages");
+  }
   out.peak = r.tracker().snapshot();
   return out;
 }
