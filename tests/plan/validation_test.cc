@@ -14,14 +14,11 @@
 //   action and reductions done only when waited for.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <map>
 #include <mutex>
 
-#include "meshtrain/comm/launch.h"
 #include "meshtrain/plan/prediction.h"
 #include "meshtrain/plan/step_replay.h"
-#include "meshtrain/train/run.h"
 #include "meshtrain/train/plan_inputs.h"
 #include "train/train_fixtures.h"
 
@@ -49,23 +46,10 @@ std::map<std::string, comm::CommStats> group_stats(comm::ParallelContext& ctx) {
 
 int world_of(const train::TrainConfig& cfg) { return cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp; }
 
-// Every rank of the config's mesh (dp x tp x pp) with its Trainer.
-void with_every_rank(const train::TrainConfig& cfg, const std::function<void(train::Trainer&)>& fn) {
-  comm::LaunchOptions o;
-  o.world_size = world_of(cfg);
-  o.mesh = train::mesh_for(cfg, o.world_size);
-  o.group.timeout = comm::Millis(60000);
-  const auto data = varied_documents(128, 7);
-  comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
-    train::Trainer t(cfg, ctx, data, std::nullopt);
-    fn(t);
-  });
-}
-
 std::vector<Measured> measure(const train::TrainConfig& cfg) {
   std::vector<Measured> out(size_t(world_of(cfg)));
   std::mutex mu;
-  with_every_rank(cfg, [&](train::Trainer& t) {
+  with_trainers(cfg, varied_documents(128, 7), std::nullopt, [&](train::Trainer& t) {
     t.step();
     Measured m;
     auto& tracker = t.context().allocator->tracker();

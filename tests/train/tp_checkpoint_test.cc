@@ -105,7 +105,9 @@ TEST(TensorParallelCheckpoint, SavedAtTwoResumedAtOneAndFourBitwise) {
   }
 
   // The safetensors export of the tp-sharded checkpoint is the single rank's.
-  const std::string a = (root / "tp2.safetensors").string(), b = (root / "tp1.safetensors").string();
+  // Each beside its own config.json (an export writes one next to the file).
+  const std::string a = (root / "tp2" / "model.safetensors").string();
+  const std::string b = (root / "tp1" / "model.safetensors").string();
   checkpoint::export_safetensors(saved, a);
   checkpoint::export_safetensors(checkpoint::CheckpointReader::open(dir("tp1")), b);
   EXPECT_FALSE(file_bytes(a).empty());
