@@ -1,6 +1,8 @@
 // Small in-memory datasets and configs for trainer tests.
 #pragma once
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -64,7 +66,7 @@ inline std::vector<double> gathered(train::Trainer& t, bool grads = false) {
 }
 
 // Runs fn on every rank of the threads world the config's layout needs
-// (dp x pp), each with its Trainer on the same datasets.
+// (dp x tp x pp), each with its Trainer on the same datasets.
 inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDataset& train_ds,
                           const std::optional<data::TokenDataset>& val_ds,
                           const std::function<void(train::Trainer&)>& fn) {

@@ -1,7 +1,11 @@
 #include "meshtrain/app/bench.h"
 
+#include <filesystem>
+
+#include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/comm/bench/comm_bench.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/plan/machine_bench.h"
 
 namespace meshtrain::app {
 
@@ -27,6 +31,18 @@ void bench_comm(const BenchCommRequest& q) {
   MT_REQUIRE(ConfigError, o.min_bytes >= 4 && o.min_bytes <= o.max_bytes, "bench comm: --min-bytes ", q.min_bytes,
              " must be at least 4 bytes and at most --max-bytes ", q.max_bytes);
   cb::run(o, stdout);
+}
+
+std::string bench_machine(const BenchMachineRequest& q) {
+  plan::MachineBenchOptions o;
+  o.ranks = q.ranks;
+  o.max_bytes = comm::bench::parse_size(q.max_bytes);
+  const std::string toml = plan::bench_machine(o);
+  if (!q.out.empty()) {
+    const std::filesystem::path out = std::filesystem::absolute(q.out);
+    checkpoint::atomic_write_file(out.parent_path(), out.filename().string(), toml);
+  }
+  return toml;
 }
 
 }  // namespace meshtrain::app

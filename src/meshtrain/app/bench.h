@@ -1,4 +1,5 @@
 // `meshtrain bench comm`: collective bandwidth and latency (docs/comm.md).
+// `meshtrain bench machine`: this machine's profile for `plan --hardware`.
 #pragma once
 
 #include <string>
@@ -19,5 +20,15 @@ std::string size_error(const std::string& text);
 
 // Prints the table to stdout.
 void bench_comm(const BenchCommRequest& request);
+
+struct BenchMachineRequest {
+  std::string out;                // "": the profile on stdout
+  int ranks = 0;                  // collectives over this many ranks; 0: the cores (at least 2)
+  std::string max_bytes = "64M";  // largest collective message
+};
+// Measures GEMM rates, copy bandwidth and collectives (plan/machine_bench.h)
+// and writes the profile as TOML to `out` (replaced whole, never torn) or
+// returns it when `out` is empty. Returns the TOML text.
+std::string bench_machine(const BenchMachineRequest& request);
 
 }  // namespace meshtrain::app

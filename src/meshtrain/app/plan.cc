@@ -1,29 +1,78 @@
 #include "meshtrain/app/plan.h"
 
+#include <optional>
+
+#include "meshtrain/plan/mesh_search.h"
+#include "meshtrain/plan/plan_report.h"
+#include "meshtrain/plan/published_runs.h"
 #include "meshtrain/train/equivalence.h"
+#include "meshtrain/train/plan_inputs.h"
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::app {
 
+namespace {
+
+// A layout given with --devices must use exactly those devices.
+void check_devices(const train::Layout& layout, const PlanRequest& q) {
+  const comm::MeshShape m = layout.mesh();
+  MT_REQUIRE(ConfigError, q.devices == 0 || m.world_size() == q.devices, "--layout ", q.layout, ": pp*dp*cp*tp = ",
+             m.pp, "*", m.dp, "*", m.cp, "*", m.tp, " = ", m.world_size(), " devices but --devices is ", q.devices);
+}
+
+// The seed's terms (29.5, 29.7-29.10, 29.14, 29.17) for --params and friends.
+std::string seed_report(const PlanRequest& q, const std::optional<plan::HardwareProfile>& hw) {
+  MT_REQUIRE(ConfigError, q.devices == 0 || !q.layout.empty(),
+             "--devices without --layout lists meshes for a model: give a CONFIG");
+  plan::SeedTerms seed = q.seed;
+  if (!q.layout.empty()) {
+    const train::Layout layout = train::parse_layout(q.layout);
+    check_devices(layout, q);
+    seed.dp = layout.dp, seed.zero_stage = layout.zero_stage, seed.tp = layout.tp, seed.pp = layout.pp;
+  }
+  if (hw && !seed.device_memory) seed.device_memory = hw->memory_bytes;
+  return plan::seed_terms_report(seed);
+}
+
+}  // namespace
+
 std::string plan(const PlanRequest& q) {
+  std::optional<plan::HardwareProfile> hw;
+  if (!q.hardware.empty()) hw = plan::load_hardware(q.hardware);
+  const plan::HardwareProfile* profile = hw ? &*hw : nullptr;
+  if (!q.published.empty()) {
+    MT_REQUIRE(ConfigError, hw.has_value(), "--published ", q.published,
+               " needs --hardware FILE (the machine to model)");
+    return plan::render_published(plan::published_runs(q.published), *hw);
+  }
+  if (q.config.empty()) return seed_report(q, hw);
+
   train::TrainConfig cfg = train::load_config(q.config, q.overrides);
   const parallel::ParallelConfig& p = cfg.parallel;
   train::Layout layout = train::parse_layout(
       "dp=" + std::to_string(p.dp == 0 ? 1 : p.dp) + ",zero=" + std::to_string(p.zero_stage) +
       ",tp=" + std::to_string(p.tp) + ",sp=" + (p.sequence_parallel ? "on" : "off") + ",pp=" + std::to_string(p.pp) +
       ",schedule=" + p.schedule + ",v=" + std::to_string(p.virtual_stages));
-  if (!q.layout.empty()) layout = train::parse_layout(q.layout);
+  if (!q.layout.empty()) {
+    layout = train::parse_layout(q.layout);
+    check_devices(layout, q);
+  }
+  if (q.devices > 0 && q.layout.empty()) {
+    const auto candidates = plan::search_meshes(train::step_inputs(cfg), q.devices, profile);
+    return plan::render_search(candidates, q.devices, profile);
+  }
   cfg = train::with_layout(cfg, layout);
+  const plan::Prediction prediction = plan::predict(train::step_inputs(cfg, layout), profile);
+  if (q.json) return plan::render_json(prediction).dump(2) + "\n";
   // The options a run of this layout uses: pipeline chunks from the cost
   // model (or parallel.pp_layers) and the schedule's placement.
-  parallel::LayoutOptions options = train::layout_options(cfg);
-  options.sequence_parallel = layout.sequence_parallel;
+  const parallel::LayoutOptions options = train::layout_options(cfg);
   const PrecisionPolicy precision = cfg.precision();
   std::string out = parallel::plan_table(cfg.model, layout.mesh(), options, precision);
   if (layout.pp > 1)
     out += "\n" + parallel::pipeline_table(cfg.parallel, cfg.model, train::micro_batch_shape(cfg),
                                            cfg.training.grad_accum, precision.params);
-  return out;
+  return out + "\n" + plan::render_text(prediction);
 }
 
 }  // namespace meshtrain::app

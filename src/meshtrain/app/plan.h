@@ -1,20 +1,32 @@
-// `meshtrain plan`: the layout plan of a config, nothing runs.
+// `meshtrain plan`: the layout plan of a config and the planner's prediction
+// of its step (memory, communication, FLOPs, time with a machine profile),
+// the meshes of a device count, the seed's formulas without a config, and
+// published runs modelled on a machine profile. Nothing runs.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "meshtrain/plan/seed_terms.h"
+
 namespace meshtrain::app {
 
 struct PlanRequest {
-  std::string config;
+  std::string config;  // "": the seed's formulas (or --published)
   std::string layout;  // "dp=2,zero=1,tp=2,pp=2"; "": the config's [parallel] section
   std::vector<std::string> overrides;
+  std::string hardware;   // a machine profile (configs/hardware/*.toml); "": no step time
+  bool json = false;      // the prediction as JSON instead of the tables
+  int devices = 0;        // > 0: every mesh of this many devices (with --layout: checks the count)
+  std::string published;  // megatron-2021 | megatron-core-175b
+  // Config-free options (--params ...), already parsed; sizes in bytes.
+  plan::SeedTerms seed;
 };
-// Every parameter's placement per mesh axis, its local shape on each
-// tensor-parallel rank, the axes its gradient is summed over and its bytes
-// per rank, then each rank's persistent bytes; with pipeline stages, each
-// stage's segments and predicted cost.
+// With a config: every parameter's placement per mesh axis, its local shape
+// on each tensor-parallel rank, the axes its gradient is summed over and its
+// bytes per rank; with pipeline stages, each stage's segments and predicted
+// cost; then the prediction per rank class (plan/plan_report.h). Throws
+// ConfigError naming the option or key on bad input.
 std::string plan(const PlanRequest& request);
 
 }  // namespace meshtrain::app

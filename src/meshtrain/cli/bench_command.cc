@@ -1,4 +1,7 @@
 // meshtrain bench comm [--backend threads|mpi] [--ranks N] [--min-bytes 4K] [--max-bytes 256M] [--iters N] [--ops ...]
+// meshtrain bench machine [--out FILE.toml] [--ranks N] [--max-bytes 64M]
+#include <cstdio>
+
 #include "meshtrain/app/bench.h"
 #include "meshtrain/cli/command.h"
 
@@ -23,6 +26,23 @@ void setup(CLI::App& root, Action& action) {
   cmd->callback([q, &action] {
     action = [q] {
       app::bench_comm(*q);
+      return 0;
+    };
+  });
+
+  auto* machine = add_command(*bench, "machine",
+                              "this machine's profile for plan --hardware: GEMM rates, copy bandwidth, collectives",
+                              "meshtrain bench machine --out configs/hardware/cpu-this-machine.toml");
+  auto m = std::make_shared<app::BenchMachineRequest>();
+  machine->add_option("--out", m->out, "write the profile here (TOML); default: stdout");
+  machine->add_option("--ranks", m->ranks, "ranks of the collectives; 0: the cores (at least 2)")
+      ->check(CLI::Range(0, 1024));
+  machine->add_option("--max-bytes", m->max_bytes, "largest collective message")->check(size);
+  machine->callback([m, &action] {
+    action = [m] {
+      const std::string toml = app::bench_machine(*m);
+      if (m->out.empty()) std::fputs(toml.c_str(), stdout);
+      else std::printf("wrote %s\n", m->out.c_str());
       return 0;
     };
   });

@@ -39,8 +39,8 @@ std::vector<Action> expand_segments(const Schedule& s, int pp_rank, const std::v
 }  // namespace
 
 Program expand(const Schedule& schedule, int pp_rank, const std::vector<Chunk>& chunks,
-               const std::function<std::vector<int>(int)>& units_of, const ParamPolicy& policy) {
-  validate(schedule);
+               const std::function<std::vector<int>(int)>& units_of, const ParamPolicy& policy, bool validated) {
+  if (!validated) validate(schedule);
   MT_REQUIRE(ConfigError, int(chunks.size()) == schedule.chunks(), "schedule ", schedule.name, " has ",
              schedule.chunks(), " chunks but the layout has ", chunks.size());
   for (size_t c = 0; c < chunks.size(); ++c)

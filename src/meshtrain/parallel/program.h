@@ -39,8 +39,11 @@ struct Program {
 };
 
 // units_of(segment): the parameter units a segment reads and writes
-// (model::Transformer::segment_units).
+// (model::Transformer::segment_units). validated: the caller has run
+// validate(schedule) already (the planner expands one schedule for every
+// pipeline rank of a large mesh).
 Program expand(const Schedule& schedule, int pp_rank, const std::vector<Chunk>& chunks,
-               const std::function<std::vector<int>(int)>& units_of, const ParamPolicy& policy);
+               const std::function<std::vector<int>(int)>& units_of, const ParamPolicy& policy,
+               bool validated = false);
 
 }  // namespace meshtrain::parallel

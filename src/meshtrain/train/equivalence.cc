@@ -82,18 +82,7 @@ std::vector<double> gather_model(Trainer& t, bool grads) {
 
 TrainConfig with_layout(const TrainConfig& cfg, const Layout& layout) {
   TrainConfig par = cfg;
-  par.parallel.dp = layout.dp;
-  par.parallel.zero_stage = layout.zero_stage;
-  par.parallel.reshard_after_forward = layout.reshard_after_forward;
-  par.parallel.grad_reduce = layout.grad_reduce;
-  par.parallel.overlap = layout.overlap;
-  par.parallel.tp = layout.tp;
-  par.parallel.sequence_parallel = layout.sequence_parallel;
-  par.parallel.pp = layout.pp;
-  par.parallel.schedule = layout.schedule;
-  par.parallel.virtual_stages = layout.v;
-  par.parallel.keep_gathered = layout.keep_gathered;
-  if (layout.pp != cfg.parallel.pp || layout.v != cfg.parallel.virtual_stages) par.parallel.pp_layers.clear();
+  layout.apply(par.parallel);
   par.validate();
   return par;
 }
@@ -128,6 +117,23 @@ parallel::LayoutOptions Layout::options() const {
   o.placement = parallel::placement_of(schedule);
   o.sequence_parallel = sequence_parallel;
   return o;
+}
+
+void Layout::apply(parallel::ParallelConfig& p) const {
+  // Chunk sizes written for another pipeline split no longer fit: the cost
+  // model's partition replaces them.
+  if (pp != p.pp || v != p.virtual_stages) p.pp_layers.clear();
+  p.dp = dp;
+  p.zero_stage = zero_stage;
+  p.reshard_after_forward = reshard_after_forward;
+  p.grad_reduce = grad_reduce;
+  p.overlap = overlap;
+  p.tp = tp;
+  p.sequence_parallel = sequence_parallel;
+  p.pp = pp;
+  p.schedule = schedule;
+  p.virtual_stages = v;
+  p.keep_gathered = keep_gathered;
 }
 
 void Layout::check_runnable() const {

@@ -31,6 +31,9 @@ struct Layout {
   std::string str() const;
   comm::MeshShape mesh() const;
   parallel::LayoutOptions options() const;
+  // The layout's settings written into a [parallel] section (every axis a
+  // config has; cp and ep have no keys yet).
+  void apply(parallel::ParallelConfig& p) const;
   // ConfigError naming the axes a training run cannot use yet.
   void check_runnable() const;
 };

@@ -151,13 +151,7 @@ AlphaBeta fit_alpha_beta(OpKind op, int R, const std::vector<Measurement>& ms) {
   return {a / ka, b / kb};
 }
 
-void run(const BenchOptions& o, std::FILE* out) {
-  // Measured by one process only: under mpirun the other ranks are still
-  // inside MPI_Init meanwhile (it runs before our first barrier).
-  const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (!env_rank) env_rank = std::getenv("PMI_RANK");
-  const bool measure = o.backend == Backend::Threads || !env_rank || std::atoi(env_rank) == 0;
-  const double copy_bw = measure ? copy_bandwidth(size_t(256) << 20, hardware_cores()) : 0;
+std::vector<Measurement> measure(const BenchOptions& o, int* ranks) {
   LaunchOptions lo;
   lo.backend = o.backend;
   lo.world_size = o.ranks;
@@ -205,6 +199,19 @@ void run(const BenchOptions& o, std::FILE* out) {
       R = g.size();
     }
   });
+  if (ranks) *ranks = R;
+  return results;
+}
+
+void run(const BenchOptions& o, std::FILE* out) {
+  // Measured by one process only: under mpirun the other ranks are still
+  // inside MPI_Init meanwhile (it runs before our first barrier).
+  const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!env_rank) env_rank = std::getenv("PMI_RANK");
+  const bool measure_copy = o.backend == Backend::Threads || !env_rank || std::atoi(env_rank) == 0;
+  const double copy_bw = measure_copy ? copy_bandwidth(size_t(256) << 20, hardware_cores()) : 0;
+  int R = 0;
+  const std::vector<Measurement> results = measure(o, &R);
   if (results.empty()) return;  // MPI ranks other than 0
   const bool mpi = o.backend == Backend::Mpi;
   std::fprintf(out, "# bench comm: backend=%s ranks=%d cores=%d, f32, median of >=%d iterations (max over ranks)\n",

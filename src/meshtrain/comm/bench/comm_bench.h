@@ -42,6 +42,9 @@ struct AlphaBeta {
 };
 AlphaBeta fit_alpha_beta(OpKind op, int R, const std::vector<Measurement>& ms);
 
+// Median time of every op and size (on rank 0; empty on other MPI ranks);
+// *ranks receives the group size.
+std::vector<Measurement> measure(const BenchOptions& options, int* ranks);
 void run(const BenchOptions& options, std::FILE* out);
 
 }  // namespace meshtrain::comm::bench

@@ -1,0 +1,108 @@
+// The segments' allocations and tensor-parallel collectives, replayed
+// without computing: a mirror of segments.cc, block.cc, attention_layer.cc,
+// mlp_layer.cc and layers.cc that allocates a SymTensor wherever they
+// allocate a Tensor (same shape, dtype and category, same owner: saved
+// state, a local that dies at the end of the function, a deferred weight
+// job's copy). The planner runs it through a rank's step program to predict
+// the Activations and Workspace peaks exactly; tests/plan/validation_test.cc
+// compares it with the MemoryTracker of real steps, so a layer that changes
+// what it saves or when it frees fails there until this mirror follows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "meshtrain/comm/comm_plan.h"
+#include "meshtrain/core/memory_replay.h"
+#include "meshtrain/model/param_spec.h"
+#include "meshtrain/model/transformer.h"
+
+namespace meshtrain::model {
+
+struct TraceBatch {
+  int64_t rows = 0, seq = 0;
+  int64_t n() const { return rows * seq; }
+};
+
+// Norm::Stats, SelfAttention::Saved, Mlp::Saved, Block::Saved and
+// SegmentState with SymTensors.
+struct NormTrace {
+  SymTensor mean, rstd;
+};
+struct AttentionTrace {
+  SymTensor q, k, v, out, out_op, lse;
+};
+struct MlpTrace {
+  SymTensor a, b, act;
+};
+struct BlockTrace {
+  SymTensor x;
+  bool full = false;
+  SymTensor xn1, h, xn2;
+  NormTrace stats1, stats2;
+  AttentionTrace attn;
+  MlpTrace mlp;
+};
+struct SegmentTrace {
+  BlockTrace block;
+  SymTensor x_final, xf, dlogits;
+  NormTrace final_stats;
+  bool defer = false;
+  std::vector<SymTensor> weight_jobs;  // what queued weight-gradient jobs keep alive
+};
+
+// The sizes a rank's layers take from its local spec (bind_linear): per
+// block the local q, k/v and MLP hidden rows and query heads; the LM
+// head's rows. Zero where the rank does not hold the block.
+struct LocalBlockDims {
+  int64_t q = 0, kv = 0, ffn = 0, q_heads = 0;
+};
+struct LocalDims {
+  std::vector<LocalBlockDims> blocks;
+  int64_t vocab_rows = 0;
+};
+LocalDims local_dims(const ModelConfig& cfg, const ModelSpec& local);
+
+class ModelMemoryTrace {
+ public:
+  // local: the rank-local spec (its tensor-parallel slice and pipeline
+  // segments); exec: recomputation, precision, residual fusion.
+  ModelMemoryTrace(const ModelConfig& cfg, const ModelSpec& local, const ExecOptions& exec, int tp_size);
+
+  int num_segments() const { return int(cfg_.n_layers) + 2; }
+  // Transformer::forward_segment in training mode (backward = true) or
+  // forward-only; returns the output activation (nothing for the head).
+  SymTensor forward(MemoryReplay& r, comm::CommLedger* ledger, int s, const TraceBatch& b, const SymTensor& x,
+                    SegmentTrace& st, bool backward) const;
+  // Transformer::backward_segment_input: dy in, the input gradient out.
+  SymTensor backward_input(MemoryReplay& r, comm::CommLedger* ledger, int s, const TraceBatch& b, SymTensor dy,
+                           SegmentTrace& st, bool defer_weights) const;
+  // Transformer::backward_segment_weight: the queued jobs run and let go.
+  void backward_weight(SegmentTrace& st) const { st.weight_jobs.clear(); }
+
+ private:
+  using BlockDims = LocalBlockDims;
+  NormTrace norm_forward(MemoryReplay& r, int64_t n, DType dt) const;
+  AttentionTrace attention_forward(MemoryReplay& r, const TraceBatch& b, const BlockDims& dims) const;
+  MlpTrace mlp_forward(MemoryReplay& r, int64_t n, const BlockDims& dims) const;
+  SymTensor block_forward(MemoryReplay& r, comm::CommLedger* ledger, const TraceBatch& b, const BlockDims& dims,
+                          const SymTensor& x, bool recompute, BlockTrace* saved, comm::StepPhase phase) const;
+  void block_backward(MemoryReplay& r, comm::CommLedger* ledger, const TraceBatch& b, const BlockDims& dims,
+                      BlockTrace& saved, const SymTensor& dres, SegmentTrace& st) const;
+  void attention_backward(MemoryReplay& r, const TraceBatch& b, const BlockDims& dims, const AttentionTrace& s,
+                          const SymTensor& xn, const SymTensor& dy, SegmentTrace& st) const;
+  void mlp_backward(MemoryReplay& r, int64_t n, const BlockDims& dims, const MlpTrace& s, const SymTensor& xn,
+                    const SymTensor& dy, SegmentTrace& st) const;
+  // WeightGrads::linear / embedding: a deferred job keeps x and dy (a copy of
+  // dy when the caller overwrites it).
+  void weight_job(MemoryReplay& r, SegmentTrace& st, const SymTensor& x, const SymTensor& dy, bool dy_changes) const;
+  void tp_all_reduce(comm::CommLedger* ledger, int64_t n, comm::StepPhase phase, const char* what) const;
+
+  ModelConfig cfg_;
+  ExecOptions exec_;
+  int tp_;
+  DType op_, acc_;  // matmul operand type, activations' type
+  LocalDims dims_;
+};
+
+}  // namespace meshtrain::model

@@ -1,0 +1,101 @@
+#include "meshtrain/plan/compute_cost.h"
+
+namespace meshtrain::plan {
+
+ComputeModel::ComputeModel(const model::ModelConfig& cfg, const model::LocalDims& dims,
+                           const PrecisionPolicy& precision, const HardwareProfile* hw, double speed,
+                           bool fused_attention)
+    : cfg_(cfg), dims_(dims), precision_(precision), hw_(hw), speed_(speed), fused_attention_(fused_attention) {}
+
+PassCost ComputeModel::gemm(int64_t m, int64_t n, int64_t k) const {
+  PassCost c;
+  if (m == 0 || n == 0 || k == 0) return c;
+  c.flops = 2.0 * double(m) * double(n) * double(k);
+  if (hw_) c.seconds = c.flops / (hw_->gemm_rate(precision_.compute, m, n, k) * speed_);
+  return c;
+}
+
+// Causal attention: Q K^T and P V over half the (seq x seq) square per head
+// and row: 2 * 2 * seq^2 * D / 2 FLOPs forward; backward recomputes the
+// scores and runs four products (factor 2.5). Rate of a (seq, seq, D) GEMM.
+PassCost ComputeModel::attention(const model::TraceBatch& b, int64_t heads, double factor) const {
+  PassCost c;
+  if (heads == 0) return c;
+  const int64_t D = cfg_.head_dim;
+  c.flops = factor * 2.0 * double(b.rows) * double(heads) * double(b.seq) * double(b.seq) * double(D);
+  if (hw_) c.seconds = c.flops / (hw_->gemm_rate(precision_.compute, b.seq, b.seq, D) * speed_);
+  return c;
+}
+
+PassCost ComputeModel::elementwise(double bytes) const {
+  PassCost c;
+  if (hw_) c.seconds = bytes / (hw_->memory_bytes_per_s * speed_);
+  return c;
+}
+
+void ComputeModel::linear(SegmentCost& c, int64_t n, int64_t out, int64_t in) const {
+  c.f += gemm(n, out, in);  // y = x W^T
+  c.b += gemm(n, in, out);  // dx = dy W
+  c.w += gemm(out, in, n);  // dW = dy^T x
+}
+
+SegmentCost ComputeModel::segment(int s, const model::TraceBatch& b, bool recompute) const {
+  SegmentCost c;
+  const int64_t n = b.n(), d = cfg_.d_model;
+  const double e = double(dtype_size(precision_.accumulate()));
+  const double conv = precision_.compute == precision_.accumulate() ? 0.0 : e + dtype_size(precision_.compute);
+  if (s == 0) {  // embedding rows gathered, their gradient scattered
+    c.f += elementwise(double(n) * d * e * 2);
+    c.w += elementwise(double(n) * d * e * 2);
+    return c;
+  }
+  if (s == int(cfg_.n_layers) + 1) {  // final norm, LM head, loss
+    const int64_t V = dims_.vocab_rows;
+    linear(c, n, V, d);
+    c.f += elementwise(double(n) * (e * (2 * d + 3 * V) + conv * (d + V)));
+    c.b += elementwise(double(n) * e * (4 * d));
+    return c;
+  }
+  const model::LocalBlockDims& k = dims_.blocks[size_t(s - 1)];
+  if (k.q == 0) return c;  // a block another stage holds
+  linear(c, n, k.q, d);
+  linear(c, n, k.kv, d);
+  linear(c, n, k.kv, d);
+  linear(c, n, d, k.q);
+  const int64_t ffn_in = cfg_.mlp == model::MlpKind::SwiGLU ? 2 : 1;
+  for (int64_t i = 0; i < ffn_in; ++i) linear(c, n, k.ffn, d);
+  linear(c, n, d, k.ffn);
+  c.f += attention(b, k.q_heads, 1.0);
+  c.b += attention(b, k.q_heads, 2.5);
+  if (!fused_attention_) {
+    // Unfused attention: the [heads, s, s] scores are written by one GEMM,
+    // read and written by the masked softmax (and its dropout), read by the
+    // value GEMM; backward moves about twice that. 16-bit elements.
+    const double square = double(b.rows) * double(k.q_heads) * double(b.seq) * double(b.seq) * 2.0;
+    c.f += elementwise(square * 5);
+    c.b += elementwise(square * 10);
+  }
+  // Elementwise passes: two norms, two residual copies, RoPE, the MLP's
+  // activation, the 16-bit copies of the matmul inputs; backward about twice
+  // the traffic (norm and activation backward read more than they write).
+  const double fwd_elems = 8.0 * d + 2.0 * (k.q + k.kv) + (ffn_in + 2.0) * k.ffn;
+  const double conv_elems = 2.0 * d + k.q + k.ffn;
+  const double fwd_bytes = double(n) * (fwd_elems * e + conv_elems * conv);
+  c.f += elementwise(fwd_bytes);
+  c.b += elementwise(2.0 * fwd_bytes);
+  if (hw_) {
+    c.f.seconds += hw_->per_layer_overhead_s;
+    c.b.seconds += 2 * hw_->per_layer_overhead_s;
+  }
+  if (recompute) c.b += c.f;  // the block's forward replayed before its backward (S3)
+  return c;
+}
+
+double ComputeModel::optimizer_seconds(int64_t owned) const {
+  const double master = precision_.has_master_copy() ? double(dtype_size(precision_.params)) : 0.0;
+  const double per = 2.0 * dtype_size(precision_.master) + dtype_size(precision_.grad_accum) +
+                     4.0 * dtype_size(precision_.optimizer) + master;
+  return hw_ ? double(owned) * per / (hw_->memory_bytes_per_s * speed_) : 0.0;
+}
+
+}  // namespace meshtrain::plan

@@ -1,0 +1,60 @@
+// Compute time of one micro-batch through one segment on a machine
+// profile: the GEMMs the layers run (forward y = x W^T, input gradient
+// dx = dy W, weight gradient dW = dy^T x; causal attention's score and value
+// products), each at the profile's rate for its shape class, plus the
+// elementwise passes (norms, RoPE, activations, residual copies, loss,
+// dtype conversions) at the memory bandwidth. Also the FLOPs themselves:
+// the planner reports FLOPs per step from the same list.
+#pragma once
+
+#include <cstdint>
+
+#include "meshtrain/core/precision.h"
+#include "meshtrain/model/memory_trace.h"
+#include "meshtrain/plan/hardware.h"
+
+namespace meshtrain::plan {
+
+struct PassCost {
+  double flops = 0;    // multiply-adds counted twice
+  double seconds = 0;  // on one device
+  PassCost& operator+=(const PassCost& o) {
+    flops += o.flops, seconds += o.seconds;
+    return *this;
+  }
+};
+
+// F, B (input gradient, with the forward replay under recomputation) and
+// W (weight gradients) of one segment for one micro-batch.
+struct SegmentCost {
+  PassCost f, b, w;
+};
+
+class ComputeModel {
+ public:
+  // speed: this rank's share of its device (1 for a GPU; cores per rank
+  // over cores per device for CPU ranks sharing a node). hw null: FLOPs
+  // only (every time 0).
+  ComputeModel(const model::ModelConfig& cfg, const model::LocalDims& dims, const PrecisionPolicy& precision,
+               const HardwareProfile* hw, double speed = 1.0, bool fused_attention = true);
+  SegmentCost segment(int s, const model::TraceBatch& b, bool recompute) const;
+  // AdamW over `owned` elements (memory-bound: master or parameters, the
+  // gradient, both moments, the 16-bit copy).
+  double optimizer_seconds(int64_t owned) const;
+
+ private:
+  PassCost gemm(int64_t m, int64_t n, int64_t k) const;
+  PassCost attention(const model::TraceBatch& b, int64_t heads, double factor) const;
+  PassCost elementwise(double bytes) const;
+  // A linear layer of `out` x `in` over n tokens: forward, dX and dW.
+  void linear(SegmentCost& c, int64_t n, int64_t out, int64_t in) const;
+
+  model::ModelConfig cfg_;
+  model::LocalDims dims_;
+  PrecisionPolicy precision_;
+  const HardwareProfile* hw_;
+  double speed_;
+  bool fused_attention_;
+};
+
+}  // namespace meshtrain::plan

@@ -1,0 +1,110 @@
+#include "meshtrain/plan/mesh_search.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/plan/byte_size.h"
+
+namespace meshtrain::plan {
+
+std::string describe_groups(const comm::MeshShape& mesh) {
+  std::string out;
+  for (const std::string& axis : comm::MeshShape::axis_names()) {
+    if (mesh.size(axis) <= 1) continue;
+    std::string members;
+    for (int i = 0; i < mesh.size(axis); ++i) {
+      std::map<std::string, int> c{{"pp", 0}, {"dp", 0}, {"cp", 0}, {"tp", 0}};
+      c[axis] = i;
+      if (!members.empty()) members += ',';
+      members += std::to_string(mesh.rank_of(c));
+    }
+    if (!out.empty()) out += ' ';
+    out += axis;
+    out += " {";
+    out += members;
+    out += '}';
+  }
+  return out.empty() ? "one rank" : out;
+}
+
+std::vector<MeshCandidate> search_meshes(const StepInputs& base, int devices, const HardwareProfile* hw) {
+  MT_REQUIRE(ConfigError, devices >= 1, "--devices ", devices, ": needs at least one device");
+  const int64_t rows = base.global_rows();
+  std::vector<MeshCandidate> out;
+  for (int tp = 1; tp <= devices; ++tp) {
+    if (devices % tp) continue;
+    for (int pp = 1; pp <= devices / tp; ++pp) {
+      if ((devices / tp) % pp) continue;
+      const int dp = devices / tp / pp;
+      for (int stage = 0; stage <= (dp > 1 ? 3 : 0); ++stage) {
+        MeshCandidate c;
+        c.inputs = base;
+        c.inputs.mesh = comm::MeshShape{};
+        c.inputs.mesh.pp = pp, c.inputs.mesh.dp = dp, c.inputs.mesh.tp = tp;
+        c.inputs.layout.zero_stage = stage;
+        c.inputs.parallel.zero_stage = stage;
+        c.inputs.parallel.dp = dp;
+        c.inputs.layout.pp_layers.clear();
+        try {
+          const WindowSplit w = split_window(rows, dp, base.micro_batch);
+          c.inputs.micro_batch = w.micro_batch;
+          c.inputs.grad_accum = w.grad_accum;
+          c.prediction = predict(c.inputs, hw, /*brackets=*/false);
+        } catch (const ConfigError& e) {
+          c.rejected = e.what();
+        }
+        out.push_back(std::move(c));
+      }
+    }
+  }
+  auto key = [](const MeshCandidate& c) {
+    if (!c.prediction) return std::make_tuple(2, 0.0, 0.0);
+    const double t = c.prediction->time ? c.prediction->time->step_s : 0.0;
+    return std::make_tuple(c.prediction->fits() ? 0 : 1, t, double(c.prediction->peak_bytes()));
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  return out;
+}
+
+std::string render_search(const std::vector<MeshCandidate>& candidates, int devices, const HardwareProfile* hw) {
+  std::ostringstream os;
+  os << "meshes of " << devices << " devices (D = pp x dp x tp), global batch fixed at "
+     << (candidates.empty() ? 0 : candidates.front().inputs.global_rows()) << " rows";
+  if (hw) os << ", ranked by predicted step time on " << hw->name << " among those fitting " << gib(hw->memory_bytes);
+  else os << ", ranked by peak memory (give --hardware FILE for step times)";
+  os << "; cp and ep are not enumerated (no context-parallel execution yet; no expert layers)\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-4s %-22s %-5s %7s %11s %5s %11s %12s %7s  %s\n", "#", "mesh", "zero", "B x G",
+                "peak", "fits", "step", "tokens/s", "MFU", "rank 0's groups");
+  os << line;
+  int n = 0;
+  for (const MeshCandidate& c : candidates) {
+    const comm::MeshShape& m = c.inputs.mesh;
+    char mesh[64];
+    std::snprintf(mesh, sizeof mesh, "pp=%d dp=%d tp=%d", m.pp, m.dp, m.tp);
+    if (!c.prediction) {
+      std::snprintf(line, sizeof line, "  %-4s %-22s %-5d  cannot run: %s\n", "-", mesh,
+                    c.inputs.layout.zero_stage, c.rejected.c_str());
+      os << line;
+      continue;
+    }
+    const Prediction& p = *c.prediction;
+    char step[32] = "-", tps[32] = "-", mfu[32] = "-";
+    if (p.time) {
+      std::snprintf(step, sizeof step, "%.4g s", p.time->step_s);
+      std::snprintf(tps, sizeof tps, "%.0f", double(c.inputs.global_rows() * c.inputs.seq_len) / p.time->step_s);
+      std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * p.time->mfu);
+    }
+    char bg[32];
+    std::snprintf(bg, sizeof bg, "%lldx%lld", (long long)c.inputs.micro_batch, (long long)c.inputs.grad_accum);
+    std::snprintf(line, sizeof line, "  %-4d %-22s %-5d %7s %11s %5s %11s %12s %7s  %s\n", ++n, mesh,
+                  c.inputs.layout.zero_stage, bg, gib(double(p.peak_bytes())).c_str(),
+                  hw ? (p.fits() ? "yes" : "NO") : "-", step, tps, mfu, describe_groups(m).c_str());
+    os << line;
+  }
+  return os.str();
+}
+
+}  // namespace meshtrain::plan

@@ -1,0 +1,61 @@
+// Predicted step time of a layout on a machine profile. Each rank's
+// replayed program (step_replay.h) is walked with a clock: compute actions
+// take their segments' time (compute_cost.h) plus the tensor-parallel
+// collectives they block on; collectives the engine launches run one after
+// another on their group's stream (the backends run a group's non-blocking
+// operations in order) at the alpha-beta time of (29.6) for the link the
+// group crosses (inside a node, or between nodes); a Require waits for its
+// gather, the end of the window waits for every reduction (the exposed
+// tail of S4). The pipeline's makespan and bubble come from simulating the
+// schedule with the slowest stage's F, B and W. The step is
+//   makespan + the largest exposed communication of any rank
+//   + the update (AdamW over the owned shard) + the publication all-gathers
+//   + the step's small collectives (counts, loss, norm, finiteness flag).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "meshtrain/plan/hardware.h"
+#include "meshtrain/plan/step_inputs.h"
+#include "meshtrain/plan/step_replay.h"
+
+namespace meshtrain::plan {
+
+struct RankTime {
+  int rank = 0;
+  double compute_s = 0;         // F + B + W of every micro-batch, tensor-parallel collectives included
+  double tp_comm_s = 0;         // the part spent in tensor-parallel collectives
+  double grad_comm_s = 0;       // gradient reductions and ZeRO-3 gathers, overlapped or not
+  double exposed_s = 0;         // of those, what the rank waited for
+  double optimizer_s = 0;
+  double publish_s = 0;
+  double bookkeeping_s = 0;
+  double chunk_f = 0, chunk_b = 0, chunk_w = 0;  // one micro-batch through the rank's chunk
+};
+
+struct StepTime {
+  double step_s = 0;
+  double makespan_s = 0;       // the schedule's compute span (bubble included)
+  double bubble = 0;           // idle fraction of the pipeline
+  double exposed_comm_s = 0;   // the largest exposed communication of any rank
+  double update_s = 0;         // optimizer + publication + small collectives
+  double flops = 0;            // executed per step over all ranks (recomputation included)
+  double model_flops = 0;      // 6N + attention per token (model::model_flops_per_token) x tokens
+  double mfu = 0;              // model_flops / (step * devices * peak)
+  double hfu = 0;              // flops / (step * devices * peak)
+  std::vector<RankTime> ranks;
+};
+
+// Whether `rank`'s group (a mesh group key or "world") has members on more
+// than one node (ranks fill nodes in order, tp innermost).
+bool crosses_nodes(const comm::MeshShape& mesh, int rank, const std::string& group, const HardwareProfile& hw);
+// Alpha-beta time of one planned collective (29.6) on the intra- or
+// inter-node link.
+double op_seconds(const comm::PlannedOp& op, bool inter_node, const HardwareProfile& hw);
+
+// replays: one per rank class, each with the number of ranks it stands for
+// (prediction.h); the step is set by the slowest.
+StepTime predict_step_time(const StepInputs& in, const std::vector<StepReplay>& replays, const HardwareProfile& hw);
+
+}  // namespace meshtrain::plan

@@ -1,0 +1,241 @@
+// The planner against what real steps do on this machine: for every
+// layout the trainer runs, each rank's replayed step (plan/step_replay.h)
+// is compared with that rank's MemoryTracker and the CommStats of every
+// group it uses, over the second step of a run:
+//   communication: calls and bytes per (group, op kind), exactly;
+//   memory: every category's bytes at rest and peak during the step,
+//   exactly (the issue asks for 3%; the replay mirrors every allocation, so
+//   any difference means a layer changed what it keeps and the mirror in
+//   model/memory_trace.cc or plan/engine_replay.cc must follow). The one
+//   exception is timing: under ZeRO 2/3 a unit's transient gradient is
+//   freed when its overlapped reduce-scatter is found complete, which
+//   depends on when the peers arrive, so the communication-buffer and total
+//   peaks must lie in the bracket of reductions done by the next backward
+//   action and reductions done only when waited for.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+
+#include "meshtrain/plan/prediction.h"
+#include "meshtrain/plan/step_replay.h"
+#include "meshtrain/train/plan_inputs.h"
+#include "train/train_fixtures.h"
+
+using namespace meshtrain;
+using namespace meshtrain::testing;
+
+namespace {
+
+struct Measured {
+  MemorySnapshot at_rest, peak;
+  std::map<std::pair<std::string, comm::OpKind>, comm::PlannedTotals> comm;
+};
+
+const std::vector<std::string> kGroups = {"dp", "pp", "tp", "pp+tp", "world"};
+
+std::map<std::string, comm::CommStats> group_stats(comm::ParallelContext& ctx) {
+  std::map<std::string, comm::CommStats> s;
+  for (const std::string& g : kGroups) {
+    if (g == "world") s[g] = ctx.world->stats();
+    else if (g == "pp+tp") s[g] = ctx.group({"pp", "tp"}).stats();
+    else s[g] = ctx.group(g).stats();
+  }
+  return s;
+}
+
+int world_of(const train::TrainConfig& cfg) { return cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp; }
+
+std::vector<Measured> measure(const train::TrainConfig& cfg) {
+  std::vector<Measured> out(size_t(world_of(cfg)));
+  std::mutex mu;
+  with_trainers(cfg, varied_documents(128, 7), std::nullopt, [&](train::Trainer& t) {
+    t.step();
+    Measured m;
+    auto& tracker = t.context().allocator->tracker();
+    m.at_rest = tracker.snapshot();
+    const auto before = group_stats(t.context());
+    const auto metrics = t.step();
+    EXPECT_FALSE(metrics.skipped) << "the prediction assumes the update is applied";
+    m.peak = tracker.snapshot();
+    const auto after = group_stats(t.context());
+    for (const auto& [g, s] : after)
+      for (int k = 0; k < comm::kNumOpKinds; ++k) {
+        const auto& a = s.ops[size_t(k)];
+        const auto& b = before.at(g).ops[size_t(k)];
+        if (a.calls == b.calls) continue;
+        m.comm[{g, comm::OpKind(k)}] = {int64_t(a.calls - b.calls), int64_t(a.bytes - b.bytes)};
+      }
+    std::lock_guard<std::mutex> lock(mu);
+    out[size_t(t.context().rank)] = m;
+  });
+  return out;
+}
+
+// A model big enough that every saved tensor shows in the byte counts
+// (each a granule or more apart), small enough to run dozens of layouts.
+train::TrainConfig config(int dp, int stage, const std::string& precision) {
+  auto cfg = tiny_train_config();
+  cfg.model.d_model = 64;
+  cfg.model.n_heads = 4;
+  cfg.model.n_kv_heads = 2;
+  cfg.model.ffn_hidden = 96;
+  cfg.model.max_seq_len = 32;
+  cfg.data.seq_len = 32;
+  cfg.data.mode = "packed";
+  cfg.training.micro_batch = 2;
+  cfg.training.grad_accum = 2;
+  cfg.training.precision = precision;
+  cfg.parallel.dp = dp;
+  cfg.parallel.zero_stage = stage;
+  cfg.parallel.bucket_mb = 0.05;  // several buckets
+  return cfg;
+}
+
+void gpt2_style(train::TrainConfig& cfg) {
+  cfg.model.norm = model::NormKind::LayerNorm;
+  cfg.model.positions = model::PositionKind::Learned;
+  cfg.model.mlp = model::MlpKind::Gelu;
+  cfg.model.tied_embeddings = true;
+  cfg.model.bias = true;
+  cfg.model.n_kv_heads = 4;
+}
+
+std::string name(MemCategory c) { return std::string(mem_category_name(c)); }
+
+void expect_prediction_matches(const train::TrainConfig& cfg) {
+  const plan::StepInputs in = train::step_inputs(cfg);
+  const std::vector<Measured> measured = measure(cfg);
+  for (int rank = 0; rank < world_of(cfg); ++rank) {
+    SCOPED_TRACE(::testing::Message() << "rank " << rank);
+    const Measured& m = measured[size_t(rank)];
+    const plan::StepReplay point = plan::replay_step(in, rank);
+    const plan::StepReplay early = plan::replay_step(in, rank, 1);
+    const plan::StepReplay late = plan::replay_step(in, rank, plan::kNeverCompletes);
+
+    // Communication: every call of every group, exactly.
+    const auto predicted = point.comm.by_group();
+    for (const auto& [key, want] : predicted) {
+      auto it = m.comm.find(key);
+      ASSERT_NE(it, m.comm.end()) << "predicted " << want.calls << " " << comm::op_kind_name(key.second)
+                                  << " on group " << key.first << " but none ran";
+      EXPECT_EQ(it->second.calls, want.calls) << key.first << " " << comm::op_kind_name(key.second);
+      EXPECT_EQ(it->second.bytes, want.bytes) << key.first << " " << comm::op_kind_name(key.second);
+    }
+    for (const auto& [key, got] : m.comm)
+      EXPECT_TRUE(predicted.count(key)) << got.calls << " " << comm::op_kind_name(key.second) << " on group "
+                                        << key.first << " ran but were not predicted";
+
+    // Memory: persistent state exactly, step peaks per category.
+    for (int c = 0; c < kNumMemCategories; ++c) {
+      const MemCategory cat = MemCategory(c);
+      EXPECT_EQ(point.at_rest.current[size_t(c)], m.at_rest.current[size_t(c)]) << name(cat) << " at rest";
+      const double got = double(m.peak.peak[size_t(c)]), want = double(point.peak.peak[size_t(c)]);
+      const double lo = double(early.peak.peak[size_t(c)]), hi = double(late.peak.peak[size_t(c)]);
+      if (lo == hi) {
+        EXPECT_EQ(got, want) << name(cat) << " peak";
+      } else {
+        EXPECT_GE(got, lo) << name(cat) << " peak below the bracket";
+        EXPECT_LE(got, hi) << name(cat) << " peak above the bracket";
+      }
+    }
+    const double got = double(m.peak.total_peak);
+    const double lo = double(early.peak.total_peak), hi = double(late.peak.total_peak);
+    EXPECT_GE(got, lo) << "total peak";
+    EXPECT_LE(got, hi) << "total peak";
+    if (lo == hi) {
+      EXPECT_EQ(got, double(point.peak.total_peak)) << "total peak";
+    }
+  }
+}
+
+}  // namespace
+
+TEST(PlanValidation, DataParallelEveryZeroStage) {
+  for (int dp : {1, 2, 4})
+    for (int stage : {0, 1, 2, 3}) {
+      SCOPED_TRACE(::testing::Message() << "dp=" << dp << " zero=" << stage);
+      expect_prediction_matches(config(dp, stage, "fp32"));
+    }
+}
+
+// One micro-batch per window: under ZeRO 2/3 the transient gradients of the
+// units live only while their reductions are in flight (the bracket).
+TEST(PlanValidation, SingleMicroBatchAndNoOverlap) {
+  for (int stage : {0, 1, 2, 3})
+    for (bool overlap : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "zero=" << stage << " overlap=" << overlap);
+      auto cfg = config(2, stage, "fp32");
+      cfg.training.grad_accum = 1;
+      cfg.parallel.overlap = overlap;
+      expect_prediction_matches(cfg);
+    }
+}
+
+TEST(PlanValidation, MixedPrecisionAndNarrowReduction) {
+  for (const char* precision : {"bf16", "fp16"})
+    for (const char* reduce : {"fp32", "bf16"})
+      for (int stage : {0, 1, 2, 3}) {
+        if (std::string(precision) == "fp16" && std::string(reduce) == "bf16") continue;
+        SCOPED_TRACE(::testing::Message() << precision << " reduce " << reduce << " zero=" << stage);
+        auto cfg = config(2, stage, precision);
+        cfg.training.grad_reduce_dtype = reduce;
+        cfg.training.loss_scale.initial = 256;  // no overflow skip in the measured step
+        expect_prediction_matches(cfg);
+      }
+}
+
+TEST(PlanValidation, RecomputationReshardingAndGpt2Style) {
+  for (bool recompute : {false, true})
+    for (bool gpt2 : {false, true})
+      for (int stage : {0, 3}) {
+        SCOPED_TRACE(::testing::Message() << "recompute=" << recompute << " gpt2=" << gpt2 << " zero=" << stage);
+        auto cfg = config(2, stage, gpt2 ? "bf16" : "fp32");
+        cfg.training.recompute = recompute;
+        if (gpt2) gpt2_style(cfg);
+        expect_prediction_matches(cfg);
+      }
+  auto keep = config(2, 3, "fp32");
+  keep.parallel.reshard_after_forward = false;
+  expect_prediction_matches(keep);
+}
+
+// Reproducible mode: a leaf per micro-batch summed in a fixed tree, the
+// tree's point-to-point exchanges over dp, the roots kept until the next
+// window.
+TEST(PlanValidation, ReproducibleTreeReduction) {
+  for (int dp : {1, 2, 4})
+    for (int stage : {0, 1, 3}) {
+      SCOPED_TRACE(::testing::Message() << "reproducible dp=" << dp << " zero=" << stage);
+      auto cfg = config(dp, stage, "fp32");
+      cfg.training.reproducible = true;
+      expect_prediction_matches(cfg);
+    }
+}
+
+// Tensor and pipeline parallelism (every schedule), alone and with dp and
+// ZeRO: the tensor-parallel all-reduces (blocks, vocabulary-parallel
+// embedding and cross-entropy, head), receives posted ahead, the norm's and
+// the timeline's gathers over the model-parallel ranks.
+TEST(PlanValidation, TensorAndPipelineLayouts) {
+  for (const char* layout : {"tp=2", "pp=2,schedule=gpipe", "pp=2,schedule=1f1b", "pp=2,schedule=zb-h1",
+                             "pp=2,schedule=interleaved,v=2", "dp=2,tp=2,zero=1", "dp=2,pp=2,zero=3",
+                             "tp=2,pp=2,schedule=1f1b"}) {
+    SCOPED_TRACE(layout);
+    auto cfg = config(1, 0, "fp32");
+    cfg.model.n_layers = 4;
+    cfg = train::with_layout(cfg, train::parse_layout(layout));
+    EXPECT_TRUE(plan::unvalidated_parts(train::step_inputs(cfg)).empty());
+    expect_prediction_matches(cfg);
+  }
+}
+
+// Sequence parallelism is not mirrored: the prediction says so instead of
+// passing estimates off as checked figures.
+TEST(PlanValidation, SequenceParallelIsMarkedUnvalidated) {
+  auto cfg = config(1, 0, "fp32");
+  cfg = train::with_layout(cfg, train::parse_layout("tp=2,sp=on"));
+  const auto parts = plan::unvalidated_parts(train::step_inputs(cfg));
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_NE(parts[0].find("sequence parallelism"), std::string::npos);
+}
