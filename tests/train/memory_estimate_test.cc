@@ -45,6 +45,21 @@ TEST(MemoryEstimate, PersistentStateFollowsTheZeroFormulas) {
   EXPECT_LT(train::estimate_rank_memory(big, R).activations, s0.activations * 2);
 }
 
+// Tensor and pipeline parallelism split the weights: a tp x pp rank holds
+// about 1/(tp pp) of the model state, and tp splits the heads' activations.
+TEST(MemoryEstimate, TensorAndPipelineRanksHoldTheirShare) {
+  const auto one = train::estimate_rank_memory(bench_small(0), 1);
+  auto split = bench_small(0);
+  split.parallel.tp = 2;
+  split.parallel.pp = 2;
+  const auto e = train::estimate_rank_memory(split, 1);
+  const int64_t state = one.params + one.grads + one.optimizer, split_state = e.params + e.grads + e.optimizer;
+  EXPECT_LE(split_state * 4, state + 64) << "a quarter of the state, up to rounding";
+  EXPECT_GE(split_state * 4, state - 64);
+  EXPECT_LT(e.activations, one.activations) << "tp splits heads, hidden units and logits";
+  EXPECT_GT(e.activations, one.activations / 4) << "the residual stream is not split without SP";
+}
+
 TEST(MemoryEstimate, RefusedWithTheFiguresWarnedWhenClose) {
   const auto e = train::estimate_rank_memory(bench_small(0), 2);
   const AvailableMemory plenty{e.total() * 10, "test"}, tight{e.total() * 2 + e.total() / 10, "test"},

@@ -142,7 +142,10 @@ TEST_F(RunLoop, SigtermStopsAfterTheStepWithASave) {
   auto term_in_step_2 = [&](train::Trainer& t) {
     if (t.context().rank != 0) return;
     t.set_after_reduction([&](train::Trainer&) {
-      if (++reductions == 2) ::kill(::getpid(), SIGTERM);
+      // raise(): delivered to this thread before it returns, so the stop is
+      // seen at the end of step 2 (kill(getpid()) may land on another
+      // thread later, after more steps on a loaded machine).
+      if (++reductions == 2) ::raise(SIGTERM);
     });
   };
   train::RunEnd end = train::RunEnd::Finished;

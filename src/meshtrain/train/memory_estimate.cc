@@ -37,6 +37,11 @@ MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
     n = add(n, u.numel);
     largest_unit = std::max(largest_unit, u.numel);
   }
+  // Tensor and pipeline parallelism split the weights over tp x pp ranks
+  // (evenly up to the embedding and head, which the estimate spreads too).
+  const int64_t tp = std::max(1, cfg.parallel.tp), model_split = mul(tp, std::max(1, cfg.parallel.pp));
+  n = (n + model_split - 1) / model_split;
+  largest_unit = (largest_unit + tp - 1) / tp;
   const int64_t P = mul(n, f32), G = mul(n, f32), O = mul(n, 2 * f32);  // AdamW: m and v
   MemoryEstimate e;
   const int stage = cfg.parallel.zero_stage;
@@ -49,14 +54,16 @@ MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
 
   // Saved per token and layer (f32): block input and norm output for both
   // sub-blocks, q/k/v and their rotated copies, the attention output and
-  // softmax statistics, the MLP's hidden tensors.
-  const int64_t d = m.d_model, q = mul(m.n_heads, m.head_dim), kv = mul(m.n_kv_heads, m.head_dim);
-  const int64_t mlp = mul(m.ffn_hidden, m.mlp == model::MlpKind::SwiGLU ? 3 : 2);
-  const int64_t per_layer = add(add(mul(4, d), add(mul(3, q), mul(3, kv))), add(mul(2, m.n_heads), mlp));
+  // softmax statistics, the MLP's hidden tensors (heads and hidden units
+  // split over tp). A pipeline's first stage holds up to pp micro-batches of
+  // its 1/pp of the layers under 1F1B: about the unsplit model's.
+  const int64_t d = m.d_model, q = mul(m.n_heads, m.head_dim) / tp, kv = std::max<int64_t>(m.head_dim, mul(m.n_kv_heads, m.head_dim) / tp);
+  const int64_t mlp = mul(m.ffn_hidden, m.mlp == model::MlpKind::SwiGLU ? 3 : 2) / tp;
+  const int64_t per_layer = add(add(mul(4, d), add(mul(3, q), mul(3, kv))), add(mul(2, m.n_heads) / tp, mlp));
   const int64_t tokens = mul(cfg.training.micro_batch, cfg.data.seq_len);
   const int64_t saved = cfg.training.recompute ? add(mul(m.n_layers, d), per_layer) : mul(m.n_layers, per_layer);
   // + the logits and their gradient, and one layer's activation gradients in backward.
-  e.activations = mul(mul(tokens, add(add(saved, mul(2, m.vocab_size)), per_layer)), f32);
+  e.activations = mul(mul(tokens, add(add(saved, mul(2, m.vocab_size) / tp), per_layer)), f32);
 
   int64_t work = mul(mul(m.max_seq_len, m.head_dim), f32);                   // RoPE cos/sin table
   if (stage >= 3) work = add(work, mul(mul(2, largest_unit), f32));          // gathered + prefetched unit

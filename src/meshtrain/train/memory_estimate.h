@@ -24,7 +24,9 @@ struct MemoryEstimate {
   std::string str() const;  // "params 1.2 GiB, grads ..., total ..."
 };
 
-// Per rank, for cfg (model finalized) at data-parallel degree `dp`.
+// Per rank, for cfg (model finalized) at data-parallel degree `dp`, the
+// weights split over cfg.parallel.tp x pp. `meshtrain plan` gives the exact
+// figure per rank and category.
 // Overflow-checked: an estimate beyond 2^62 bytes is reported as 2^62.
 MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp);
 
