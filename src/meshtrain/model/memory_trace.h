@@ -66,10 +66,15 @@ LocalDims local_dims(const ModelConfig& cfg, const ModelSpec& local);
 class ModelMemoryTrace {
  public:
   // local: the rank-local spec (its tensor-parallel slice and pipeline
-  // segments); exec: recomputation, precision, residual fusion.
+  // segments); exec: recomputation, precision, residual fusion, sequence
+  // parallelism.
   ModelMemoryTrace(const ModelConfig& cfg, const ModelSpec& local, const ExecOptions& exec, int tp_size);
 
   int num_segments() const { return int(cfg_.n_layers) + 2; }
+  // Transformer::stream_rows: rows of the residual stream this rank holds
+  // (and sends between stages) for n tokens, n / tp under sequence
+  // parallelism (ConfigError when tp does not divide n, as the trainer).
+  int64_t stream_rows(int64_t n) const;
   // Transformer::forward_segment in training mode (backward = true) or
   // forward-only; returns the output activation (nothing for the head).
   SymTensor forward(MemoryReplay& r, comm::CommLedger* ledger, int s, const TraceBatch& b, const SymTensor& x,
@@ -90,17 +95,32 @@ class ModelMemoryTrace {
   void block_backward(MemoryReplay& r, comm::CommLedger* ledger, const TraceBatch& b, const BlockDims& dims,
                       BlockTrace& saved, const SymTensor& dres, SegmentTrace& st) const;
   void attention_backward(MemoryReplay& r, const TraceBatch& b, const BlockDims& dims, const AttentionTrace& s,
-                          const SymTensor& xn, const SymTensor& dy, SegmentTrace& st) const;
+                          const SymTensor& xn, const SymTensor& dy, bool dy_changes, SegmentTrace& st) const;
+  // dy_changes: dy is the stream's gradient, which the norm backward
+  // updates before deferred weight jobs run (not a gathered copy).
   void mlp_backward(MemoryReplay& r, int64_t n, const BlockDims& dims, const MlpTrace& s, const SymTensor& xn,
-                    const SymTensor& dy, SegmentTrace& st) const;
+                    const SymTensor& dy, bool dy_changes, SegmentTrace& st) const;
   // WeightGrads::linear / embedding: a deferred job keeps x and dy (a copy of
   // dy when the caller overwrites it).
   void weight_job(MemoryReplay& r, SegmentTrace& st, const SymTensor& x, const SymTensor& dy, bool dy_changes) const;
-  void tp_all_reduce(comm::CommLedger* ledger, int64_t n, comm::StepPhase phase, const char* what) const;
+  // regions.cc: the collectives of the tensor-parallel regions on [n, d]
+  // messages and the buffers sequence parallelism gathers and scatters into
+  // (returned; without SP the region is the identity or an in-place
+  // all-reduce and nothing new is allocated).
+  void tp_collective(comm::CommLedger* ledger, comm::OpKind kind, int64_t n, DType dt, comm::StepPhase phase,
+                     const char* what) const;
+  SymTensor column_input(MemoryReplay& r, comm::CommLedger* ledger, const SymTensor& x_local, int64_t n,
+                         comm::StepPhase phase) const;
+  SymTensor column_input_grad(MemoryReplay& r, comm::CommLedger* ledger, int64_t n, const char* what) const;
+  SymTensor row_output(MemoryReplay& r, comm::CommLedger* ledger, const SymTensor& partial, int64_t n,
+                       MemCategory cat, comm::StepPhase phase, const char* what) const;
+  SymTensor row_output_grad(MemoryReplay& r, comm::CommLedger* ledger, const SymTensor& dy_local, int64_t n,
+                            MemCategory cat) const;
 
   ModelConfig cfg_;
   ExecOptions exec_;
   int tp_;
+  bool sp_;  // sequence parallelism over tp_ > 1 ranks (TpRegions::shards_rows)
   DType op_, acc_;  // matmul operand type, activations' type
   LocalDims dims_;
 };
