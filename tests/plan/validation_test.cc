@@ -149,6 +149,19 @@ void expect_prediction_matches(const train::TrainConfig& cfg) {
   }
 }
 
+// Model-parallel layouts on four blocks (two per pipeline stage), each
+// replayed as validated (no NOT VALIDATED part) and matching.
+void expect_layouts_match(const std::vector<const char*>& layouts) {
+  for (const char* layout : layouts) {
+    SCOPED_TRACE(layout);
+    auto cfg = config(1, 0, "fp32");
+    cfg.model.n_layers = 4;
+    cfg = train::with_layout(cfg, train::parse_layout(layout));
+    EXPECT_TRUE(plan::unvalidated_parts(train::step_inputs(cfg)).empty());
+    expect_prediction_matches(cfg);
+  }
+}
+
 }  // namespace
 
 TEST(PlanValidation, DataParallelEveryZeroStage) {
@@ -218,16 +231,9 @@ TEST(PlanValidation, ReproducibleTreeReduction) {
 // embedding and cross-entropy, head), receives posted ahead, the norm's and
 // the timeline's gathers over the model-parallel ranks.
 TEST(PlanValidation, TensorAndPipelineLayouts) {
-  for (const char* layout : {"tp=2", "pp=2,schedule=gpipe", "pp=2,schedule=1f1b", "pp=2,schedule=zb-h1",
-                             "pp=2,schedule=interleaved,v=2", "dp=2,tp=2,zero=1", "dp=2,pp=2,zero=3",
-                             "tp=2,pp=2,schedule=1f1b"}) {
-    SCOPED_TRACE(layout);
-    auto cfg = config(1, 0, "fp32");
-    cfg.model.n_layers = 4;
-    cfg = train::with_layout(cfg, train::parse_layout(layout));
-    EXPECT_TRUE(plan::unvalidated_parts(train::step_inputs(cfg)).empty());
-    expect_prediction_matches(cfg);
-  }
+  expect_layouts_match({"tp=2", "pp=2,schedule=gpipe", "pp=2,schedule=1f1b", "pp=2,schedule=zb-h1",
+                        "pp=2,schedule=interleaved,v=2", "dp=2,tp=2,zero=1", "dp=2,pp=2,zero=3",
+                        "tp=2,pp=2,schedule=1f1b"});
 }
 
 // Sequence parallelism: the stream, the norms and the residual adds on
@@ -239,15 +245,8 @@ TEST(PlanValidation, TensorAndPipelineLayouts) {
 // recomputation replays the gathers; the zero-bubble schedule keeps the
 // gathered output gradients for its deferred weight jobs.
 TEST(PlanValidation, SequenceParallelLayouts) {
-  for (const char* layout : {"tp=2,sp=on", "dp=2,tp=2,sp=on,zero=1", "tp=2,sp=on,pp=2,schedule=1f1b",
-                             "tp=2,sp=on,pp=2,schedule=zb-h1", "dp=2,tp=2,sp=on,zero=3"}) {
-    SCOPED_TRACE(layout);
-    auto cfg = config(1, 0, "fp32");
-    cfg.model.n_layers = 4;
-    cfg = train::with_layout(cfg, train::parse_layout(layout));
-    EXPECT_TRUE(plan::unvalidated_parts(train::step_inputs(cfg)).empty());
-    expect_prediction_matches(cfg);
-  }
+  expect_layouts_match({"tp=2,sp=on", "dp=2,tp=2,sp=on,zero=1", "tp=2,sp=on,pp=2,schedule=1f1b",
+                        "tp=2,sp=on,pp=2,schedule=zb-h1", "dp=2,tp=2,sp=on,zero=3"});
   for (bool recompute : {false, true})
     for (bool gpt2 : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "tp=2,sp=on recompute=" << recompute << " gpt2=" << gpt2);
@@ -257,6 +256,17 @@ TEST(PlanValidation, SequenceParallelLayouts) {
       cfg = train::with_layout(cfg, train::parse_layout("tp=2,sp=on"));
       expect_prediction_matches(cfg);
     }
+  // Deferred weight jobs of the row-parallel biases keep a copy of the
+  // stream's gradient, beside the gathered output gradient under SP.
+  for (const char* layout : {"pp=2,schedule=zb-h1", "tp=2,sp=on,pp=2,schedule=zb-h1"}) {
+    SCOPED_TRACE(::testing::Message() << layout << " gpt2 untied");
+    auto cfg = config(1, 0, "bf16");
+    cfg.model.n_layers = 4;
+    gpt2_style(cfg);
+    cfg.model.tied_embeddings = false;  // the head and the embedding on different stages
+    cfg = train::with_layout(cfg, train::parse_layout(layout));
+    expect_prediction_matches(cfg);
+  }
 }
 
 // What the replay does not mirror yet is named instead of passed off as

@@ -103,7 +103,15 @@ void ModelMemoryTrace::weight_job(MemoryReplay& r, SegmentTrace& st, const SymTe
                                   bool dy_changes) const {
   if (!st.defer) return;  // run at once: nothing kept
   if (x.defined()) st.weight_jobs.push_back(x);
-  st.weight_jobs.push_back(dy_changes ? r.alloc(dy.numel(), dy.dtype(), kAct) : dy);
+  SymTensor kept = dy;
+  if (dy_changes) {
+    const bool copied_before = st.last_dy_source == dy.storage_id() && !st.last_dy.shares_storage(dy) &&
+                               st.last_dy.numel() == dy.numel();
+    kept = copied_before ? st.last_dy : r.alloc(dy.numel(), dy.dtype(), kAct);
+  }
+  st.weight_jobs.push_back(kept);
+  st.last_dy = kept;
+  st.last_dy_source = dy.storage_id();
 }
 
 // layers.cc Norm::forward: rstd (and the LayerNorm mean) per row.
@@ -227,12 +235,15 @@ void ModelMemoryTrace::block_backward(MemoryReplay& r, comm::CommLedger* ledger,
   // A deferred weight job keeps the gathered output gradient.
   const MemCategory kept = st.defer ? kAct : kWork;
   SymTensor dxn = r.alloc(n * d, acc_, kWork);
-  {  // each sublayer: the whole output gradient, the branch, its partial input gradient reduced
+  {  // each sublayer: the bias's gradient (from the stream's), the whole
+     // output gradient, the branch, its partial input gradient reduced
+    if (cfg_.bias) weight_job(r, st, SymTensor(), dres, true);
     const SymTensor dy = row_output_grad(r, ledger, dres, n, kept);
     mlp_backward(r, n, dims, s.mlp, s.xn2, dy, dy.shares_storage(dres), st);
     column_input_grad(r, ledger, n, "mlp input gradient (column-parallel partial sums)");
   }
   {
+    if (cfg_.bias) weight_job(r, st, SymTensor(), dres, true);
     const SymTensor dy = row_output_grad(r, ledger, dres, n, kept);
     attention_backward(r, b, dims, s.attn, s.xn1, dy, dy.shares_storage(dres), st);
     column_input_grad(r, ledger, n, "attention input gradient (column-parallel partial sums)");
@@ -278,7 +289,7 @@ SymTensor ModelMemoryTrace::backward_input(MemoryReplay& r, comm::CommLedger* le
                                            SymTensor dy, SegmentTrace& st, bool defer_weights) const {
   const int64_t n = b.n(), nl = stream_rows(n), d = cfg_.d_model;
   st.defer = defer_weights;
-  st.weight_jobs.clear();
+  st.clear_jobs();
   if (s == num_segments() - 1) {
     // HeadSegment::backward
     SymTensor dxf = r.alloc(n * d, acc_, kWork);

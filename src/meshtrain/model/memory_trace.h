@@ -49,6 +49,15 @@ struct SegmentTrace {
   NormTrace final_stats;
   bool defer = false;
   std::vector<SymTensor> weight_jobs;  // what queued weight-gradient jobs keep alive
+  // The last job's dy and what it was taken from (WeightGrads::keep shares
+  // one copy between consecutive jobs reading the same changing tensor).
+  SymTensor last_dy;
+  const void* last_dy_source = nullptr;
+  void clear_jobs() {
+    weight_jobs.clear();
+    last_dy = SymTensor();
+    last_dy_source = nullptr;
+  }
 };
 
 // The sizes a rank's layers take from its local spec (bind_linear): per
@@ -83,7 +92,7 @@ class ModelMemoryTrace {
   SymTensor backward_input(MemoryReplay& r, comm::CommLedger* ledger, int s, const TraceBatch& b, SymTensor dy,
                            SegmentTrace& st, bool defer_weights) const;
   // Transformer::backward_segment_weight: the queued jobs run and let go.
-  void backward_weight(SegmentTrace& st) const { st.weight_jobs.clear(); }
+  void backward_weight(SegmentTrace& st) const { st.clear_jobs(); }
 
  private:
   using BlockDims = LocalBlockDims;
@@ -100,8 +109,9 @@ class ModelMemoryTrace {
   // updates before deferred weight jobs run (not a gathered copy).
   void mlp_backward(MemoryReplay& r, int64_t n, const BlockDims& dims, const MlpTrace& s, const SymTensor& xn,
                     const SymTensor& dy, bool dy_changes, SegmentTrace& st) const;
-  // WeightGrads::linear / embedding: a deferred job keeps x and dy (a copy of
-  // dy when the caller overwrites it).
+  // WeightGrads::linear / bias / embedding: a deferred job keeps x and dy (a
+  // copy of dy when the caller overwrites it, shared with the previous job
+  // when that one copied the same tensor).
   void weight_job(MemoryReplay& r, SegmentTrace& st, const SymTensor& x, const SymTensor& dy, bool dy_changes) const;
   // regions.cc: the collectives of the tensor-parallel regions on [n, d]
   // messages and the buffers sequence parallelism gathers and scatters into
