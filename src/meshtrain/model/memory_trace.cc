@@ -95,7 +95,8 @@ SymTensor ModelMemoryTrace::row_output_grad(MemoryReplay& r, comm::CommLedger* l
                                             int64_t n, MemCategory cat) const {
   if (!sp_) return dy_local;
   SymTensor full = r.alloc(n * cfg_.d_model, acc_, cat);
-  tp_collective(ledger, comm::OpKind::AllGather, n, acc_, comm::StepPhase::Backward, "output gradient rows (sequence gather)");
+  tp_collective(ledger, comm::OpKind::AllGather, n, acc_, comm::StepPhase::Backward,
+                "output gradient rows (sequence gather)");
   return full;
 }
 
