@@ -26,6 +26,8 @@ class SymTensor {
   DType dtype() const;
   MemCategory category() const;
   bool shares_storage(const SymTensor& o) const { return token_ == o.token_; }
+  // Names the storage without keeping it (Tensor::raw() for a job's dy source).
+  const void* storage_id() const { return token_.get(); }
 
  private:
   friend class MemoryReplay;

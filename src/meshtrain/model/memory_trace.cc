@@ -1,5 +1,7 @@
 #include "meshtrain/model/memory_trace.h"
 
+#include "meshtrain/core/error.h"
+
 namespace meshtrain::model {
 
 namespace {
@@ -40,22 +42,77 @@ ModelMemoryTrace::ModelMemoryTrace(const ModelConfig& cfg, const ModelSpec& loca
     : cfg_(finalized(cfg)),
       exec_(exec),
       tp_(tp_size),
+      sp_(exec.sequence_parallel && tp_size > 1),
       op_(exec.precision.compute),
       acc_(exec.precision.accumulate()),
       dims_(local_dims(cfg_, local)) {}
 
-void ModelMemoryTrace::tp_all_reduce(comm::CommLedger* ledger, int64_t n, comm::StepPhase phase,
-                                     const char* what) const {
-  // Block::sum_over_tp: the tp group exists only when tp > 1.
-  if (ledger && tp_ > 1)
-    ledger->add({"tp", tp_, comm::OpKind::AllReduce, n * cfg_.d_model * int64_t(dtype_size(acc_)), phase, what});
+int64_t ModelMemoryTrace::stream_rows(int64_t n) const {
+  if (!sp_) return n;
+  MT_REQUIRE(ConfigError, n % tp_ == 0, "sequence parallelism: a micro-batch of ", n,
+             " tokens does not split over parallel.tp = ", tp_, " ranks; data.seq_len must be a multiple of it");
+  return n / tp_;
+}
+
+void ModelMemoryTrace::tp_collective(comm::CommLedger* ledger, comm::OpKind kind, int64_t n, DType dt,
+                                     comm::StepPhase phase, const char* what) const {
+  // The regions talk only to a group of more than one rank; CommStats
+  // counts the whole [n, d] message (all-gather output, reduce-scatter input).
+  if (ledger && tp_ > 1) ledger->add({"tp", tp_, kind, n * cfg_.d_model * int64_t(dtype_size(dt)), phase, what});
+}
+
+SymTensor ModelMemoryTrace::column_input(MemoryReplay& r, comm::CommLedger* ledger, const SymTensor& x_local,
+                                         int64_t n, comm::StepPhase phase) const {
+  if (!sp_) return x_local;
+  SymTensor full = r.alloc(n * cfg_.d_model, x_local.dtype(), kAct);
+  tp_collective(ledger, comm::OpKind::AllGather, n, x_local.dtype(), phase, "normed rows (sequence gather)");
+  return full;
+}
+
+SymTensor ModelMemoryTrace::column_input_grad(MemoryReplay& r, comm::CommLedger* ledger, int64_t n,
+                                              const char* what) const {
+  if (!sp_) {
+    tp_collective(ledger, comm::OpKind::AllReduce, n, acc_, comm::StepPhase::Backward, what);
+    return SymTensor();  // summed in place
+  }
+  SymTensor mine = r.alloc(stream_rows(n) * cfg_.d_model, acc_, kWork);
+  tp_collective(ledger, comm::OpKind::ReduceScatter, n, acc_, comm::StepPhase::Backward, what);
+  return mine;
+}
+
+SymTensor ModelMemoryTrace::row_output(MemoryReplay& r, comm::CommLedger* ledger, const SymTensor& partial,
+                                       int64_t n, MemCategory cat, comm::StepPhase phase, const char* what) const {
+  if (!sp_) {
+    tp_collective(ledger, comm::OpKind::AllReduce, n, acc_, phase, what);
+    return partial;
+  }
+  SymTensor mine = r.alloc(stream_rows(n) * cfg_.d_model, acc_, cat);
+  tp_collective(ledger, comm::OpKind::ReduceScatter, n, acc_, phase, what);
+  return mine;
+}
+
+SymTensor ModelMemoryTrace::row_output_grad(MemoryReplay& r, comm::CommLedger* ledger, const SymTensor& dy_local,
+                                            int64_t n, MemCategory cat) const {
+  if (!sp_) return dy_local;
+  SymTensor full = r.alloc(n * cfg_.d_model, acc_, cat);
+  tp_collective(ledger, comm::OpKind::AllGather, n, acc_, comm::StepPhase::Backward,
+                "output gradient rows (sequence gather)");
+  return full;
 }
 
 void ModelMemoryTrace::weight_job(MemoryReplay& r, SegmentTrace& st, const SymTensor& x, const SymTensor& dy,
                                   bool dy_changes) const {
   if (!st.defer) return;  // run at once: nothing kept
   if (x.defined()) st.weight_jobs.push_back(x);
-  st.weight_jobs.push_back(dy_changes ? r.alloc(dy.numel(), dy.dtype(), kAct) : dy);
+  SymTensor kept = dy;
+  if (dy_changes) {
+    const bool copied_before = st.last_dy_source == dy.storage_id() && !st.last_dy.shares_storage(dy) &&
+                               st.last_dy.numel() == dy.numel();
+    kept = copied_before ? st.last_dy : r.alloc(dy.numel(), dy.dtype(), kAct);
+  }
+  st.weight_jobs.push_back(kept);
+  st.last_dy = kept;
+  st.last_dy_source = dy.storage_id();
 }
 
 // layers.cc Norm::forward: rstd (and the LayerNorm mean) per row.
@@ -93,31 +150,33 @@ MlpTrace ModelMemoryTrace::mlp_forward(MemoryReplay& r, int64_t n, const BlockDi
 SymTensor ModelMemoryTrace::block_forward(MemoryReplay& r, comm::CommLedger* ledger, const TraceBatch& b,
                                           const BlockDims& dims, const SymTensor& x, bool recompute,
                                           BlockTrace* saved, comm::StepPhase phase) const {
-  const int64_t n = b.n(), d = cfg_.d_model;
+  const int64_t n = b.n(), nl = stream_rows(n), d = cfg_.d_model;
   const bool fuse = exec_.fuse_residual && tp_ == 1;
+  // Under SP the norms write this rank's rows and the gathered operand is kept.
+  const MemCategory normed = sp_ ? kWork : kAct;
   BlockTrace s;
   s.x = x;
-  SymTensor xn1 = r.alloc(n * d, acc_, kAct);
-  s.stats1 = norm_forward(r, n, acc_);
-  s.xn1 = r.as_operand(xn1, op_);
-  s.h = r.alloc(n * d, acc_, kAct);
+  SymTensor xn1 = r.alloc(nl * d, acc_, normed);
+  s.stats1 = norm_forward(r, nl, acc_);
+  s.xn1 = column_input(r, ledger, r.as_operand(xn1, op_, normed), n, phase);
+  s.h = r.alloc(nl * d, acc_, kAct);
   if (fuse) {
     s.attn = attention_forward(r, b, dims);
-  } else {
+  } else {  // add_branch: the partial output, reduced (its rows added to the stream and freed)
     SymTensor part = r.alloc(n * d, acc_, kWork);
     s.attn = attention_forward(r, b, dims);
-    tp_all_reduce(ledger, n, phase, "attention output (row-parallel partial sums)");
+    row_output(r, ledger, part, n, kWork, phase, "attention output (row-parallel partial sums)");
   }
-  SymTensor xn2 = r.alloc(n * d, acc_, kAct);
-  s.stats2 = norm_forward(r, n, acc_);
-  s.xn2 = r.as_operand(xn2, op_);
-  SymTensor y = r.alloc(n * d, acc_, kAct);
+  SymTensor xn2 = r.alloc(nl * d, acc_, normed);
+  s.stats2 = norm_forward(r, nl, acc_);
+  s.xn2 = column_input(r, ledger, r.as_operand(xn2, op_, normed), n, phase);
+  SymTensor y = r.alloc(nl * d, acc_, kAct);
   if (fuse) {
     s.mlp = mlp_forward(r, n, dims);
   } else {
     SymTensor part = r.alloc(n * d, acc_, kWork);
     s.mlp = mlp_forward(r, n, dims);
-    tp_all_reduce(ledger, n, phase, "mlp output (row-parallel partial sums)");
+    row_output(r, ledger, part, n, kWork, phase, "mlp output (row-parallel partial sums)");
   }
   s.full = true;
   if (recompute) {
@@ -130,9 +189,9 @@ SymTensor ModelMemoryTrace::block_forward(MemoryReplay& r, comm::CommLedger* led
 
 // mlp_layer.cc Mlp::backward.
 void ModelMemoryTrace::mlp_backward(MemoryReplay& r, int64_t n, const BlockDims& d, const MlpTrace& s,
-                                    const SymTensor& xn, const SymTensor& dy, SegmentTrace& st) const {
+                                    const SymTensor& xn, const SymTensor& dy, bool dy_changes, SegmentTrace& st) const {
   const SymTensor dy_op = r.as_operand(dy, op_);
-  weight_job(r, st, s.act, dy_op, dy_op.shares_storage(dy));
+  weight_job(r, st, s.act, dy_op, dy_changes && dy_op.shares_storage(dy));
   SymTensor dact = r.alloc(n * d.ffn, acc_, kWork);
   const MemCategory grads_cat = st.defer ? kAct : kWork;
   SymTensor da = r.alloc(n * d.ffn, acc_, grads_cat);
@@ -150,10 +209,10 @@ void ModelMemoryTrace::mlp_backward(MemoryReplay& r, int64_t n, const BlockDims&
 // attention_layer.cc SelfAttention::backward.
 void ModelMemoryTrace::attention_backward(MemoryReplay& r, const TraceBatch& b, const BlockDims& d,
                                           const AttentionTrace& s, const SymTensor& xn, const SymTensor& dy,
-                                          SegmentTrace& st) const {
+                                          bool dy_changes, SegmentTrace& st) const {
   const int64_t n = b.n();
   const SymTensor dy_op = r.as_operand(dy, op_);
-  weight_job(r, st, s.out_op, dy_op, dy_op.shares_storage(dy));
+  weight_job(r, st, s.out_op, dy_op, dy_changes && dy_op.shares_storage(dy));
   SymTensor dout = r.alloc(n * d.q, acc_, kWork);
   const MemCategory grads_cat = st.defer ? kAct : kWork;
   SymTensor dq = r.alloc(n * d.q, acc_, grads_cat);
@@ -174,28 +233,41 @@ void ModelMemoryTrace::block_backward(MemoryReplay& r, comm::CommLedger* ledger,
     block_forward(r, ledger, b, dims, saved.x, /*recompute=*/false, &saved, comm::StepPhase::Backward);
   const BlockTrace& s = saved;
   const int64_t n = b.n(), d = cfg_.d_model;
+  // A deferred weight job keeps the gathered output gradient.
+  const MemCategory kept = st.defer ? kAct : kWork;
   SymTensor dxn = r.alloc(n * d, acc_, kWork);
-  mlp_backward(r, n, dims, s.mlp, s.xn2, dres, st);
-  tp_all_reduce(ledger, n, comm::StepPhase::Backward, "mlp input gradient (column-parallel partial sums)");
-  attention_backward(r, b, dims, s.attn, s.xn1, dres, st);
-  tp_all_reduce(ledger, n, comm::StepPhase::Backward, "attention input gradient (column-parallel partial sums)");
+  {  // each sublayer: the bias's gradient (from the stream's), the whole
+     // output gradient, the branch, its partial input gradient reduced
+    if (cfg_.bias) weight_job(r, st, SymTensor(), dres, true);
+    const SymTensor dy = row_output_grad(r, ledger, dres, n, kept);
+    mlp_backward(r, n, dims, s.mlp, s.xn2, dy, dy.shares_storage(dres), st);
+    column_input_grad(r, ledger, n, "mlp input gradient (column-parallel partial sums)");
+  }
+  {
+    if (cfg_.bias) weight_job(r, st, SymTensor(), dres, true);
+    const SymTensor dy = row_output_grad(r, ledger, dres, n, kept);
+    attention_backward(r, b, dims, s.attn, s.xn1, dy, dy.shares_storage(dres), st);
+    column_input_grad(r, ledger, n, "attention input gradient (column-parallel partial sums)");
+  }
 }
 
 // transformer.cc forward_segment (segments.cc EmbeddingSegment / HeadSegment).
 SymTensor ModelMemoryTrace::forward(MemoryReplay& r, comm::CommLedger* ledger, int s, const TraceBatch& b,
                                     const SymTensor& x, SegmentTrace& st, bool backward) const {
-  const int64_t n = b.n(), d = cfg_.d_model;
+  const int64_t n = b.n(), nl = stream_rows(n), d = cfg_.d_model;
+  const MemCategory normed = sp_ ? kWork : kAct;
   if (s == 0) {
-    SymTensor out = r.alloc(n * d, acc_, kAct);
-    tp_all_reduce(ledger, n, comm::StepPhase::Forward, "embedding rows of the vocabulary slices (row_output)");
-    if (cfg_.positions == PositionKind::Learned) r.alloc(n * d, acc_, kWork);  // positions, added and freed
+    const SymTensor part = r.alloc(n * d, acc_, normed);
+    SymTensor out = row_output(r, ledger, part, n, kAct, comm::StepPhase::Forward,
+                               "embedding rows of the vocabulary slices (row_output)");
+    if (cfg_.positions == PositionKind::Learned) r.alloc(nl * d, acc_, kWork);  // positions, added and freed
     return out;
   }
   if (s == num_segments() - 1) {
     st.x_final = x;
-    SymTensor xf = r.alloc(n * d, acc_, kAct);
-    st.final_stats = norm_forward(r, n, acc_);
-    st.xf = r.as_operand(xf, op_);
+    SymTensor xf = r.alloc(nl * d, acc_, normed);
+    st.final_stats = norm_forward(r, nl, acc_);
+    st.xf = column_input(r, ledger, r.as_operand(xf, op_, normed), n, comm::StepPhase::Forward);
     SymTensor logits = r.alloc(n * dims_.vocab_rows, acc_, kAct);
     {  // vocab_parallel.cc: [max | sum_exp | target logit] per row, max and sums reduced over tp
       const SymTensor stats = r.alloc(3 * n, acc_, kWork);
@@ -216,9 +288,9 @@ SymTensor ModelMemoryTrace::forward(MemoryReplay& r, comm::CommLedger* ledger, i
 // transformer.cc backward_segment_input.
 SymTensor ModelMemoryTrace::backward_input(MemoryReplay& r, comm::CommLedger* ledger, int s, const TraceBatch& b,
                                            SymTensor dy, SegmentTrace& st, bool defer_weights) const {
-  const int64_t n = b.n(), d = cfg_.d_model;
+  const int64_t n = b.n(), nl = stream_rows(n), d = cfg_.d_model;
   st.defer = defer_weights;
-  st.weight_jobs.clear();
+  st.clear_jobs();
   if (s == num_segments() - 1) {
     // HeadSegment::backward
     SymTensor dxf = r.alloc(n * d, acc_, kWork);
@@ -229,14 +301,16 @@ SymTensor ModelMemoryTrace::backward_input(MemoryReplay& r, comm::CommLedger* le
     // The logits go before the stream's gradient is allocated (a deferred
     // weight job keeps its own reference).
     st.dlogits = SymTensor();
-    tp_all_reduce(ledger, n, comm::StepPhase::Backward, "head input gradient (column-parallel partial sums)");
-    SymTensor dres = r.alloc(n * d, acc_, kAct);
+    const SymTensor dxf_mine =
+        column_input_grad(r, ledger, n, "head input gradient (column-parallel partial sums)");
+    SymTensor dres = r.alloc(nl * d, acc_, kAct);
     st.xf = SymTensor();
     return dres;
   }
   if (s == 0) {
-    // EmbeddingSegment::backward: the table gradients read dx.
-    weight_job(r, st, SymTensor(), dy, false);
+    // EmbeddingSegment::backward: the table gradients read dx (the token
+    // table all of its rows, gathered under SP).
+    weight_job(r, st, SymTensor(), row_output_grad(r, ledger, dy, n, st.defer ? kAct : kWork), false);
     if (cfg_.positions == PositionKind::Learned) weight_job(r, st, SymTensor(), dy, false);
     return SymTensor();
   }

@@ -1,5 +1,7 @@
 #include "meshtrain/plan/engine_replay.h"
 
+#include <algorithm>
+
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::plan {
@@ -60,6 +62,22 @@ EngineReplay::EngineReplay(MemoryReplay& r, comm::CommLedger& ledger, const para
     persistent_.push_back(r_.alloc(shards_.owned_numel(u), precision_.optimizer, MemCategory::Optimizer));
     persistent_.push_back(r_.alloc(shards_.owned_numel(u), precision_.optimizer, MemCategory::Optimizer));
   }
+  // tp_grad_sums.cc: a parameter summed over the whole tp group (its
+  // reduce axes hold "tp") or over the tp ranks sharing its piece.
+  tp_sums_.resize(size_t(nu));
+  const int tp = plan_.mesh().tp;
+  const auto& params = plan_.spec().params;
+  for (size_t i = 0; tp > 1 && i < params.size(); ++i) {
+    const parallel::ParamLayout& l = plan_.param(int(i));
+    const bool over_tp = std::find(l.reduce_axes.begin(), l.reduce_axes.end(), "tp") != l.reduce_axes.end();
+    if (!over_tp && l.tp_replicas == 1) continue;
+    const int size = over_tp ? tp : l.tp_replicas;
+    const std::string group = size == tp ? "tp" : "tp/share" + std::to_string(size);
+    auto& sums = tp_sums_[size_t(params[i].unit)];
+    auto it = std::find_if(sums.begin(), sums.end(), [&](const TpSum& s) { return s.group == group; });
+    if (it == sums.end()) it = sums.insert(sums.end(), TpSum{group, size, 0});
+    it->numel += params[i].numel();
+  }
   open_leaf_.resize(size_t(nu));
   tree_.resize(size_t(nu));
   if (cfg_.reproducible)  // a previous window left every held unit's root
@@ -85,8 +103,17 @@ void EngineReplay::close_leaf(int u) {
   }
 }
 
+void EngineReplay::sum_over_tp(int u) {
+  for (const TpSum& s : tp_sums_[size_t(u)]) {
+    const SymTensor packed = r_.alloc(s.numel, precision_.grad_accum, kComm);
+    add(s.group, s.size, comm::OpKind::AllReduce, s.numel * size_of(precision_.grad_accum), comm::StepPhase::GradSync,
+        "unit " + std::to_string(u) + " gradients partial over tp ranks");
+  }
+}
+
 // tree_reduce.cc over dp, blocking, point-to-point only.
 void EngineReplay::reduce_tree(int u) {
+  sum_over_tp(u);  // on the window's root, before the data-parallel tree
   const int64_t n = shards_.unit(u).padded;
   const int64_t esize = size_of(precision_.grad_accum);
   if (dp_ == 1 || n == 0) return;
@@ -164,6 +191,10 @@ void EngineReplay::prepare_grads(int u) {
 
 void EngineReplay::reduce_grads(int u) {
   if (cfg_.reproducible) return reduce_tree(u);
+  if (!tp_sums_[size_t(u)].empty()) {
+    prepare_grads(u);  // bound (ZeRO-2/3: a unit no backward touched still sums its zeros)
+    sum_over_tp(u);
+  }
   const parallel::UnitShard& s = shards_.unit(u);
   if (shards_.stage() == 0) {
     // grad_buckets.cc unit_ready: the bucket goes when its last unit is in.

@@ -1,6 +1,6 @@
 // The data-parallel engine's buffers and collectives, replayed: a mirror of
-// data_parallel.cc, param_gather.cc, grad_buckets.cc, sharded_grads.cc and
-// grad_norm.cc that allocates what they allocate (persistent state at
+// data_parallel.cc, param_gather.cc, grad_buckets.cc, sharded_grads.cc,
+// tp_grad_sums.cc and grad_norm.cc that allocates what they allocate (persistent state at
 // construction; gathered units, transient full gradients and reduce-type
 // staging during a step) and writes down every collective they issue.
 //
@@ -73,6 +73,14 @@ class EngineReplay {
   void reap();
   void complete(int u);
   void reduce_tree(int u);  // data_parallel.cc reduce_tree with tree_reduce.cc's exchanges
+  // tp_grad_sums.cc reduce: unit u's gradients partial over tp ranks (norm
+  // weights under SP, shared KV heads), packed per group and all-reduced.
+  void sum_over_tp(int u);
+  struct TpSum {
+    std::string group;
+    int size = 1;
+    int64_t numel = 0;
+  };
   struct TreeNode {
     int level;
     SymTensor sum;
@@ -94,6 +102,7 @@ class EngineReplay {
   std::vector<int64_t> window_of_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;
+  std::vector<std::vector<TpSum>> tp_sums_;  // per unit, in TpGradSums' order
   int64_t backward_actions_ = 0;
   comm::StepPhase gather_phase_ = comm::StepPhase::Forward;
 };

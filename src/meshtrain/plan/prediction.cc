@@ -52,10 +52,6 @@ bool Prediction::fits() const {
 
 std::vector<std::string> unvalidated_parts(const StepInputs& in) {
   std::vector<std::string> out;
-  if (in.layout.sequence_parallel)
-    out.push_back("sequence parallelism: the replay keeps whole rows on every tensor-parallel rank (no row "
-                  "gathers or scatters), so activation and workspace peaks are overestimated and the tp "
-                  "collectives are the non-SP all-reduces, not the all-gathers and reduce-scatters SP runs");
   if (in.mesh.cp > 1)
     out.push_back("context parallelism does not train yet: each cp rank is replayed as a data-parallel replica "
                   "holding whole sequences (no KV exchange)");

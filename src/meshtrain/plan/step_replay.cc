@@ -76,6 +76,7 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag, bool 
   exec.materialize_params = false;
   exec.precision = in.precision;
   exec.fuse_residual = in.fuse_residual;
+  exec.sequence_parallel = in.layout.sequence_parallel;
   // transformer.cc refuses the same layout before anything is allocated.
   const model::ModelPartition& part = plan.partition();
   MT_REQUIRE(ConfigError, !cfg.tied_embeddings || !part.holds(int(cfg.n_layers) + 1) || part.holds(0),
@@ -101,7 +102,7 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag, bool 
   // executor.cc run(): the rank's program.
   const model::TraceBatch b{in.micro_batch, in.seq_len};
   const int last = model.num_segments() - 1;
-  const int64_t act_elems = b.n() * cfg.d_model;
+  const int64_t act_elems = model.stream_rows(b.n()) * cfg.d_model;  // the stage's rows of the stream
   const DType act_dtype = in.precision.accumulate();
   using Key = std::pair<int, int>;
   std::map<Key, model::SegmentTrace> states;
