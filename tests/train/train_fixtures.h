@@ -64,12 +64,12 @@ inline std::vector<double> gathered(train::Trainer& t, bool grads = false) {
 }
 
 // Runs fn on every rank of the threads world the config's layout needs
-// (dp x pp), each with its Trainer on the same datasets.
+// (dp x cp x tp x pp), each with its Trainer on the same datasets.
 inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDataset& train_ds,
                           const std::optional<data::TokenDataset>& val_ds,
                           const std::function<void(train::Trainer&)>& fn) {
   comm::LaunchOptions o;
-  o.world_size = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+  o.world_size = cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp * cfg.parallel.pp;
   o.mesh = train::mesh_for(cfg, o.world_size);
   o.group.timeout = comm::Millis(60000);
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {

@@ -28,7 +28,7 @@ Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_
   Trace trace;
   std::mutex mu;
   comm::LaunchOptions o;
-  o.world_size = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+  o.world_size = cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp * cfg.parallel.pp;
   o.mesh = mesh_for(cfg, o.world_size);
   o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
@@ -93,6 +93,7 @@ TrainConfig with_layout(const TrainConfig& cfg, const Layout& layout) {
   par.parallel.schedule = layout.schedule;
   par.parallel.virtual_stages = layout.v;
   par.parallel.keep_gathered = layout.keep_gathered;
+  par.parallel.cp = layout.cp;
   if (layout.pp != cfg.parallel.pp || layout.v != cfg.parallel.virtual_stages) par.parallel.pp_layers.clear();
   par.validate();
   return par;
@@ -131,8 +132,8 @@ parallel::LayoutOptions Layout::options() const {
 }
 
 void Layout::check_runnable() const {
-  MT_REQUIRE(ConfigError, cp == 1 && ep == 1, "layout ", str(),
-             ": context and expert parallelism are planned (meshtrain plan) but do not train yet");
+  MT_REQUIRE(ConfigError, ep == 1, "layout ", str(),
+             ": expert parallelism is planned (meshtrain plan) but does not train yet");
 }
 
 Layout parse_layout(const std::string& text) {
