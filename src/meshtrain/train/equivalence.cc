@@ -219,6 +219,10 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
                ": --bitwise covers the data-parallel split and the ZeRO stage; tensor parallelism splits the "
                "forward's own sums (row-parallel outputs, the softmax over the vocabulary), so verify it with a "
                "tolerance");
+    MT_REQUIRE(ConfigError, layout.cp == 1, "layout ", layout.str(),
+               ": --bitwise covers the data-parallel split and the ZeRO stage; context parallelism splits each "
+               "micro-batch's own sums (weight gradients over its tokens, the loss, the attention's softmax folded "
+               "in ring order), so verify it with a tolerance (docs/context-parallel.md)");
     par.training.reproducible = true;
     tolerance = 0;
   }
