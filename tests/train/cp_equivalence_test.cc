@@ -23,21 +23,6 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 
-// Lengths cycling through 2 (shorter than any chunk here), 5, 11 (across
-// chunk boundaries), 19 (longer than a rank's share of a 32-position row
-// at cp = 2) and 45 (longer than a row: split over rows by packing).
-data::TokenDataset mixed_length_documents(int n_docs) {
-  const int lengths[] = {2, 5, 11, 19, 45};
-  std::vector<std::vector<int32_t>> docs;
-  for (int d = 0; d < n_docs; ++d) {
-    std::vector<int32_t> doc{256};
-    for (int i = 0; i < lengths[d % 5]; ++i) doc.push_back(int32_t(97 + (d * 7 + i * 3) % 23));
-    doc.push_back(257);
-    docs.push_back(doc);
-  }
-  return data::TokenDataset::from_documents(docs);
-}
-
 train::TrainConfig cp_config(const std::string& mode, int kv) {
   auto cfg = tiny_train_config();
   cfg.model.n_heads = 4;

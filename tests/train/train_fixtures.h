@@ -35,6 +35,22 @@ inline data::TokenDataset varied_documents(int n_docs, uint64_t seed) {
   return data::TokenDataset::from_documents(docs);
 }
 
+// Documents for context parallelism over 32-position rows, lengths cycling
+// through 2 (shorter than any chunk), 5, 11 (across chunk boundaries), 19
+// (longer than a rank's share at cp = 2) and 45 (longer than a row: split
+// over rows by packing).
+inline data::TokenDataset mixed_length_documents(int n_docs) {
+  const int lengths[] = {2, 5, 11, 19, 45};
+  std::vector<std::vector<int32_t>> docs;
+  for (int d = 0; d < n_docs; ++d) {
+    std::vector<int32_t> doc{256};
+    for (int i = 0; i < lengths[d % 5]; ++i) doc.push_back(int32_t(97 + (d * 7 + i * 3) % 23));
+    doc.push_back(257);
+    docs.push_back(doc);
+  }
+  return data::TokenDataset::from_documents(docs);
+}
+
 inline train::TrainConfig tiny_train_config() {
   train::TrainConfig c;
   c.model.vocab_size = 259;
