@@ -22,6 +22,7 @@
 #include "meshtrain/model/presets.h"
 #include "meshtrain/train/trainer.h"
 #include "random_tokens.h"
+#include "timed_steps.h"
 
 using namespace meshtrain;
 
@@ -32,11 +33,6 @@ struct Result {
   model::CpCommStats ring;
   int64_t peak_activations = 0;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 train::TrainConfig config(int cp, int64_t seq) {
   train::TrainConfig c;
@@ -59,23 +55,15 @@ Result run(int cp, int64_t seq, const data::TokenDataset& ds, int steps) {
   const train::TrainConfig cfg = config(cp, seq);
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
     train::Trainer t(cfg, ctx, ds, std::nullopt);
-    std::vector<double> times, exposed, tokens;
-    train::StepMetrics m;
-    for (int s = 0; s < steps + 1; ++s) {
-      ctx.world->barrier();
-      m = t.step();
-      if (s == 0) continue;  // warm-up: primitives, allocator cache
-      times.push_back(m.seconds);
-      exposed.push_back(m.comm_exposed_s + m.cp.ring.exposed_s);
-      tokens.push_back(double(m.computed_positions) / m.seconds);
-    }
+    const bench::StepMedians s = bench::timed_steps(
+        ctx, t, steps, [](const train::StepMetrics& m) { return m.comm_exposed_s + m.cp.ring.exposed_s; });
     if (ctx.rank != 0) return;
     std::lock_guard<std::mutex> lock(mu);
-    r.step_s = median(times);
-    r.exposed_s = median(exposed);
-    r.tokens_per_s = median(tokens);
-    r.ring = m.cp.ring;
-    r.peak_activations = m.memory.peak[int(MemCategory::Activations)];
+    r.step_s = s.step_s;
+    r.exposed_s = s.exposed_s;
+    r.tokens_per_s = s.tokens_per_s;
+    r.ring = s.last.cp.ring;
+    r.peak_activations = s.last.memory.peak[int(MemCategory::Activations)];
   });
   return r;
 }

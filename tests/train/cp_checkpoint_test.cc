@@ -45,15 +45,7 @@ std::vector<double> on_layout(train::TrainConfig cfg, const CpLayout& l, const d
 }  // namespace
 
 TEST(ContextParallelCheckpoint, SavedAtCpTwoLoadsAtOneAndFourAndSavesTheSameCheckpoint) {
-  auto cfg = tiny_train_config();
-  cfg.model.n_heads = 4;
-  cfg.model.head_dim = 4;
-  cfg.model.n_kv_heads = 2;
-  cfg.model.max_seq_len = 32;
-  cfg.data.seq_len = 32;
-  cfg.data.mode = "packed";
-  cfg.training.micro_batch = 2;
-  cfg.training.threads = 1;
+  auto cfg = context_parallel_config();
   const auto ds = mixed_length_documents(60);
   const fs::path root = fresh_dir("cp-ckpt");
   auto dir = [&](const std::string& run) { return (root / run / "checkpoints").string(); };

@@ -7,6 +7,7 @@
 #include "meshtrain/parallel/layout_plan.h"
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/run.h"
+#include "train/config_error.h"
 
 using namespace meshtrain;
 
@@ -25,14 +26,7 @@ path = "runs/data"
 seq_len = 96
 )";
 
-std::string error_of(const std::vector<std::string>& overrides) {
-  try {
-    train::parse_config(kBase, overrides);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const std::vector<std::string>& overrides) { return meshtrain::testing::config_error(kBase, overrides); }
 
 }  // namespace
 

@@ -17,37 +17,6 @@
 using namespace meshtrain;
 using namespace meshtrain::testing;
 
-namespace {
-
-train::TrainConfig model_config() {
-  auto cfg = tiny_train_config();
-  cfg.model.n_heads = 4;
-  cfg.model.n_kv_heads = 2;
-  cfg.model.head_dim = 4;
-  cfg.model.max_seq_len = 32;
-  cfg.data.seq_len = 32;
-  cfg.data.mode = "packed";
-  cfg.optimizer.lr = 1e-3;
-  cfg.training.micro_batch = 2;
-  cfg.training.grad_accum = 2;
-  cfg.training.threads = 1;
-  return cfg;
-}
-
-std::vector<double> single_rank(const train::TrainConfig& cfg, int R, const data::TokenDataset& ds) {
-  auto ref = cfg;
-  ref.training.grad_accum = cfg.training.grad_accum * R;  // the same global window
-  std::vector<double> p;
-  with_trainers(ref, ds, std::nullopt, [&](train::Trainer& t) {
-    set_compute_threads(1);  // the processes share the machine
-    for (int s = 0; s < 3; ++s) t.step();
-    p = gathered(t);
-  });
-  return p;
-}
-
-}  // namespace
-
 TEST(ContextParallelMpi, EquivalentToSingleRank) {
   auto world = comm::mpi_world();
   const int W = world->size();
@@ -61,18 +30,13 @@ TEST(ContextParallelMpi, EquivalentToSingleRank) {
     if (c.cp * c.dp * c.tp != W || (ran > 0 && c.cp == W)) continue;
     SCOPED_TRACE(::testing::Message() << "world " << W << ": cp=" << c.cp << " dp=" << c.dp << " tp=" << c.tp
                                       << " zero=" << c.zero);
-    auto cfg = model_config();
-    const auto ref = single_rank(cfg, c.dp, ds);
+    auto cfg = context_parallel_config();
+    const auto ref = single_rank_params(cfg, c.dp, ds);
     cfg.parallel.cp = c.cp;
     cfg.parallel.dp = c.dp;
     cfg.parallel.tp = c.tp;
     cfg.parallel.zero_stage = c.zero;
-    comm::ParallelContext ctx;
-    ctx.rank = world->rank();
-    ctx.world_size = W;
-    ctx.world = world;
-    ctx.mesh = comm::Mesh::create(train::mesh_for(cfg, W), world);
-    ctx.allocator = CachingAllocator::create();
+    comm::ParallelContext ctx = mpi_context(world, train::mesh_for(cfg, W));
     train::Trainer t(cfg, ctx, ds, std::nullopt);
     for (int s = 0; s < 3; ++s) {
       const auto m = t.step();

@@ -15,6 +15,7 @@
 #include "meshtrain/core/rng.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/dataset.h"
+#include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/run.h"
 #include "meshtrain/train/trainer.h"
 
@@ -72,6 +73,41 @@ inline train::TrainConfig tiny_train_config() {
   c.metrics.jsonl = "";
   return c;
 }
+
+// A model and 32-position packed rows for context parallelism (2 x cp
+// chunks up to cp = 16): 4 query heads over 2 KV heads, 2 rows per
+// micro-batch, 2 micro-batches, one compute thread per rank.
+inline train::TrainConfig context_parallel_config() {
+  auto cfg = tiny_train_config();
+  cfg.model.n_heads = 4;
+  cfg.model.head_dim = 4;  // d_model 16
+  cfg.model.n_kv_heads = 2;
+  cfg.model.max_seq_len = 32;
+  cfg.data.seq_len = 32;
+  cfg.data.mode = "packed";
+  cfg.optimizer.lr = 1e-3;
+  cfg.training.micro_batch = 2;
+  cfg.training.grad_accum = 2;
+  cfg.training.threads = 1;  // tiny matrices: one compute thread per rank
+  return cfg;
+}
+
+// The largest relative differences an equivalence matrix saw, printed with
+// its tolerance at the end of a test.
+struct WorstDifference {
+  double loss = 0, grad = 0, param = 0;
+  void add(const train::EquivalenceReport& r) {
+    for (const auto& s : r.steps) {
+      loss = std::max(loss, s.loss_rel);
+      grad = std::max(grad, s.grad_rel);
+      param = std::max(param, s.param_rel);
+    }
+  }
+  void print(double tolerance) const {
+    std::printf("worst relative difference: loss %.2e, gradients %.2e, parameters %.2e (tolerance %.0e)\n", loss, grad,
+                param, tolerance);
+  }
+};
 
 // Gathered full parameters (or reduced gradients) as doubles, for comparisons.
 inline std::vector<double> gathered(train::Trainer& t, bool grads = false) {
