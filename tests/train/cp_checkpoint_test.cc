@@ -10,6 +10,7 @@
 
 #include "meshtrain/checkpoint/compare.h"
 #include "meshtrain/parallel/global_values.h"
+#include "meshtrain/train/equivalence.h"
 #include "support/numeric.h"
 #include "train/train_fixtures.h"
 
@@ -19,18 +20,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct CpLayout {
-  int cp, dp, zero;
-};
-
-// Runs act on every rank of the layout; returns rank 0's global parameters after it.
-std::vector<double> on_layout(train::TrainConfig cfg, const CpLayout& l, const data::TokenDataset& ds,
+// The layout's parallel settings ("cp=2,dp=2,zero=1", equivalence.h) on cfg,
+// the same global window on every layout.
+std::vector<double> on_layout(train::TrainConfig cfg, const std::string& layout, const data::TokenDataset& ds,
                               const std::function<void(train::Trainer&)>& act) {
-  cfg.parallel.cp = l.cp;
-  cfg.parallel.dp = l.dp;
-  cfg.parallel.zero_stage = l.zero;
-  cfg.training.grad_accum = 2 / l.dp;  // the same global window on every layout
-  cfg.validate();
+  const train::Layout l = train::parse_layout(layout);
+  cfg.training.grad_accum = 2 / l.dp;
+  cfg = train::with_layout(cfg, l);
   std::vector<double> params;
   std::mutex mu;
   with_trainers(cfg, ds, std::nullopt, [&](train::Trainer& t) {
@@ -51,7 +47,7 @@ TEST(ContextParallelCheckpoint, SavedAtCpTwoLoadsAtOneAndFourAndSavesTheSameChec
   auto dir = [&](const std::string& run) { return (root / run / "checkpoints").string(); };
 
   cfg.metrics.run_dir = (root / "cp2").string();
-  const auto trained = on_layout(cfg, {2, 2, 1}, ds, [](train::Trainer& t) {
+  const auto trained = on_layout(cfg, "cp=2,dp=2,zero=1", ds, [](train::Trainer& t) {
     t.step();
     t.step();
     t.save_checkpoint();
@@ -59,8 +55,8 @@ TEST(ContextParallelCheckpoint, SavedAtCpTwoLoadsAtOneAndFourAndSavesTheSameChec
   const auto saved = checkpoint::CheckpointReader::open(dir("cp2"));
   EXPECT_EQ(saved.metadata().at("layout").at("cp"), 2);
 
-  for (const auto& [name, layout] : std::vector<std::pair<std::string, CpLayout>>{{"cp1", {1, 1, 0}},
-                                                                                  {"cp4_zero3", {4, 1, 3}}}) {
+  for (const auto& [name, layout] : std::vector<std::pair<std::string, std::string>>{{"cp1", "cp=1"},
+                                                                                     {"cp4_zero3", "cp=4,zero=3"}}) {
     SCOPED_TRACE(name);
     cfg.metrics.run_dir = (root / name).string();
     const auto loaded = on_layout(cfg, layout, ds, [&](train::Trainer& t) {
@@ -74,14 +70,14 @@ TEST(ContextParallelCheckpoint, SavedAtCpTwoLoadsAtOneAndFourAndSavesTheSameChec
     EXPECT_TRUE(diff.identical()) << diff.str();
   }
 
-  auto continued = [&](const CpLayout& l, const std::string& run) {
+  auto continued = [&](const std::string& l, const std::string& run) {
     cfg.metrics.run_dir = (root / run).string();
     return on_layout(cfg, l, ds, [&](train::Trainer& t) {
       t.restore(checkpoint::CheckpointReader::open(dir("cp2")));
       EXPECT_FALSE(t.step().skipped);
     });
   };
-  const auto at2 = continued({2, 2, 1}, "c2"), at1 = continued({1, 1, 0}, "c1");
+  const auto at2 = continued("cp=2,dp=2,zero=1", "c2"), at1 = continued("cp=1", "c1");
   EXPECT_LT(rel_to_max(at1, at2), 1e-5);
   EXPECT_NE(at2, trained);
 }
