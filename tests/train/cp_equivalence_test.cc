@@ -6,8 +6,9 @@
 // rounding of the same sums), and the gradients are summed over dp x cp.
 //   cp in {2, 4} x packed and padded batches x documents shorter than a
 //   chunk, spanning chunk boundaries, longer than a rank's share and than a
-//   row x {MHA, GQA}; composed cp=2 x dp=2 under every ZeRO stage and
-//   cp=2 x tp=2; bf16; reproducible mode.
+//   row x {MHA, GQA}; composed cp=2 x dp=2 under every ZeRO stage,
+//   cp=2 x tp=2 (with and without SP), cp=2 x pp=2 (1f1b; and x dp=2,
+//   gpipe); bf16; reproducible mode.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -52,7 +53,8 @@ TEST(ContextParallelEquivalence, ComposedWithDataParallelismZeroAndTensorParalle
   const auto ds = mixed_length_documents(60);
   WorstDifference worst;
   for (const char* layout : {"cp=2,dp=2,zero=0", "cp=2,dp=2,zero=1", "cp=2,dp=2,zero=2", "cp=2,dp=2,zero=3",
-                             "cp=2,dp=2,zero=1,reduce=avg", "cp=2,tp=2", "cp=2,tp=2,sp=on"}) {
+                             "cp=2,dp=2,zero=1,reduce=avg", "cp=2,tp=2", "cp=2,tp=2,sp=on", "cp=2,pp=2",
+                             "cp=2,dp=2,pp=2,schedule=gpipe"}) {
     SCOPED_TRACE(layout);
     expect_equivalent(context_parallel_config(), layout, ds, worst);
   }
