@@ -105,7 +105,11 @@ TEST(TensorParallelCheckpoint, SavedAtTwoResumedAtOneAndFourBitwise) {
   }
 
   // The safetensors export of the tp-sharded checkpoint is the single rank's.
-  const std::string a = (root / "tp2.safetensors").string(), b = (root / "tp1.safetensors").string();
+  // (Each export writes its config.json next to it: one directory each.)
+  fs::create_directories(root / "export_tp2");
+  fs::create_directories(root / "export_tp1");
+  const std::string a = (root / "export_tp2" / "model.safetensors").string(),
+                    b = (root / "export_tp1" / "model.safetensors").string();
   checkpoint::export_safetensors(saved, a);
   checkpoint::export_safetensors(checkpoint::CheckpointReader::open(dir("tp1")), b);
   EXPECT_FALSE(file_bytes(a).empty());
