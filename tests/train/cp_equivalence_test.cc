@@ -8,7 +8,7 @@
 //   chunk, spanning chunk boundaries, longer than a rank's share and than a
 //   row x {MHA, GQA}; composed cp=2 x dp=2 under every ZeRO stage,
 //   cp=2 x tp=2 (with and without SP), cp=2 x pp=2 (1f1b; and x dp=2,
-//   gpipe); bf16; reproducible mode.
+//   gpipe); recomputation; bf16; reproducible mode.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -57,6 +57,20 @@ TEST(ContextParallelEquivalence, ComposedWithDataParallelismZeroAndTensorParalle
                              "cp=2,dp=2,pp=2,schedule=gpipe"}) {
     SCOPED_TRACE(layout);
     expect_equivalent(context_parallel_config(), layout, ds, worst);
+  }
+  worst.print(kTolerance);
+}
+
+// Activation recomputation replays each block's forward, ring included, in
+// backward (every cp rank in the same order).
+TEST(ContextParallelEquivalence, RecomputationReplaysTheRing) {
+  const auto ds = mixed_length_documents(60);
+  WorstDifference worst;
+  auto cfg = context_parallel_config();
+  cfg.training.recompute = true;
+  for (const char* layout : {"cp=2", "cp=4,zero=3"}) {
+    SCOPED_TRACE(layout);
+    expect_equivalent(cfg, layout, ds, worst);
   }
   worst.print(kTolerance);
 }
