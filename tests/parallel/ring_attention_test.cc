@@ -70,8 +70,8 @@ void check_ring(int cp) {
   const auto q = random_values(nq, 1), k = random_values(nk, 2), v = random_values(nk, 3),
              dout = random_values(nq, 4);
   const auto seg = packed_segments(T);
-  std::vector<double> out(static_cast<size_t>(nq)), lse(static_cast<size_t>(kB * kHq * T)), dq(out.size()), dk(static_cast<size_t>(nk)),
-      dv(dk.size());
+  std::vector<double> out(static_cast<size_t>(nq)), lse(static_cast<size_t>(kB * kHq * T)), dq(out.size()),
+      dk(static_cast<size_t>(nk)), dv(dk.size());
   kernels::attention_forward<double>(full, q.data(), k.data(), v.data(), seg.data(), scale, out.data(), lse.data());
   kernels::attention_backward<double>(full, q.data(), k.data(), v.data(), seg.data(), scale, out.data(), lse.data(),
                                       dout.data(), dq.data(), dk.data(), dv.data());

@@ -118,5 +118,6 @@ TEST(ContextParallelEquivalence, ReproducibleModeRepeatsBitwiseAndRefusesTheOneR
   ASSERT_FALSE(first.empty());
   EXPECT_EQ(first, second);
   EXPECT_THAT(([&] { train::compare_with_single_rank(cfg, train::parse_layout("cp=2"), 1, ds, 0, true); }),
-              ::testing::ThrowsMessage<ConfigError>(::testing::HasSubstr("context parallelism splits each micro-batch")));
+              ::testing::ThrowsMessage<ConfigError>(
+                  ::testing::HasSubstr("context parallelism splits each micro-batch")));
 }

@@ -30,7 +30,9 @@ path = "runs/data"
 seq_len = 64
 )";
 
-std::string error_of(const std::vector<std::string>& overrides) { return meshtrain::testing::config_error(kBase, overrides); }
+std::string error_of(const std::vector<std::string>& overrides) {
+  return meshtrain::testing::config_error(kBase, overrides);
+}
 
 }  // namespace
 

@@ -48,6 +48,12 @@ struct KvBlock {
   T* v;
 };
 
+// Block i of a [2, 2, n] buffer (K then V of n elements each).
+template <typename T>
+KvBlock<T> block_in(const Tensor& t, int i) {
+  return {t.data<T>() + 2 * i * t.dim(2), t.data<T>() + (2 * i + 1) * t.dim(2)};
+}
+
 template <typename T>
 std::vector<comm::Work> pass_on(comm::ProcessGroup& g, const Ring& R, KvBlock<T> send, KvBlock<T> recv, int tag_k,
                                 int tag_v, DType dt) {
@@ -80,11 +86,10 @@ void ring_forward(comm::ProcessGroup& g, const Ring& R, const T* q, const T* k, 
     kernels::softmax_state_init(st[h], rows, D);
   }
   Tensor bufs = Tensor::empty(Shape({2, 2, 2 * R.kv_half}), dt, alloc, MemCategory::Workspace);
-  auto buf = [&](int i) { return KvBlock<T>{bufs.data<T>() + i * 4 * R.kv_half, bufs.data<T>() + (i * 4 + 2) * R.kv_half}; };
   KvBlock<T> cur{const_cast<T*>(k), const_cast<T*>(v)};
   std::vector<comm::Work> comm;
   for (int step = 0; step < R.P; ++step) {
-    const KvBlock<T> nxt = buf(step % 2);
+    const KvBlock<T> nxt = block_in<T>(bufs, step % 2);
     if (step + 1 < R.P) comm = pass_on(g, R, cur, nxt, kTagK, kTagV, dt);
     const int src = R.src(step);
     // Fixed order: ring step, then the block's chunks, whatever arrives when.
@@ -124,12 +129,11 @@ void ring_backward(comm::ProcessGroup& g, const Ring& R, const T* q, const T* k,
   Tensor bufs = Tensor::empty(Shape({2, 2, nkv}), dt, alloc, MemCategory::Workspace);   // K/V double buffer
   Tensor mine = Tensor::empty(Shape({2, nkv}), dt, alloc, MemCategory::Workspace);      // this step's dK/dV
   Tensor sums = Tensor::empty(Shape({2, 2, nkv}), dt, alloc, MemCategory::Workspace);   // received partial sums
-  auto slot = [](const Tensor& t, int i) { return KvBlock<T>{t.data<T>() + 2 * i * t.dim(2), t.data<T>() + (2 * i + 1) * t.dim(2)}; };
   const KvBlock<T> local{mine.data<T>(), mine.data<T>() + nkv};
   KvBlock<T> cur{const_cast<T*>(k), const_cast<T*>(v)};
   std::vector<comm::Work> kv_comm, sum_recv, sum_send;
   for (int step = 0; step < R.P; ++step) {
-    const KvBlock<T> nxt = slot(bufs, step % 2), incoming = slot(sums, step % 2);
+    const KvBlock<T> nxt = block_in<T>(bufs, step % 2), incoming = block_in<T>(sums, step % 2);
     if (step + 1 < R.P) kv_comm = pass_on(g, R, cur, nxt, kTagK, kTagV, dt);
     if (step > 0) {  // the partial dK/dV of this block from the ranks before, arriving while we compute
       sum_recv.push_back(g.irecv(incoming.k, size_t(nkv), dt, R.prev(), {.tag = kTagDk}));

@@ -74,8 +74,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
     const std::string split = ctx_.mesh.shape().cp > 1 ? detail::concat("dp x cp x grad_accum = ", dp_.size(), " x ",
                                                                         ctx_.mesh.shape().cp, " x ")
                                                         : detail::concat("dp x grad_accum = ", dp_.size(), " x ");
-    MT_REQUIRE(ConfigError, parallel::is_power_of_two(leaves), "training.reproducible sums the window's micro-batches in ",
-               "a binary tree: ", split, cfg_.training.grad_accum, " = ", leaves, " must be a power of two");
+    MT_REQUIRE(ConfigError, parallel::is_power_of_two(leaves), "training.reproducible sums the window's micro-batches ",
+               "in a binary tree: ", split, cfg_.training.grad_accum, " = ", leaves, " must be a power of two");
   }
   // Reproducible mode: GEMM bits independent of this rank's thread count, so
   // layouts that give a rank fewer cores still match bit for bit.
