@@ -21,6 +21,7 @@
 #include "meshtrain/model/presets.h"
 #include "meshtrain/train/trainer.h"
 #include "random_tokens.h"
+#include "timed_steps.h"
 
 using namespace meshtrain;
 
@@ -54,11 +55,6 @@ struct Result {
   int64_t peak_activations = 0, predicted_activations = 0;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 Result run(const Layout& l, const data::TokenDataset& ds, int steps) {
   Result r;
   std::mutex mu;
@@ -69,23 +65,15 @@ Result run(const Layout& l, const data::TokenDataset& ds, int steps) {
   const train::TrainConfig cfg = config(l);
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
     train::Trainer t(cfg, ctx, ds, std::nullopt);
-    std::vector<double> times, exposed, tokens;
-    train::StepMetrics m;
-    for (int s = 0; s < steps + 1; ++s) {
-      ctx.world->barrier();
-      m = t.step();
-      if (s == 0) continue;  // warm-up: primitives, allocator cache
-      times.push_back(m.seconds);
-      exposed.push_back(m.comm_exposed_s + m.tp.seconds);
-      tokens.push_back(double(m.computed_positions) / m.seconds);
-    }
+    const bench::StepMedians s =
+        bench::timed_steps(ctx, t, steps, [](const train::StepMetrics& m) { return m.comm_exposed_s + m.tp.seconds; });
     if (ctx.rank != 0) return;
     std::lock_guard<std::mutex> lock(mu);
-    r.step_s = median(times);
-    r.exposed_s = median(exposed);
-    r.tokens_per_s = median(tokens);
-    r.tp = m.tp;
-    r.peak_activations = m.memory.peak[int(MemCategory::Activations)];
+    r.step_s = s.step_s;
+    r.exposed_s = s.exposed_s;
+    r.tokens_per_s = s.tokens_per_s;
+    r.tp = s.last.tp;
+    r.peak_activations = s.last.memory.peak[int(MemCategory::Activations)];
     const int64_t n = cfg.training.micro_batch * cfg.data.seq_len;
     r.predicted_activations = model::activation_bytes(t.config().model, t.model_spec(), n,
                                                       t.model().stream_rows(n), DType::F32)

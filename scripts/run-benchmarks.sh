@@ -21,6 +21,8 @@ echo "== pipeline schedules (threads, 1 compute thread per stage) =="
 "$build/bench/pipeline_bench"
 echo "== tensor parallelism (tp=2 vs dp=2 vs one rank, threads) =="
 "$build/bench/tp_bench"
+echo "== context parallelism (cp=2 vs one rank on long sequences, threads) =="
+"$build/bench/cp_bench" --seq 1024 --seq 4096
 echo "== collectives (threads backend) =="
 for n in 2 4; do "$build/bin/meshtrain" bench comm --ranks "$n"; done
 if command -v mpirun >/dev/null; then

@@ -166,6 +166,12 @@ TEST(CliTrain, TinyRunThenCkptGenerateEvalAndVerify) {
   EXPECT_TRUE(contains(tp2.out, "tp=2,sp=on vs single rank")) << tp2.out;
   EXPECT_TRUE(contains(tp2.out, "PASS")) << tp2.out;
   expect_failure({"verify", cfg, "--layout", "tp=3"}, "model.n_heads = 2 does not split over parallel.tp = 3");
+  // Context parallelism trains: 32 positions cut into 2 x 2 chunks; 2 x 3 chunks do not fit.
+  const Result cp2 = run_cli({"verify", cfg, "--layout", "cp=2", "--steps", "1"});
+  EXPECT_EQ(cp2.code, 0) << cp2.err;
+  EXPECT_TRUE(contains(cp2.out, "cp=2 vs single rank")) << cp2.out;
+  EXPECT_TRUE(contains(cp2.out, "PASS")) << cp2.out;
+  expect_failure({"verify", cfg, "--layout", "cp=3"}, "data.seq_len = 32 does not split (32 % 6 = 2)");
 
   // plan: the config's layout by default, any mesh with --layout; nothing runs.
   const Result own = run_cli({"plan", cfg});

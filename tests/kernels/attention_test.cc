@@ -449,3 +449,37 @@ TEST(Attention, MergeWithEmptyStatesIsExact) {
 }
 
 }  // namespace
+
+// (29.15)-(29.16) is associative up to rounding: three partial states (one
+// of them fully masked for some rows) merged in any grouping and order give
+// the same state (f64: 1e-14 relative).
+TEST(Attention, ThreeStateMergeDoesNotDependOnGrouping) {
+  const int64_t rows = 4, D = 3;
+  const double ninf = -kInf;
+  struct S {
+    std::vector<double> o, a, l;
+    SoftmaxState<double> st() { return {o.data(), a.data(), l.data()}; }
+  };
+  const S x{{1, 2, 3, 0, 0, 0, 4, 5, 6, 1, 1, 1}, {0.5, ninf, 2.0, -1.0}, {2, 0, 1.5, 3}};
+  const S y{{2, 1, 0, 7, 8, 9, 0, 0, 0, 2, 2, 2}, {1.5, 0.25, ninf, -0.5}, {1, 4, 0, 2}};
+  const S z{{0, 0, 1, 1, 0, 2, 3, 3, 3, 0, 1, 0}, {-2.0, 3.0, 1.0, -3.0}, {0.5, 2, 2, 1}};
+  auto merged = [&](S first, S second, S third, bool right_first) {
+    if (right_first) {  // first . (second . third)
+      softmax_state_merge(second.st(), third.st(), rows, D);
+      softmax_state_merge(first.st(), second.st(), rows, D);
+    } else {  // (first . second) . third
+      softmax_state_merge(first.st(), second.st(), rows, D);
+      softmax_state_merge(first.st(), third.st(), rows, D);
+    }
+    std::vector<double> all = first.o;
+    all.insert(all.end(), first.l.begin(), first.l.end());
+    for (int64_t r = 0; r < rows; ++r) all.push_back(first.a[size_t(r)]);
+    return all;
+  };
+  const std::vector<double> want = merged(x, y, z, false);
+  for (const auto& got : {merged(x, y, z, true), merged(x, z, y, false), merged(y, z, x, false),
+                          merged(z, x, y, true), merged(z, y, x, false)}) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-14 * std::max(1.0, std::abs(want[i])));
+  }
+}

@@ -95,8 +95,9 @@ void check_mesh(const model::ModelConfig& cfg, const comm::MeshShape& mesh) {
       for (int64_t e = 0; e < p.numel(); ++e) {
         const size_t g = size_t(p.global_flat(e));
         if (fresh) c.pieces[g]++;
-        if (l.counts_in_norm && dp == 0) c.norm[g]++;  // dp replicas are counted by ZeRO ownership
-        if (l.writes_checkpoint && dp == 0) c.checkpoint[g]++;
+        // dp and cp replicas (the data group) are counted by ZeRO ownership
+        if (l.counts_in_norm && dp == 0 && cp == 0) c.norm[g]++;
+        if (l.writes_checkpoint && dp == 0 && cp == 0) c.checkpoint[g]++;
       }
     }
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "meshtrain/core/error.h"
+#include "train/config_error.h"
 
 using namespace meshtrain;
 
@@ -21,12 +22,7 @@ steps = 10
 )";
 
 std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
-  try {
-    train::parse_config(text, overrides);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return meshtrain::testing::config_error(text, overrides);
 }
 
 }  // namespace

@@ -111,3 +111,13 @@ TEST(MemoryLimits, ParsesMeminfoAndCgroupFiles) {
   ASSERT_TRUE(a.has_value());
   EXPECT_GT(a->bytes, 0);
 }
+
+// Context parallelism: ZeRO shards over dp x cp, and a rank computes
+// seq / cp positions of each row (its activations halve at cp = 2).
+TEST(MemoryEstimate, ContextParallelShardsStateOverDpTimesCpAndSplitsActivations) {
+  auto cp2 = bench_small(3);
+  cp2.parallel.cp = 2;
+  const auto dp4 = train::estimate_rank_memory(bench_small(3), 4), dp2_cp2 = train::estimate_rank_memory(cp2, 2);
+  EXPECT_EQ(dp2_cp2.params + dp2_cp2.grads + dp2_cp2.optimizer, dp4.params + dp4.grads + dp4.optimizer);
+  EXPECT_EQ(2 * dp2_cp2.activations, train::estimate_rank_memory(bench_small(3), 2).activations);
+}

@@ -9,6 +9,7 @@
 
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/run.h"
+#include "train/config_error.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -30,12 +31,7 @@ seq_len = 64
 )";
 
 std::string error_of(const std::vector<std::string>& overrides) {
-  try {
-    train::parse_config(kBase, overrides);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return meshtrain::testing::config_error(kBase, overrides);
 }
 
 }  // namespace

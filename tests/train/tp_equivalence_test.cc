@@ -44,7 +44,7 @@ train::TrainConfig tp_config(bool gpt2, bool tied, int kv) {
 
 TEST(TensorParallelEquivalence, EveryTpSpHeadLayoutPresetAndTyingMatchesOneRank) {
   const auto ds = varied_documents(64, 5);
-  double worst[3] = {0, 0, 0};
+  WorstDifference worst;
   for (bool gpt2 : {false, true}) {
     for (bool tied : {false, true}) {
       for (int kv : {8, 4, 1}) {  // MHA; GQA with kv >= tp (2, 4); GQA with kv < tp
@@ -58,18 +58,13 @@ TEST(TensorParallelEquivalence, EveryTpSpHeadLayoutPresetAndTyingMatchesOneRank)
                                               << " kv=" << kv << " " << layout.str());
             const auto r = train::compare_with_single_rank(cfg, layout, 3, ds, kTolerance);
             EXPECT_TRUE(r.pass()) << r.str();
-            for (const auto& s : r.steps) {
-              worst[0] = std::max(worst[0], s.loss_rel);
-              worst[1] = std::max(worst[1], s.grad_rel);
-              worst[2] = std::max(worst[2], s.param_rel);
-            }
+            worst.add(r);
           }
         }
       }
     }
   }
-  std::printf("worst relative difference over the matrix: loss %.2e, gradients %.2e, parameters %.2e (tolerance %.0e)\n",
-              worst[0], worst[1], worst[2], kTolerance);
+  worst.print(kTolerance);
 }
 
 TEST(TensorParallelEquivalence, ComposedWithDataParallelismAndZero) {

@@ -31,18 +31,6 @@ train::TrainConfig model_config() {
   return cfg;
 }
 
-std::vector<double> single_rank(const train::TrainConfig& cfg, int R, const data::TokenDataset& ds) {
-  auto ref = cfg;
-  ref.training.grad_accum = cfg.training.grad_accum * R;  // the same global window
-  std::vector<double> p;
-  with_trainers(ref, ds, std::nullopt, [&](train::Trainer& t) {
-    set_compute_threads(1);  // four processes share the machine
-    for (int s = 0; s < 3; ++s) t.step();
-    p = gathered(t);
-  });
-  return p;
-}
-
 }  // namespace
 
 TEST(TensorParallelMpi, EquivalentToSingleRank) {
@@ -60,20 +48,15 @@ TEST(TensorParallelMpi, EquivalentToSingleRank) {
     SCOPED_TRACE(::testing::Message() << "world " << W << ": tp=" << c.tp << " dp=" << R << " zero=" << c.zero
                                       << " sp=" << c.sp);
     auto cfg = model_config();
-    const auto ref = single_rank(cfg, R, ds);
+    const auto ref = single_rank_params(cfg, R, ds);
     cfg.parallel.tp = c.tp;
     cfg.parallel.dp = R;
     cfg.parallel.zero_stage = c.zero;
     cfg.parallel.sequence_parallel = c.sp;
-    comm::ParallelContext ctx;
-    ctx.rank = world->rank();
-    ctx.world_size = W;
-    ctx.world = world;
     comm::MeshShape shape;
     shape.tp = c.tp;
     shape.dp = R;
-    ctx.mesh = comm::Mesh::create(shape, world);
-    ctx.allocator = CachingAllocator::create();
+    comm::ParallelContext ctx = mpi_context(world, shape);
     train::Trainer t(cfg, ctx, ds, std::nullopt);
     for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
     const auto got = parallel::gather_global_values(t.engine(), ctx.group({"pp", "tp"}), false);

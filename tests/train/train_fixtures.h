@@ -17,6 +17,7 @@
 #include "meshtrain/core/rng.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/dataset.h"
+#include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/run.h"
 #include "meshtrain/train/trainer.h"
 
@@ -31,6 +32,22 @@ inline data::TokenDataset varied_documents(int n_docs, uint64_t seed) {
     const int len = 3 + int(rng.uniform(1, d) * 20);
     std::vector<int32_t> doc{256};
     for (int i = 0; i < len; ++i) doc.push_back(int32_t(97 + int(rng.uniform(2, d * 100 + i) * 8)));
+    doc.push_back(257);
+    docs.push_back(doc);
+  }
+  return data::TokenDataset::from_documents(docs);
+}
+
+// Documents for context parallelism over 32-position rows, lengths cycling
+// through 2 (shorter than any chunk), 5, 11 (across chunk boundaries), 19
+// (longer than a rank's share at cp = 2) and 45 (longer than a row: split
+// over rows by packing).
+inline data::TokenDataset mixed_length_documents(int n_docs) {
+  const int lengths[] = {2, 5, 11, 19, 45};
+  std::vector<std::vector<int32_t>> docs;
+  for (int d = 0; d < n_docs; ++d) {
+    std::vector<int32_t> doc{256};
+    for (int i = 0; i < lengths[d % 5]; ++i) doc.push_back(int32_t(97 + (d * 7 + i * 3) % 23));
     doc.push_back(257);
     docs.push_back(doc);
   }
@@ -59,6 +76,41 @@ inline train::TrainConfig tiny_train_config() {
   return c;
 }
 
+// A model and 32-position packed rows for context parallelism (2 x cp
+// chunks up to cp = 16): 4 query heads over 2 KV heads, 2 rows per
+// micro-batch, 2 micro-batches, one compute thread per rank.
+inline train::TrainConfig context_parallel_config() {
+  auto cfg = tiny_train_config();
+  cfg.model.n_heads = 4;
+  cfg.model.head_dim = 4;  // d_model 16
+  cfg.model.n_kv_heads = 2;
+  cfg.model.max_seq_len = 32;
+  cfg.data.seq_len = 32;
+  cfg.data.mode = "packed";
+  cfg.optimizer.lr = 1e-3;
+  cfg.training.micro_batch = 2;
+  cfg.training.grad_accum = 2;
+  cfg.training.threads = 1;  // tiny matrices: one compute thread per rank
+  return cfg;
+}
+
+// The largest relative differences an equivalence matrix saw, printed with
+// its tolerance at the end of a test.
+struct WorstDifference {
+  double loss = 0, grad = 0, param = 0;
+  void add(const train::EquivalenceReport& r) {
+    for (const auto& s : r.steps) {
+      loss = std::max(loss, s.loss_rel);
+      grad = std::max(grad, s.grad_rel);
+      param = std::max(param, s.param_rel);
+    }
+  }
+  void print(double tolerance) const {
+    std::printf("worst relative difference: loss %.2e, gradients %.2e, parameters %.2e (tolerance %.0e)\n", loss, grad,
+                param, tolerance);
+  }
+};
+
 // Gathered full parameters (or reduced gradients) as doubles, for comparisons.
 inline std::vector<double> gathered(train::Trainer& t, bool grads = false) {
   const auto v = grads ? t.engine().gather_grads() : t.engine().gather_params();
@@ -66,12 +118,12 @@ inline std::vector<double> gathered(train::Trainer& t, bool grads = false) {
 }
 
 // Runs fn on every rank of the threads world the config's layout needs
-// (dp x tp x pp), each with its Trainer on the same datasets.
+// (dp x cp x tp x pp), each with its Trainer on the same datasets.
 inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDataset& train_ds,
                           const std::optional<data::TokenDataset>& val_ds,
                           const std::function<void(train::Trainer&)>& fn) {
   comm::LaunchOptions o;
-  o.world_size = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+  o.world_size = cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp * cfg.parallel.pp;
   o.mesh = train::mesh_for(cfg, o.world_size);
   o.group.timeout = comm::Millis(60000);
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {

@@ -7,7 +7,7 @@
 namespace meshtrain::model {
 
 SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
-                             const kernels::RopeTable* rope)
+                             const kernels::RopeTable* rope, const RingAttention* ring)
     : head_dim_(cfg.head_dim),
       op_(params.precision().compute),
       acc_(params.precision().accumulate()),
@@ -17,7 +17,8 @@ SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, con
       o_proj_(bind_linear(params, prefix + ".o_proj", false)),  // its bias: the block's, after the reduction
       q_heads_(q_proj_.out / cfg.head_dim),
       kv_heads_(k_proj_.out / cfg.head_dim),
-      rope_(rope) {}
+      rope_(rope),
+      ring_(ring && ring->active() ? ring : nullptr) {}
 
 kernels::AttentionShape SelfAttention::shape(const TokenBatch& b) const {
   return {b.rows, b.seq, q_heads_, kv_heads_, head_dim_};
@@ -43,7 +44,10 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
   }
   s.out = activation(alloc, dt, {n, q_proj_.out});
   s.lse = activation(alloc, dt, {b.rows, q_heads_, b.seq});
-  k.attention_forward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse);
+  if (ring_)
+    ring_->forward(shape(b), s.q, s.k, s.v, b.chunk_segments, scale(), s.out, s.lse, alloc);
+  else
+    k.attention_forward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse);
   s.out_op = as_operand(k, s.out, op_, alloc);
   o_proj_.forward(k, s.out_op, y, accumulate_y);
   return s;
@@ -63,7 +67,10 @@ void SelfAttention::backward(const kernels::KernelTable& k, const Tensor& xn, co
   Tensor dq = activation(alloc, dt, {n, q_proj_.out}, grads_cat);
   Tensor dk = activation(alloc, dt, {n, k_proj_.out}, grads_cat);
   Tensor dv = activation(alloc, dt, {n, v_proj_.out}, grads_cat);
-  k.attention_backward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse, dout, dq, dk, dv);
+  if (ring_)
+    ring_->backward(shape(b), s.q, s.k, s.v, b.chunk_segments, scale(), s.out, s.lse, dout, dq, dk, dv, alloc);
+  else
+    k.attention_backward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse, dout, dq, dk, dv);
   if (rope_) {
     k.rope(dq, b.positions, q_heads_, head_dim_, *rope_, true);
     k.rope(dk, b.positions, kv_heads_, head_dim_, *rope_, true);

@@ -2,12 +2,15 @@
 // RoPE, blockwise causal attention over packed documents (GQA), output
 // projection (row-parallel, without its bias: the block adds it once, after
 // the tensor-parallel reduction). Head counts come from the local weights.
+// Under context parallelism the attention itself runs around the cp ring
+// (ring_attention.h); everything else sees this rank's tokens only.
 #pragma once
 
 #include <memory>
 
 #include "meshtrain/kernels/cpu/rope.h"
 #include "meshtrain/model/layers.h"
+#include "meshtrain/model/ring_attention.h"
 #include "meshtrain/model/token_batch.h"
 
 namespace meshtrain::model {
@@ -22,7 +25,7 @@ class SelfAttention {
   };
 
   SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
-                const kernels::RopeTable* rope);
+                const kernels::RopeTable* rope, const RingAttention* ring = nullptr);
   // xn is the projections' operand (in the policy's matmul type).
   // y += o_proj(attention(xn)) when accumulate_y (the fused residual add),
   // else y = o_proj(attention(xn)) (a partial sum under tensor parallelism).
@@ -44,6 +47,7 @@ class SelfAttention {
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   int64_t q_heads_, kv_heads_;
   const kernels::RopeTable* rope_;
+  const RingAttention* ring_;  // context parallelism: attention over the cp group (null or inactive: none)
 };
 
 }  // namespace meshtrain::model

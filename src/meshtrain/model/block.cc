@@ -9,11 +9,11 @@ std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_strin
 }  // namespace
 
 Block::Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, const kernels::RopeTable* rope,
-             const TpRegions& tp, bool fuse_residual)
+             const TpRegions& tp, bool fuse_residual, const RingAttention* ring)
     : cfg_(cfg),
       norm1_(bind_norm(params, cfg, layer_prefix(layer) + ".input_layernorm")),
       norm2_(bind_norm(params, cfg, layer_prefix(layer) + ".post_attention_layernorm")),
-      attn_(cfg, params, layer_prefix(layer) + ".self_attn", rope),
+      attn_(cfg, params, layer_prefix(layer) + ".self_attn", rope, ring),
       mlp_(cfg, params, layer_prefix(layer) + ".mlp"),
       tp_(tp),
       fuse_(fuse_residual && tp.size() == 1),

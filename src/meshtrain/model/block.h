@@ -33,7 +33,7 @@ class Block {
   };
 
   Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, const kernels::RopeTable* rope,
-        const TpRegions& tp, bool fuse_residual);
+        const TpRegions& tp, bool fuse_residual, const RingAttention* ring = nullptr);
   // Returns the block output [nl, d]; `saved` receives what backward needs.
   Tensor forward(const kernels::KernelTable& k, const Tensor& x, const TokenBatch& b, bool recompute, Saved* saved,
                  const std::shared_ptr<CachingAllocator>& alloc) const;

@@ -15,6 +15,10 @@ struct TokenBatch {
   const int32_t* targets = nullptr;    // -1: not supervised (label mask)
   const int32_t* positions = nullptr;  // position within the token's document
   const int32_t* segments = nullptr;   // document id within the row; null: one per row
+  // Context parallelism (ring_attention.h): rows are 2 B pseudo-rows (this
+  // rank's two chunks of B rows) and this holds the document ids of EVERY
+  // chunk of those rows, [2 cp, B, seq] (null: one document per row).
+  const int32_t* chunk_segments = nullptr;
   int64_t n() const { return rows * seq; }
 };
 

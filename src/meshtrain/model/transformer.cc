@@ -12,7 +12,7 @@ ModelConfig finalized(ModelConfig cfg) {
 }  // namespace
 
 Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec,
-                         ModelPartition partition, comm::ProcessGroup* tp)
+                         ModelPartition partition, comm::ProcessGroup* tp, comm::ProcessGroup* cp)
     : cfg_(finalized(cfg)),
       alloc_(std::move(alloc)),
       exec_(exec),
@@ -25,6 +25,8 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
            tp ? tp->rank() : 0);
   tp_stats_ = std::make_unique<TpCommStats>(num_segments());
   tp_ = TpRegions(tp && tp->size() > 1 ? tp : nullptr, exec_.sequence_parallel, tp_stats_.get(), 0);
+  cp_stats_ = std::make_unique<CpCommStats>();
+  ring_ = std::make_unique<RingAttention>(cp && cp->size() > 1 ? cp : nullptr, cp_stats_.get());
   params_.initialize(cfg_.seed);
   if (cfg_.positions == PositionKind::Rope) rope_ = kernels::make_rope_table(cfg_.max_seq_len, cfg_.head_dim, cfg_.rope_theta);
   const kernels::RopeTable* rope = cfg_.positions == PositionKind::Rope ? &rope_ : nullptr;
@@ -33,7 +35,8 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
     if (holds(int(l) + 1))
       blocks_[size_t(l)] =
-          std::make_unique<Block>(cfg_, params_, l, rope, tp_.for_segment(int(l) + 1), exec_.fuse_residual);
+          std::make_unique<Block>(cfg_, params_, l, rope, tp_.for_segment(int(l) + 1), exec_.fuse_residual,
+                                 ring_.get());
   if (holds(num_segments() - 1)) {
     // A tied head on another stage than the embedding reads the copy the
     // layout plan places there (its gradient is summed with the first's).

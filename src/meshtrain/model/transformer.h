@@ -28,9 +28,12 @@ struct ExecOptions {
 
 class Transformer {
  public:
-  // tp: this rank's tensor-parallel group (null or size 1: none).
+  // tp: this rank's tensor-parallel group, cp: its context-parallel group
+  // (null or size 1: none; under cp every micro-batch is this rank's
+  // chunks of its rows, ring_attention.h).
   Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec = {},
-              ModelPartition partition = ModelPartition::whole(), comm::ProcessGroup* tp = nullptr);
+              ModelPartition partition = ModelPartition::whole(), comm::ProcessGroup* tp = nullptr,
+              comm::ProcessGroup* cp = nullptr);
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
 
@@ -45,6 +48,9 @@ class Transformer {
   // last reset, per segment and collective.
   const TpRegions& tp() const { return tp_; }
   TpCommStats& tp_stats() { return *tp_stats_; }
+  // What the context-parallel ring moved since the last reset.
+  CpCommStats& cp_stats() { return *cp_stats_; }
+  const RingAttention& ring() const { return *ring_; }
   // Rows of the residual stream this rank holds (and sends between pipeline
   // stages) for a micro-batch of n tokens: n / tp under sequence parallelism.
   int64_t stream_rows(int64_t n) const { return tp_.local_rows(n); }
@@ -86,6 +92,8 @@ class Transformer {
   kernels::RopeTable rope_;
   std::unique_ptr<TpCommStats> tp_stats_;
   TpRegions tp_;
+  std::unique_ptr<CpCommStats> cp_stats_;
+  std::unique_ptr<RingAttention> ring_;
   std::unique_ptr<EmbeddingSegment> embedding_;
   std::vector<std::unique_ptr<Block>> blocks_;  // by layer; null where not held
   std::unique_ptr<HeadSegment> head_;

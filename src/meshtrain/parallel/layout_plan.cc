@@ -87,7 +87,8 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
         if (!tie_stages_.empty() && coords_.at("pp") == tie_stages_[1]) part.copy_units.push_back(0);
         return std::make_shared<const model::ModelSpec>(model::localize(model::build_model_spec(cfg_), cfg_, part));
       }()),
-      shards_(spec_, mesh.dp, coords_.at("dp"), options.zero_stage) {
+      // ZeRO shards over dp x cp (the data group's rank: dp coordinate x cp + cp coordinate).
+      shards_(spec_, mesh.dp * mesh.cp, coords_.at("dp") * mesh.cp + coords_.at("cp"), options.zero_stage) {
   const int tp_rank = coords_.at("tp");
   std::vector<int> stage_of_segment(size_t(cfg_.n_layers + 2));
   for (const Chunk& c : chunks_)
@@ -97,7 +98,6 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
     const bool tied = p.unit == 0 && !tie_stages_.empty();
     l.stages = tied ? tie_stages_ : std::vector<int>{stage_of_segment[size_t(p.unit)]};
     l.reduce_axes = data_axes();
-    if (mesh_.cp > 1) l.reduce_axes.push_back("cp");
     if (tied) l.reduce_axes.push_back("pp:" + std::to_string(tie_stages_[0]) + "+" + std::to_string(tie_stages_[1]));
     const int pieces = p.tp.pieces(mesh_.tp, p.name);
     if (p.tp.is_shard()) {
@@ -111,7 +111,6 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
       if (options_.sequence_parallel && mesh_.tp > 1) l.reduce_axes.push_back("tp");
       l.counts_in_norm = tp_rank == 0;
     }
-    if (mesh_.cp > 1) l.counts_in_norm = l.counts_in_norm && coords_.at("cp") == 0;
     // The tied copy on the head's stage is the same logical parameter.
     if (tied) l.counts_in_norm = l.counts_in_norm && coords_.at("pp") == tie_stages_[0];
     l.writes_checkpoint = l.counts_in_norm;

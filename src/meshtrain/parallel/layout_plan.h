@@ -82,8 +82,11 @@ class LayoutPlan {
   const std::vector<int>& tie_stages() const { return tie_stages_; }
   std::vector<int> tied_units() const;
   // Axes the data-parallel engine shards ZeRO state over and sums every
-  // gradient over (dp; cp joins when context parallelism does).
-  std::vector<std::string> data_axes() const { return {"dp"}; }
+  // gradient over: dp, and cp when context parallelism splits the rows'
+  // positions (every cp rank holds the whole model and a part of the loss).
+  std::vector<std::string> data_axes() const {
+    return mesh_.cp > 1 ? std::vector<std::string>{"dp", "cp"} : std::vector<std::string>{"dp"};
+  }
   // Axes whose ranks hold different parameters (or pieces): the global
   // norm and the non-finite decision sum over them too.
   std::vector<std::string> model_axes() const { return {"pp", "tp"}; }

@@ -16,6 +16,7 @@ void ParallelConfig::validate() const {
              ": expected 0, 1, 2 or 3");
   MT_REQUIRE(ConfigError, bucket_mb > 0, "parallel.bucket_mb = ", bucket_mb, ": expected > 0");
   MT_REQUIRE(ConfigError, tp >= 1, "parallel.tp = ", tp, ": expected >= 1");
+  MT_REQUIRE(ConfigError, cp >= 1, "parallel.cp = ", cp, ": expected >= 1");
   MT_REQUIRE(ConfigError, pp >= 1, "parallel.pp = ", pp, ": expected >= 1 pipeline stages");
   MT_REQUIRE(ConfigError, virtual_stages >= 1, "parallel.virtual_stages = ", virtual_stages, ": expected >= 1");
 }

@@ -1,6 +1,6 @@
 // [parallel] settings: data-parallel degree, ZeRO/FSDP state sharding,
 // tensor-parallel degree and sequence parallelism, pipeline stages and their
-// schedule.
+// schedule, context-parallel degree.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +34,10 @@ struct ParallelConfig {
   std::string schedule = "1f1b";
   int virtual_stages = 1;
   std::vector<int64_t> pp_layers;
+  // Context parallelism (S8): every row's positions split over cp ranks
+  // (2 cp balanced chunks, ring attention); gradients summed and ZeRO
+  // state sharded over dp x cp.
+  int cp = 1;
   bool keep_gathered = false;        // ZeRO-3: keep a unit gathered across the window's micro-batches
   void validate() const;             // ConfigError with the key path
 };

@@ -53,8 +53,8 @@ bool Prediction::fits() const {
 std::vector<std::string> unvalidated_parts(const StepInputs& in) {
   std::vector<std::string> out;
   if (in.mesh.cp > 1)
-    out.push_back("context parallelism does not train yet: each cp rank is replayed as a data-parallel replica "
-                  "holding whole sequences (no KV exchange)");
+    out.push_back("context parallelism is not replayed yet: each cp rank is replayed as a data-parallel replica "
+                  "holding whole sequences (no ring K/V exchange)");
   if (in.mesh.ep > 1) out.push_back("expert parallelism does not train yet: dense layers are replayed");
   return out;
 }

@@ -28,7 +28,7 @@ Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_
   Trace trace;
   std::mutex mu;
   comm::LaunchOptions o;
-  o.world_size = cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp;
+  o.world_size = cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp * cfg.parallel.pp;
   o.mesh = mesh_for(cfg, o.world_size);
   o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
@@ -134,11 +134,12 @@ void Layout::apply(parallel::ParallelConfig& p) const {
   p.schedule = schedule;
   p.virtual_stages = v;
   p.keep_gathered = keep_gathered;
+  p.cp = cp;
 }
 
 void Layout::check_runnable() const {
-  MT_REQUIRE(ConfigError, cp == 1 && ep == 1, "layout ", str(),
-             ": context and expert parallelism are planned (meshtrain plan) but do not train yet");
+  MT_REQUIRE(ConfigError, ep == 1, "layout ", str(),
+             ": expert parallelism is planned (meshtrain plan) but does not train yet");
 }
 
 Layout parse_layout(const std::string& text) {
@@ -224,6 +225,10 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
                ": --bitwise covers the data-parallel split and the ZeRO stage; tensor parallelism splits the "
                "forward's own sums (row-parallel outputs, the softmax over the vocabulary), so verify it with a "
                "tolerance");
+    MT_REQUIRE(ConfigError, layout.cp == 1, "layout ", layout.str(),
+               ": --bitwise covers the data-parallel split and the ZeRO stage; context parallelism splits each "
+               "micro-batch's own sums (weight gradients over its tokens, the loss, the attention's softmax folded "
+               "in ring order), so verify it with a tolerance (docs/context-parallel.md)");
     par.training.reproducible = true;
     tolerance = 0;
   }

@@ -30,7 +30,8 @@ std::string MemoryEstimate::str() const {
 
 MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
   const auto& m = cfg.model;
-  const int64_t R = std::max(1, dp), f32 = 4;
+  // ZeRO shards over dp x cp; a rank computes seq / cp positions of each row.
+  const int64_t cp = std::max(1, cfg.parallel.cp), R = std::max(1, dp) * cp, f32 = 4;
   const model::ModelSpec spec = model::build_model_spec(m);
   int64_t n = 0, largest_unit = 0;
   for (const auto& u : spec.units) {
@@ -60,7 +61,7 @@ MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
   const int64_t d = m.d_model, q = mul(m.n_heads, m.head_dim) / tp, kv = std::max<int64_t>(m.head_dim, mul(m.n_kv_heads, m.head_dim) / tp);
   const int64_t mlp = mul(m.ffn_hidden, m.mlp == model::MlpKind::SwiGLU ? 3 : 2) / tp;
   const int64_t per_layer = add(add(mul(4, d), add(mul(3, q), mul(3, kv))), add(mul(2, m.n_heads) / tp, mlp));
-  const int64_t tokens = mul(cfg.training.micro_batch, cfg.data.seq_len);
+  const int64_t tokens = mul(cfg.training.micro_batch, cfg.data.seq_len) / cp;
   const int64_t saved = cfg.training.recompute ? add(mul(m.n_layers, d), per_layer) : mul(m.n_layers, per_layer);
   // + the logits and their gradient, and one layer's activation gradients in backward.
   e.activations = mul(mul(tokens, add(add(saved, mul(2, m.vocab_size) / tp), per_layer)), f32);

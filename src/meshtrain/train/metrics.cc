@@ -42,7 +42,19 @@ nlohmann::json StepMetrics::to_json() const {
     j["pipeline_bubble_formula"] = pipeline_bubble_formula;
   }
   if (tp.calls > 0 || tp.grad_sum_bytes > 0) j["tp_comm"] = tp.to_json();
+  if (cp.cp > 1) j["cp_comm"] = cp.to_json();
   return j;
+}
+
+CpMetrics cp_metrics(const model::CpCommStats& stats, int cp) { return {cp, stats}; }
+
+nlohmann::json CpMetrics::to_json() const {
+  return {{"cp", cp},
+          {"forward_bytes", ring.forward_bytes},
+          {"backward_bytes", ring.backward_bytes},
+          {"exposed_s", ring.exposed_s},
+          {"pairs_computed", ring.pairs_computed},
+          {"pairs_skipped", ring.pairs_skipped}};
 }
 
 std::string StepMetrics::console_line(int64_t total_steps) const {

@@ -9,9 +9,21 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/memory_tracker.h"
+#include "meshtrain/model/ring_attention.h"
 #include "meshtrain/train/tp_metrics.h"
 
 namespace meshtrain::train {
+
+// The context-parallel ring of one step on this rank (empty without it):
+// K/V bytes sent, forward (29.x accounting of S8: 2 b s h_kv bytes
+// (cp - 1) / cp per layer) and backward (K/V again plus dK/dV), the time
+// spent waiting for blocks, and the chunk pairs computed or skipped.
+struct CpMetrics {
+  int cp = 1;
+  model::CpCommStats ring;
+  nlohmann::json to_json() const;
+};
+CpMetrics cp_metrics(const model::CpCommStats& stats, int cp);
 
 struct StepMetrics {
   int64_t step = 0;            // 1-based index of this update
@@ -37,6 +49,7 @@ struct StepMetrics {
   double pipeline_bubble = -1;          // measured idle share of the pipeline stages (-1: one stage)
   double pipeline_bubble_formula = -1;  // the schedule's unit-time bubble
   TpMetrics tp;                         // tensor-parallel communication (empty without it)
+  CpMetrics cp;                         // context-parallel ring (empty without it)
   MemorySnapshot memory;
   nlohmann::json to_json() const;
   std::string console_line(int64_t total_steps) const;

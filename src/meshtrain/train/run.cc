@@ -30,9 +30,9 @@ void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
   std::fprintf(console, "precision: %s%s\n", t.precision().describe().c_str(),
                t.loss_scaler().enabled() ? " | dynamic loss scaling" : "");
   std::fprintf(console,
-               "layout: %s backend, dp=%d, tp=%d%s, zero_stage=%d, grad_reduce=%s | %d compute threads per rank | "
+               "layout: %s backend, dp=%d, cp=%d, tp=%d%s, zero_stage=%d, grad_reduce=%s | %d compute threads per rank | "
                "global window %lld rows x %lld (G=%lld, micro-batch %lld) | %s\n",
-               cfg.comm.backend.c_str(), dp, cfg.parallel.tp, cfg.parallel.sequence_parallel ? " (sequence parallel)" : "",
+               cfg.comm.backend.c_str(), dp, cfg.parallel.cp, cfg.parallel.tp, cfg.parallel.sequence_parallel ? " (sequence parallel)" : "",
                cfg.parallel.zero_stage, parallel::to_string(cfg.parallel.grad_reduce),
                compute_threads(), static_cast<long long>(cfg.training.micro_batch * cfg.training.grad_accum * dp),
                static_cast<long long>(cfg.data.seq_len), static_cast<long long>(cfg.training.grad_accum),
@@ -183,6 +183,7 @@ comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
   comm::MeshShape m;
   m.tp = cfg.parallel.tp;  // innermost: the chattiest group on the closest ranks
   m.pp = cfg.parallel.pp;
+  m.cp = cfg.parallel.cp;
   m.dp = cfg.parallel.dp;
   if (m.dp == 0) {
     m.dp = 1;
@@ -256,7 +257,7 @@ int train_main(const TrainConfig& cfg) {
     MT_REQUIRE(ConfigError, cfg.parallel.dp >= 1,
                "parallel.dp = 0 (take dp from the world size) needs the mpi backend; the threads backend starts "
                "exactly the ranks the layout asks for");
-    o.mesh = mesh_for(cfg, cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp);
+    o.mesh = mesh_for(cfg, cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp * cfg.parallel.pp);
     o.world_size = o.mesh.world_size();
     check_run_memory(cfg, cfg.parallel.dp, o.world_size, stdout);  // before anything is allocated
   } else {

@@ -11,6 +11,7 @@
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/parallel/tree_reduce.h"
 #include "meshtrain/parallel/tie_group.h"
+#include "meshtrain/train/cp_config.h"
 #include "meshtrain/train/data_setup.h"
 
 namespace meshtrain::train {
@@ -19,20 +20,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-model::TokenBatch rows_of(const data::Batch& b, int64_t first, int64_t rows) {
-  const int64_t off = first * b.seq;
-  return {rows, b.seq, b.tokens.data() + off, b.targets.data() + off, b.positions.data() + off,
-          b.segments.data() + off};
-}
-
 TrainConfig validated(TrainConfig cfg) {
   cfg.validate();
   cfg.parallel.reproducible = cfg.training.reproducible;
   return cfg;
 }
 
-// Sequence parallelism splits every row's positions over the tp ranks.
-int64_t seq_multiple(const TrainConfig& cfg) { return cfg.parallel.sequence_parallel ? cfg.parallel.tp : 1; }
+// Sequence parallelism splits every row's positions over the tp ranks,
+// context parallelism into 2 cp chunks.
+int64_t seq_multiple(const TrainConfig& cfg) { return sequence_multiple(cfg); }
 
 }  // namespace
 
@@ -54,15 +50,19 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
     : cfg_(validated(cfg)),
       ctx_(ctx),
       dp_(ctx.group("dp")),
+      data_(ctx.group(ctx.mesh.shape().cp > 1 ? std::vector<std::string>{"dp", "cp"} : std::vector<std::string>{"dp"})),
       train_(std::move(train_data)),
       val_(std::move(val_data)),
       schedule_(cfg_.optimizer, cfg_.training.steps),
       scaler_(cfg_.training.loss_scale, cfg_.precision().needs_loss_scaling()),
-      loader_(train_, loader_config(cfg_.data, seq_multiple(cfg_))) {
+      loader_(train_, loader_config(cfg_.data, seq_multiple(cfg_))),
+      shard_(ctx.mesh.shape().cp, ctx.mesh.coord("cp")) {
   MT_REQUIRE(ConfigError, dp_.size() == cfg_.parallel.dp, "parallel.dp = ", cfg_.parallel.dp,
              " but the mesh's dp axis has ", dp_.size(), " ranks");
   MT_REQUIRE(ConfigError, ctx_.mesh.shape().tp == cfg_.parallel.tp, "parallel.tp = ", cfg_.parallel.tp,
              " but the mesh's tp axis has ", ctx_.mesh.shape().tp, " ranks");
+  MT_REQUIRE(ConfigError, ctx_.mesh.shape().cp == cfg_.parallel.cp, "parallel.cp = ", cfg_.parallel.cp,
+             " but the mesh's cp axis has ", ctx_.mesh.shape().cp, " ranks");
   MT_REQUIRE(ConfigError, ctx_.mesh.shape().pp == cfg_.parallel.pp, "parallel.pp = ", cfg_.parallel.pp,
              " but the mesh's pp axis has ", ctx_.mesh.shape().pp, " ranks");
   MT_REQUIRE(ConfigError, train_.tokenizer().vocab_size() <= cfg_.model.vocab_size, "model.vocab_size = ",
@@ -70,10 +70,12 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
              train_.tokenizer().vocab_size(), ")");
   if (val_ && val_->num_documents() == 0) val_.reset();
   if (cfg_.training.reproducible) {
-    const int64_t leaves = int64_t(dp_.size()) * cfg_.training.grad_accum;
-    MT_REQUIRE(ConfigError, parallel::is_power_of_two(leaves), "training.reproducible sums the window's micro-batches in ",
-               "a binary tree: dp x grad_accum = ", dp_.size(), " x ", cfg_.training.grad_accum, " = ", leaves,
-               " must be a power of two");
+    const int64_t leaves = int64_t(data_.size()) * cfg_.training.grad_accum;
+    const std::string split = ctx_.mesh.shape().cp > 1 ? detail::concat("dp x cp x grad_accum = ", dp_.size(), " x ",
+                                                                        ctx_.mesh.shape().cp, " x ")
+                                                        : detail::concat("dp x grad_accum = ", dp_.size(), " x ");
+    MT_REQUIRE(ConfigError, parallel::is_power_of_two(leaves), "training.reproducible sums the window's micro-batches ",
+               "in a binary tree: ", split, cfg_.training.grad_accum, " = ", leaves, " must be a power of two");
   }
   // Reproducible mode: GEMM bits independent of this rank's thread count, so
   // layouts that give a rank fewer cores still match bit for bit.
@@ -85,10 +87,11 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
   exec.precision = cfg_.precision();
   exec.sequence_parallel = cfg_.parallel.sequence_parallel;
   comm::ProcessGroup* tp = ctx_.mesh.shape().tp > 1 ? &ctx_.group("tp") : nullptr;
-  model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->partition(), tp);
+  comm::ProcessGroup* cp = ctx_.mesh.shape().cp > 1 ? &ctx_.group("cp") : nullptr;
+  model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->partition(), tp, cp);
   comm::ProcessGroup* pp = ctx_.mesh.shape().pp > 1 ? &ctx_.group("pp") : nullptr;
   tie_group_ = parallel::make_tie_group(pp, layout_->tie_stages());
-  engine_ = std::make_unique<parallel::DataParallel>(*model_, *layout_, dp_, ctx_.group({"pp", "tp"}), cfg_.parallel,
+  engine_ = std::make_unique<parallel::DataParallel>(*model_, *layout_, data_, ctx_.group({"pp", "tp"}), cfg_.parallel,
                                                      cfg_.optimizer, ctx_.allocator, tp, tie_group_.get());
   executor_ = std::make_unique<parallel::StepExecutor>(*model_, engine_.get(), pp);
   const int p = ctx_.mesh.shape().pp, pp_rank = layout_->coord("pp");
@@ -117,6 +120,7 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
   const auto t0 = Clock::now();
   ctx_.allocator->tracker().reset_peaks();
   model_->tp_stats().reset();
+  model_->cp_stats().reset();
   const int64_t G = cfg_.training.grad_accum, B = cfg_.training.micro_batch;
   MT_CHECK(window.rows == G * B, "window has ", window.rows, " rows, expected G * micro_batch = ", G * B);
   StepMetrics m;
@@ -143,20 +147,21 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
     const double scale = scaler_.scale();
     const double coeff = float(engine_->loss_coefficient(N) * scale);
     engine_->begin_window();
+    shard_.assign(window, B);
     const parallel::WindowResult r = executor_->run(
-        train_program_, [&](int j) { return rows_of(window, j * B, B); }, model::ForwardMode{true, coeff, false});
+        train_program_, [&](int j) { return shard_.micro_batch(j * B, B); }, model::ForwardMode{true, coeff, false});
     engine_->finish_grads();
     if (ctx_.mesh.shape().pp > 1) record_pipeline(m);
     if (after_reduction_) after_reduction_(*this);
     double loss_sum = r.loss_sum;
     if (cfg_.training.reproducible) {
       // The same tree over the global micro-batch index as the gradients.
-      std::vector<double> mine = r.micro_loss, all(size_t(G * dp_.size()));
+      std::vector<double> mine = r.micro_loss, all(size_t(G * data_.size()));
       mine.resize(size_t(G), 0.0);
-      dp_.all_gather(mine.data(), all.data(), all.size(), DType::F64);
+      data_.all_gather(mine.data(), all.data(), all.size(), DType::F64);
       loss_sum = parallel::tree_sum(all);
     } else {
-      dp_.all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
+      data_.all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
     }
     if (ctx_.mesh.shape().pp > 1) ctx_.group("pp").all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
     m.loss = loss_sum / double(N);
@@ -194,6 +199,7 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
   m.comm_bytes = engine_->sync_stats().bytes;
   m.skipped_total = scaler_.skipped();
   m.tp = tp_metrics(model_->tp_stats(), engine_->tp_sum_stats(), int(cfg_.model.n_layers));
+  m.cp = cp_metrics(model_->cp_stats(), ctx_.mesh.shape().cp);
   m.memory = ctx_.allocator->tracker().snapshot();
   return m;
 }
@@ -233,22 +239,25 @@ EvalResult Trainer::evaluate() {
     dp_.all_reduce(&any, 1, DType::I64, comm::ReduceOp::Max);
     if (any == 0) break;
     if (b.rows > 0) {
-      const auto res = executor_->run(eval_program_, [&](int) { return rows_of(b, 0, b.rows); }, forward_only);
+      shard_.assign(b, b.rows);
+      const auto res = executor_->run(eval_program_, [&](int) { return shard_.micro_batch(0, b.rows); }, forward_only);
       sums[0] += res.loss_sum;
       sums[1] += double(res.count);
       // Bytes where the loss is counted (the last pipeline stage), so the
       // sum over pp below counts them once.
-      if (res.count > 0) sums[2] += double(data::supervised_bytes(b, val_->tokenizer()));
+      // (This rank's chunks under context parallelism: summed over cp below.)
+      if (res.count > 0) sums[2] += double(data::supervised_bytes(shard_.local(), val_->tokenizer()));
     } else {
       // Nothing left for this rank: a padding-only row keeps its collectives
       // (stage-3 gathers) in step with the other ranks; it adds no target.
       data::Batch pad;
       pad.reset(1, cfg_.data.seq_len, val_->tokenizer().pad_id());
-      executor_->run(eval_program_, [&](int) { return rows_of(pad, 0, 1); }, forward_only);
+      shard_.assign(pad, 1);
+      executor_->run(eval_program_, [&](int) { return shard_.micro_batch(0, 1); }, forward_only);
     }
   }
   engine_->release_gathered();
-  dp_.all_reduce(sums, 3, DType::F64, comm::ReduceOp::Sum);
+  data_.all_reduce(sums, 3, DType::F64, comm::ReduceOp::Sum);
   if (ctx_.mesh.shape().pp > 1) ctx_.group("pp").all_reduce(sums, 3, DType::F64, comm::ReduceOp::Sum);
   r.loss_sum = sums[0];
   r.targets = int64_t(sums[1]);

@@ -2,7 +2,9 @@
 // describes (one code path; a single rank is a mesh of size 1):
 //   1. every replica holds the same parameter version; each takes its
 //      disjoint rows of the global window and N = sum of supervised targets
-//      is reduced over the data-parallel group (never tp or pp);
+//      is reduced over the data-parallel group (never tp or pp); under
+//      context parallelism each cp rank keeps its chunks of those rows
+//      (context_shard.h) and the loss and gradients are summed over dp x cp;
 //   2. N = 0: every member skips; else the loss coefficient follows the
 //      gradient collective's semantics (29.4);
 //   3. the step program (the schedule's actions, expanded with the
@@ -35,6 +37,7 @@
 #include "meshtrain/parallel/layout_plan.h"
 #include "meshtrain/parallel/pipeline_config.h"
 #include "meshtrain/parallel/timeline.h"
+#include "meshtrain/train/context_shard.h"
 #include "meshtrain/train/metrics.h"
 #include "meshtrain/train/resume_checks.h"
 #include "meshtrain/train/train_config.h"
@@ -85,6 +88,8 @@ class Trainer {
   const optim::LossScaler& loss_scaler() const { return scaler_; }
   double flops_per_token() const { return flops_per_token_; }
   int dp_size() const { return dp_.size(); }
+  // The group gradients are summed and ZeRO state sharded over (dp x cp).
+  comm::ProcessGroup& data_group() { return data_; }
   comm::ParallelContext& context() { return ctx_; }
   // ---- checkpoints (trainer_checkpoint.cc) ----
   // This rank's share of the state (parameter and Adam-moment boxes of
@@ -116,7 +121,8 @@ class Trainer {
   void record_pipeline(StepMetrics& m);  // gathers the stages' timelines, the measured bubble
   TrainConfig cfg_;
   comm::ParallelContext& ctx_;
-  comm::ProcessGroup& dp_;
+  comm::ProcessGroup& dp_;    // replicas: each takes its own rows of the window
+  comm::ProcessGroup& data_;  // dp x cp: every rank holding a part of the loss (the engine's group)
   data::TokenDataset train_;
   std::optional<data::TokenDataset> val_;
   std::unique_ptr<parallel::LayoutPlan> layout_;
@@ -132,6 +138,7 @@ class Trainer {
   optim::LossScaler scaler_;
   data::BatchLoader loader_;
   data::Batch window_;
+  ContextShard shard_;  // this rank's chunks of the rows under context parallelism
   int64_t step_ = 0;
   double flops_per_token_ = 0;
   std::function<void(Trainer&)> after_reduction_;

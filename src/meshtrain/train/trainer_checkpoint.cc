@@ -233,8 +233,10 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
            kernels_changed + ")";
   // Reproducible mode on both sides: the reductions follow the global batch,
   // not the split (dp, grad_accum, ZeRO stage, backend).
+  // (Under context parallelism the tree's leaves are (replica, cp rank,
+  // micro-batch): another dp x G split orders them differently.)
   if (cfg_.training.reproducible && old.value("reproducible", false) && same_model_axes &&
-      old.at("micro_batch") == cfg_.training.micro_batch)
+      old.at("micro_batch") == cfg_.training.micro_batch && (ctx_.mesh.shape().cp == 1 || same_reduction))
     return "bitwise replay: reproducible mode, same global window and micro-batch (dp x G splits and ZeRO stages are "
            "bitwise)";
   if (same_reduction)

@@ -1,0 +1,26 @@
+#include "meshtrain/train/cp_config.h"
+
+#include "meshtrain/core/error.h"
+
+namespace meshtrain::train {
+
+void check_context_parallel_config(const TrainConfig& cfg) {
+  const int cp = cfg.parallel.cp;
+  if (cp == 1) return;
+  const int64_t chunks = 2 * int64_t(cp), T = cfg.data.seq_len;
+  MT_REQUIRE(ConfigError, T % chunks == 0, "parallel.cp = ", cp, " cuts every row into 2 x ", cp, " = ", chunks,
+             " chunks (rank r holds chunks r and ", chunks - 1, " - r), but data.seq_len = ", T, " does not split (",
+             T, " % ", chunks, " = ", T % chunks, "); use a multiple of ", chunks, " such as ",
+             (T + chunks - 1) / chunks * chunks);
+  const int64_t m = sequence_multiple(cfg);
+  MT_REQUIRE(ConfigError, T % m == 0, "parallel.cp = ", cp, " with parallel.sequence_parallel over parallel.tp = ",
+             cfg.parallel.tp, " needs data.seq_len to be a multiple of 2 x cp x tp = ", m, " (", T, " % ", m, " = ",
+             T % m, ")");
+}
+
+int64_t sequence_multiple(const TrainConfig& cfg) {
+  const int64_t sp = cfg.parallel.sequence_parallel ? cfg.parallel.tp : 1;
+  return sp * (cfg.parallel.cp > 1 ? 2 * int64_t(cfg.parallel.cp) : 1);
+}
+
+}  // namespace meshtrain::train
