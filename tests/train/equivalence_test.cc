@@ -60,10 +60,10 @@ TEST(Equivalence, BitwiseVerifyUsesReproducibleModeAndNamesWhatItCovers) {
       << r.str();
 }
 
-// Every model axis at once: dp x tp x pp (8 ranks) with sequence
-// parallelism, a tied embedding whose head sits on the other stage, grad
-// accumulation over the 1F1B schedule and ZeRO-1; and tp x pp with ZeRO-3
-// under interleaving. Tolerance 1e-4 relative (tensor parallelism sums the
+// Model axes together: dp x tp x pp (8 ranks) with sequence parallelism, a
+// tied embedding whose head sits on the other stage, grad accumulation over
+// the 1F1B schedule and ZeRO-1; tp x pp with ZeRO-3 under interleaving; and
+// cp x dp x tp (8 ranks, ring attention inside each tp pair's chunks). Tolerance 1e-4 relative (tensor parallelism sums the
 // row-parallel outputs and the vocabulary softmax in another order).
 TEST(Equivalence, DataTensorAndPipelineTogetherMatchOneRank) {
   auto cfg = tiny_train_config();
@@ -73,7 +73,8 @@ TEST(Equivalence, DataTensorAndPipelineTogetherMatchOneRank) {
   cfg.training.micro_batch = 2;
   cfg.training.grad_accum = 2;
   const auto ds = varied_documents(96, 5);
-  for (const char* layout : {"dp=2,tp=2,sp=on,pp=2,schedule=1f1b,zero=1", "tp=2,pp=2,schedule=interleaved,v=2,zero=3"}) {
+  for (const char* layout : {"dp=2,tp=2,sp=on,pp=2,schedule=1f1b,zero=1", "tp=2,pp=2,schedule=interleaved,v=2,zero=3",
+                             "cp=2,dp=2,tp=2,zero=1"}) {
     const auto r = train::compare_with_single_rank(cfg, train::parse_layout(layout), 2, ds, 1e-4);
     EXPECT_TRUE(r.pass()) << layout << "\n" << r.str();
     ASSERT_EQ(r.steps.size(), 2u);

@@ -68,6 +68,7 @@ Prediction predict(const StepInputs& in, const HardwareProfile* hw, bool bracket
   // One representative per signature among the ranks of data/context
   // coordinate 0; every dp x cp replica repeats them.
   std::map<std::string, size_t> seen;
+  const ModelGroupLists lists = model_group_lists(in, 0, true);  // every class below is at data coordinate 0
   for (int pp = 0; pp < in.mesh.pp; ++pp)
     for (int tp = 0; tp < in.mesh.tp; ++tp) {
       const int rank = in.mesh.rank_of({{"pp", pp}, {"dp", 0}, {"cp", 0}, {"tp", tp}});
@@ -80,10 +81,10 @@ Prediction predict(const StepInputs& in, const HardwareProfile* hw, bool bracket
       }
       seen[sig] = out.classes.size();
       RankClass c;
-      c.replay = replay_step(in, rank, 2, true);
+      c.replay = replay_step(in, rank, 2, true, &lists);
       c.replay.count = in.mesh.dp * in.mesh.cp;
-      c.peak_low = brackets ? replay_step(in, rank, 1, true).peak : c.replay.peak;
-      c.peak_high = brackets ? replay_step(in, rank, kNeverCompletes, true).peak : c.replay.peak;
+      c.peak_low = brackets ? replay_step(in, rank, 1, true, &lists).peak : c.replay.peak;
+      c.peak_high = brackets ? replay_step(in, rank, kNeverCompletes, true, &lists).peak : c.replay.peak;
       c.pp = pp;
       c.tp = tp;
       if (c.replay.plan->shards().shards_params())

@@ -28,12 +28,11 @@ int64_t timeline_entries(const parallel::Program& program) {
   return n;
 }
 
+}  // namespace
+
 // What the step's gathers over the model-parallel ranks size their buffers
 // by: the longest norm block list of this rank's pp x tp group and the
 // longest pipeline timeline of its stages.
-struct ModelGroupLists {
-  int64_t norm_blocks = 0, timeline_entries = 0;
-};
 ModelGroupLists model_group_lists(const StepInputs& in, int rank, bool schedule_validated) {
   ModelGroupLists out;
   std::map<std::string, int> c = in.mesh.coords(rank);
@@ -50,8 +49,6 @@ ModelGroupLists model_group_lists(const StepInputs& in, int rank, bool schedule_
   return out;
 }
 
-}  // namespace
-
 parallel::Program train_program(const parallel::LayoutPlan& plan, const StepInputs& in, bool validated) {
   const parallel::ParamPolicy policy{plan.shards().shards_params(), in.parallel.reshard_after_forward,
                                      in.parallel.overlap, in.parallel.reproducible};
@@ -64,7 +61,8 @@ parallel::Schedule train_schedule(const StepInputs& in) {
   return parallel::make_schedule(in.schedule, in.mesh.pp, int(in.grad_accum), in.layout.virtual_stages);
 }
 
-StepReplay replay_step(const StepInputs& in, int rank, int completion_lag, bool schedule_validated) {
+StepReplay replay_step(const StepInputs& in, int rank, int completion_lag, bool schedule_validated,
+                       const ModelGroupLists* lists_given) {
   in.validate();
   StepReplay out;
   out.rank = rank;
@@ -216,7 +214,7 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag, bool 
   else
     add("dp", dp, comm::OpKind::AllReduce, 8, comm::StepPhase::Bookkeeping, "loss sum");
   if (pp > 1) add("pp", pp, comm::OpKind::AllReduce, 8, comm::StepPhase::Bookkeeping, "loss sum over stages");
-  const ModelGroupLists lists = model_group_lists(in, rank, schedule_validated);
+  const ModelGroupLists lists = lists_given ? *lists_given : model_group_lists(in, rank, schedule_validated);
   engine.grad_norm(lists.norm_blocks);
   add("world", in.world(), comm::OpKind::AllReduce, 4, comm::StepPhase::Bookkeeping, "non-finite flag (Max)");
   engine.publish();

@@ -36,7 +36,18 @@ struct StepReplay {
 parallel::Schedule train_schedule(const StepInputs& in);
 parallel::Program train_program(const parallel::LayoutPlan& plan, const StepInputs& in, bool validated = false);
 
+// Sizes of the step's bookkeeping collectives that depend on every pp x tp
+// rank at `rank`'s data coordinate (the global norm's blocks, the pipeline
+// timelines). The same for every rank of that coordinate: compute it once
+// per prediction, not once per rank class.
+struct ModelGroupLists {
+  int64_t norm_blocks = 0, timeline_entries = 0;
+};
+ModelGroupLists model_group_lists(const StepInputs& in, int rank, bool schedule_validated = false);
+
 // completion_lag: see engine_replay.h (bounds with 1 and kNeverCompletes).
-StepReplay replay_step(const StepInputs& in, int rank, int completion_lag = 2, bool schedule_validated = false);
+// lists: model_group_lists(in, rank) when the caller has it.
+StepReplay replay_step(const StepInputs& in, int rank, int completion_lag = 2, bool schedule_validated = false,
+                       const ModelGroupLists* lists = nullptr);
 
 }  // namespace meshtrain::plan
