@@ -123,7 +123,7 @@ TEST(Gemm, SameResultForOneAndTwoThreadsAndCachedRepeat) {
 // transpose (the AVX2 rerun of this suite is where oneDNN's own GEMM would
 // differ), and within rounding of the plain GEMM.
 TEST(Gemm, ThreadInvariantModeGivesTheSameBitsForAnyTeamSize) {
-  const int64_t M = 200, N = 96, K = 1000;  // K long enough to be split; M not a multiple of the row block
+  const int64_t M = 600, N = 96, K = 1000;  // K long enough to be split; M over two row blocks and not a multiple
   auto A = test::cast_vec<float>(random_vec(M * K, 21)), B = test::cast_vec<float>(random_vec(N * K, 22));
   std::vector<bf16> Ab(A.size()), Bb(B.size());
   for (size_t i = 0; i < A.size(); ++i) Ab[i] = bf16(A[i]);

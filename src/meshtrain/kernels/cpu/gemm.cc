@@ -164,7 +164,7 @@ thread_local bool t_thread_invariant = false;
 // Thread-count-invariant GEMM: C in fixed blocks of kInvariantRows rows, each
 // computed whole (all of K) by one thread, so no sum is ever split by team
 // size. Inside the parallel loop oneDNN runs single-threaded.
-constexpr int64_t kInvariantRows = 64;
+constexpr int64_t kInvariantRows = 256;
 
 void invariant_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
                     const void* B, float beta, float* C, bool bf16) {
