@@ -45,6 +45,8 @@ class Transformer {
   // last reset, per segment and collective.
   const TpRegions& tp() const { return tp_; }
   TpCommStats& tp_stats() { return *tp_stats_; }
+  // What the MoE blocks routed in training forwards since the last reset.
+  MoeStats& moe_stats() { return moe_stats_; }
   // Rows of the residual stream this rank holds (and sends between pipeline
   // stages) for a micro-batch of n tokens: n / tp under sequence parallelism.
   int64_t stream_rows(int64_t n) const { return tp_.local_rows(n); }
@@ -85,6 +87,7 @@ class Transformer {
   ParameterStore params_;
   kernels::RopeTable rope_;
   std::unique_ptr<TpCommStats> tp_stats_;
+  MoeStats moe_stats_;  // one entry per MoE block (fixed before the blocks point into it)
   TpRegions tp_;
   std::unique_ptr<EmbeddingSegment> embedding_;
   std::vector<std::unique_ptr<Block>> blocks_;  // by layer; null where not held

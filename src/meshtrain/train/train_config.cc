@@ -35,6 +35,12 @@ void read_model(TomlSection s, model::ModelConfig& m) {
   s.read("bias", m.bias);
   s.read("init_std", m.init_std);
   s.read("seed", m.seed);
+  s.read("n_experts", m.n_experts);
+  s.read("experts_top_k", m.experts_top_k);
+  s.read("moe_layers", m.moe_layers);
+  s.read("moe_capacity_factor", m.moe_capacity_factor);
+  s.read("moe_aux_loss_coeff", m.moe_aux_loss_coeff);
+  s.read("moe_shared_expert", m.moe_shared_expert);
   s.finish();
 }
 
