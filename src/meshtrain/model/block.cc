@@ -9,7 +9,7 @@ std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_strin
 }  // namespace
 
 Block::Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, const kernels::RopeTable* rope,
-             const TpRegions& tp, bool fuse_residual, MoeLayerStats* moe_stats)
+             const TpRegions& tp, bool fuse_residual, MoeLayerStats* moe_stats, comm::ProcessGroup* ep)
     : cfg_(cfg),
       norm1_(bind_norm(params, cfg, layer_prefix(layer) + ".input_layernorm")),
       norm2_(bind_norm(params, cfg, layer_prefix(layer) + ".post_attention_layernorm")),
@@ -20,7 +20,7 @@ Block::Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, cons
       op_(params.precision().compute) {
   const std::string p = layer_prefix(layer);
   if (cfg.is_moe_layer(layer))
-    moe_ = std::make_unique<MoeLayer>(cfg, params, p + ".mlp");
+    moe_ = std::make_unique<MoeLayer>(cfg, params, p + ".mlp", ep);
   else
     mlp_ = std::make_unique<Mlp>(cfg, params, p + ".mlp");
   if (cfg.bias) {

@@ -36,7 +36,7 @@ class Block {
   };
 
   Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, const kernels::RopeTable* rope,
-        const TpRegions& tp, bool fuse_residual, MoeLayerStats* moe_stats = nullptr);
+        const TpRegions& tp, bool fuse_residual, MoeLayerStats* moe_stats = nullptr, comm::ProcessGroup* ep = nullptr);
   // Returns the block output [nl, d]; `saved` receives what backward needs.
   // loss_coeff: the step's (the MoE aux loss shares it); record: count the
   // routing into the MoE stats (not in a replay or an evaluation).

@@ -3,13 +3,20 @@
 // (moe_routing.h: row-level capacity and aux loss, the same under every
 // layout), each expert runs its tokens as one contiguous block, and the
 // outputs are combined with the router probabilities in (token, slot)
-// order; an optional shared expert takes every token. Same interface as
-// Mlp, so the block treats both alike.
+// order; an optional shared expert takes every token. Under expert
+// parallelism (`ep`, a group of ranks carved out of dp) the blocks travel
+// to their experts' owners and back (expert_exchange.h); every rank stores
+// all experts (replicated, reduced over dp like any weight) and computes
+// only its own, so an expert's gradient is its owner's sum over the tokens
+// of the ep group and zero elsewhere: the dp sum is the one-rank gradient,
+// never a multiple of ep. Same interface as Mlp, so the block treats both
+// alike.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "meshtrain/model/expert_exchange.h"
 #include "meshtrain/model/mlp_layer.h"
 #include "meshtrain/model/moe_routing.h"
 #include "meshtrain/model/moe_stats.h"
@@ -20,13 +27,16 @@ class MoeLayer {
  public:
   struct Saved {
     std::shared_ptr<const MoeRouting> routing;
-    Tensor x_experts;                 // gathered expert inputs [buffer rows, d] (operand type)
-    Tensor y_experts;                 // expert outputs [buffer rows, d]
-    std::vector<Mlp::Saved> experts;  // per expert (empty blocks: nothing)
+    std::shared_ptr<const ExpertExchange> exchange;
+    Tensor x_experts;                 // this rank's tokens per expert [buffer rows, d] (operand type)
+    Tensor y_experts;                 // their outputs, back from the owners [buffer rows, d]
+    Tensor x_blocks;                  // the blocks this rank computes (x_experts itself without ep)
+    std::vector<Mlp::Saved> blocks;   // per exchange block
     Mlp::Saved shared;
   };
 
-  MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix);
+  // ep: the expert-parallel group (null or size 1: every expert local).
+  MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix, comm::ProcessGroup* ep);
   // y (+)= combine(experts(xn)) + shared(xn); records into `stats` when given.
   Saved forward(const kernels::KernelTable& k, const Tensor& xn, int64_t seq, const Tensor& y, bool accumulate_y,
                 MoeLayerStats* stats, const std::shared_ptr<CachingAllocator>& alloc) const;
@@ -43,6 +53,7 @@ class MoeLayer {
   Linear router_;
   std::vector<Mlp> experts_;
   std::unique_ptr<Mlp> shared_;
+  comm::ProcessGroup* ep_;
 };
 
 }  // namespace meshtrain::model

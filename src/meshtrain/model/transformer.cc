@@ -12,7 +12,7 @@ ModelConfig finalized(ModelConfig cfg) {
 }  // namespace
 
 Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec,
-                         ModelPartition partition, comm::ProcessGroup* tp)
+                         ModelPartition partition, comm::ProcessGroup* tp, comm::ProcessGroup* ep)
     : cfg_(finalized(cfg)),
       alloc_(std::move(alloc)),
       exec_(exec),
@@ -36,7 +36,7 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
     if (holds(int(l) + 1))
       blocks_[size_t(l)] = std::make_unique<Block>(cfg_, params_, l, rope, tp_.for_segment(int(l) + 1),
-                                                   exec_.fuse_residual, moe_stats_.find(l));
+                                                   exec_.fuse_residual, moe_stats_.find(l), ep);
   if (holds(num_segments() - 1)) {
     // A tied head on another stage than the embedding reads the copy the
     // layout plan places there (its gradient is summed with the first's).

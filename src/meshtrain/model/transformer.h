@@ -28,9 +28,11 @@ struct ExecOptions {
 
 class Transformer {
  public:
-  // tp: this rank's tensor-parallel group (null or size 1: none).
+  // tp: this rank's tensor-parallel group (null or size 1: none); ep: its
+  // expert-parallel group (MoE blocks; null or size 1: every expert local).
   Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec = {},
-              ModelPartition partition = ModelPartition::whole(), comm::ProcessGroup* tp = nullptr);
+              ModelPartition partition = ModelPartition::whole(), comm::ProcessGroup* tp = nullptr,
+              comm::ProcessGroup* ep = nullptr);
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
 

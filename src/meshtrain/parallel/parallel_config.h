@@ -35,6 +35,9 @@ struct ParallelConfig {
   int virtual_stages = 1;
   std::vector<int64_t> pp_layers;
   bool keep_gathered = false;        // ZeRO-3: keep a unit gathered across the window's micro-batches
+  // Expert parallelism (docs/moe.md): ranks of dp sharing out the experts of
+  // MoE blocks; carved out of dp, never multiplied into the world size (S9).
+  int ep = 1;
   void validate() const;             // ConfigError with the key path
 };
 

@@ -93,6 +93,7 @@ TrainConfig with_layout(const TrainConfig& cfg, const Layout& layout) {
   par.parallel.schedule = layout.schedule;
   par.parallel.virtual_stages = layout.v;
   par.parallel.keep_gathered = layout.keep_gathered;
+  par.parallel.ep = layout.ep;
   if (layout.pp != cfg.parallel.pp || layout.v != cfg.parallel.virtual_stages) par.parallel.pp_layers.clear();
   par.validate();
   return par;
@@ -131,8 +132,8 @@ parallel::LayoutOptions Layout::options() const {
 }
 
 void Layout::check_runnable() const {
-  MT_REQUIRE(ConfigError, cp == 1 && ep == 1, "layout ", str(),
-             ": context and expert parallelism are planned (meshtrain plan) but do not train yet");
+  MT_REQUIRE(ConfigError, cp == 1, "layout ", str(),
+             ": context parallelism is planned (meshtrain plan) but does not train yet");
 }
 
 Layout parse_layout(const std::string& text) {

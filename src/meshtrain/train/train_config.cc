@@ -9,6 +9,7 @@
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/tp_config.h"
 #include "meshtrain/train/config_limits.h"
+#include "meshtrain/train/ep_config.h"
 #include "meshtrain/train/resume_checks.h"
 #include "meshtrain/train/toml_reader.h"
 
@@ -117,6 +118,7 @@ void read_parallel(TomlSection s, parallel::ParallelConfig& p) {
   s.read("virtual_stages", p.virtual_stages);
   s.read("pp_layers", p.pp_layers);
   s.read("keep_gathered", p.keep_gathered);
+  s.read("ep", p.ep);
   s.finish();
 }
 
@@ -180,6 +182,7 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, training.threads >= 0, "training.threads = ", training.threads, ": expected >= 0");
   parallel.validate();
   check_tensor_parallel_config(*this);
+  check_expert_parallel_config(*this);
   parallel::check_pipeline(parallel, model, training.grad_accum);
   // Reproducible mode closes a unit's gradient leaf after each micro-batch's
   // last write; a split backward interleaves two micro-batches' writes.

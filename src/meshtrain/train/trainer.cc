@@ -85,7 +85,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
   exec.precision = cfg_.precision();
   exec.sequence_parallel = cfg_.parallel.sequence_parallel;
   comm::ProcessGroup* tp = ctx_.mesh.shape().tp > 1 ? &ctx_.group("tp") : nullptr;
-  model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->partition(), tp);
+  comm::ProcessGroup* ep = ctx_.mesh.shape().ep > 1 ? &ctx_.group("ep") : nullptr;
+  model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->partition(), tp, ep);
   comm::ProcessGroup* pp = ctx_.mesh.shape().pp > 1 ? &ctx_.group("pp") : nullptr;
   tie_group_ = parallel::make_tie_group(pp, layout_->tie_stages());
   engine_ = std::make_unique<parallel::DataParallel>(*model_, *layout_, dp_, ctx_.group({"pp", "tp"}), cfg_.parallel,
