@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/core/memory_tracker.h"
+#include "meshtrain/train/moe_metrics.h"
 #include "meshtrain/train/tp_metrics.h"
 
 namespace meshtrain::train {
@@ -37,6 +38,7 @@ struct StepMetrics {
   double pipeline_bubble = -1;          // measured idle share of the pipeline stages (-1: one stage)
   double pipeline_bubble_formula = -1;  // the schedule's unit-time bubble
   TpMetrics tp;                         // tensor-parallel communication (empty without it)
+  MoeMetrics moe;                       // mixture-of-experts routing (inactive without experts)
   MemorySnapshot memory;
   nlohmann::json to_json() const;
   std::string console_line(int64_t total_steps) const;

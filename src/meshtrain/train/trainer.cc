@@ -118,6 +118,7 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
   const auto t0 = Clock::now();
   ctx_.allocator->tracker().reset_peaks();
   model_->tp_stats().reset();
+  model_->moe_stats().reset();
   const int64_t G = cfg_.training.grad_accum, B = cfg_.training.micro_batch;
   MT_CHECK(window.rows == G * B, "window has ", window.rows, " rows, expected G * micro_batch = ", G * B);
   StepMetrics m;
@@ -161,6 +162,9 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
     }
     if (ctx_.mesh.shape().pp > 1) ctx_.group("pp").all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
     m.loss = loss_sum / double(N);
+    m.moe = moe_metrics(model_->moe_stats(), cfg_.model, m.computed_positions, N,
+                        int64_t(dtype_size(precision().compute)), ctx_.mesh.shape().ep > 1, dp_,
+                        ctx_.mesh.shape().pp > 1 ? &ctx_.group("pp") : nullptr);
 
     // 4. Unscale, then one finiteness decision over the whole world.
     const double sum_sq = engine_->grad_sum_squares() / (scale * scale);
