@@ -55,15 +55,10 @@ TEST(MoeMpi, ExpertParallelEquivalentToSingleRank) {
       });
       cfg.parallel.dp = W;
       cfg.parallel.ep = ep;
-      comm::ParallelContext ctx;
-      ctx.rank = world->rank();
-      ctx.world_size = W;
-      ctx.world = world;
       comm::MeshShape shape;
       shape.dp = W;
       shape.ep = ep;
-      ctx.mesh = comm::Mesh::create(shape, world);
-      ctx.allocator = CachingAllocator::create();
+      comm::ParallelContext ctx = mpi_context(world, shape);
       train::Trainer t(cfg, ctx, ds, std::nullopt);
       for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
       const auto got = parallel::gather_global_values(t.engine(), ctx.group({"pp", "tp"}), false);

@@ -4,9 +4,23 @@
 
 #include <gtest/gtest.h>
 
+#include "meshtrain/comm/mesh.h"
 #include "meshtrain/comm/mpi_world.h"
+#include "meshtrain/comm/parallel_context.h"
 
 namespace meshtrain::testing {
+
+// This process's context on the MPI world under `shape` (collective).
+inline comm::ParallelContext mpi_context(const std::shared_ptr<comm::ProcessGroup>& world,
+                                         const comm::MeshShape& shape) {
+  comm::ParallelContext ctx;
+  ctx.rank = world->rank();
+  ctx.world_size = world->size();
+  ctx.world = world;
+  ctx.mesh = comm::Mesh::create(shape, world);
+  ctx.allocator = CachingAllocator::create();
+  return ctx;
+}
 
 inline int run_mpi_tests(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

@@ -65,15 +65,10 @@ TEST(TensorParallelMpi, EquivalentToSingleRank) {
     cfg.parallel.dp = R;
     cfg.parallel.zero_stage = c.zero;
     cfg.parallel.sequence_parallel = c.sp;
-    comm::ParallelContext ctx;
-    ctx.rank = world->rank();
-    ctx.world_size = W;
-    ctx.world = world;
     comm::MeshShape shape;
     shape.tp = c.tp;
     shape.dp = R;
-    ctx.mesh = comm::Mesh::create(shape, world);
-    ctx.allocator = CachingAllocator::create();
+    comm::ParallelContext ctx = mpi_context(world, shape);
     train::Trainer t(cfg, ctx, ds, std::nullopt);
     for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
     const auto got = parallel::gather_global_values(t.engine(), ctx.group({"pp", "tp"}), false);

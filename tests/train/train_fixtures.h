@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <vector>
 
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "meshtrain/core/rng.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/dataset.h"
+#include "meshtrain/parallel/global_values.h"
 #include "meshtrain/train/run.h"
 #include "meshtrain/train/trainer.h"
 
@@ -77,6 +79,21 @@ inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDatase
     train::Trainer t(cfg, ctx, train_ds, val_ds);
     fn(t);
   });
+}
+
+// Runs act on every rank of the config's layout; returns rank 0's whole
+// parameters in global order after it (the same vector under any split).
+inline std::vector<double> params_after(const train::TrainConfig& cfg, const data::TokenDataset& ds,
+                                        const std::function<void(train::Trainer&)>& act) {
+  std::vector<double> params;
+  std::mutex mu;
+  with_trainers(cfg, ds, std::nullopt, [&](train::Trainer& t) {
+    act(t);
+    auto p = parallel::gather_global_values(t.engine(), t.context().group({"pp", "tp"}), false);
+    std::lock_guard<std::mutex> lock(mu);
+    if (t.context().rank == 0) params = std::move(p);
+  });
+  return params;
 }
 
 // An empty directory under the test's temporary directory, per process
