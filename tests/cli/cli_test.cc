@@ -166,6 +166,12 @@ TEST(CliTrain, TinyRunThenCkptGenerateEvalAndVerify) {
   EXPECT_TRUE(contains(tp2.out, "tp=2,sp=on vs single rank")) << tp2.out;
   EXPECT_TRUE(contains(tp2.out, "PASS")) << tp2.out;
   expect_failure({"verify", cfg, "--layout", "tp=3"}, "model.n_heads = 2 does not split over parallel.tp = 3");
+  // Expert parallelism trains: 2 experts over ep = 2 ranks carved out of dp = 2.
+  const Result ep2 = run_cli({"verify", cfg, "--layout", "dp=2,ep=2", "--steps", "1", "--set", "model.n_experts=2"});
+  EXPECT_EQ(ep2.code, 0) << ep2.err;
+  EXPECT_TRUE(contains(ep2.out, "ep=2 vs single rank")) << ep2.out;
+  EXPECT_TRUE(contains(ep2.out, "PASS")) << ep2.out;
+  expect_failure({"verify", cfg, "--layout", "dp=2,ep=2"}, "parallel.ep = 2 splits the experts");
 
   // plan: the config's layout by default, any mesh with --layout; nothing runs.
   const Result own = run_cli({"plan", cfg});
