@@ -45,14 +45,7 @@ TEST(MoeMpi, ExpertParallelEquivalentToSingleRank) {
       if (W % ep != 0 || 4 % ep != 0) continue;
       SCOPED_TRACE(::testing::Message() << "world " << W << ": dp=" << W << " ep=" << ep << " capacity=" << capacity);
       auto cfg = model_config(capacity);
-      auto ref_cfg = cfg;
-      ref_cfg.training.grad_accum = cfg.training.grad_accum * W;  // the same global window
-      std::vector<double> ref;
-      with_trainers(ref_cfg, ds, std::nullopt, [&](train::Trainer& t) {
-        set_compute_threads(1);
-        for (int s = 0; s < 3; ++s) t.step();
-        ref = gathered(t);
-      });
+      const auto ref = single_rank(cfg, W, ds);
       cfg.parallel.dp = W;
       cfg.parallel.ep = ep;
       comm::MeshShape shape;

@@ -31,18 +31,6 @@ train::TrainConfig model_config() {
   return cfg;
 }
 
-std::vector<double> single_rank(const train::TrainConfig& cfg, int R, const data::TokenDataset& ds) {
-  auto ref = cfg;
-  ref.training.grad_accum = cfg.training.grad_accum * R;  // the same global window
-  std::vector<double> p;
-  with_trainers(ref, ds, std::nullopt, [&](train::Trainer& t) {
-    set_compute_threads(1);  // four processes share the machine
-    for (int s = 0; s < 3; ++s) t.step();
-    p = gathered(t);
-  });
-  return p;
-}
-
 }  // namespace
 
 TEST(TensorParallelMpi, EquivalentToSingleRank) {

@@ -96,6 +96,23 @@ inline std::vector<double> params_after(const train::TrainConfig& cfg, const dat
   return params;
 }
 
+// One rank's parameters after `steps` updates on the global window of `cfg`
+// run over R replicas (G' = R x G), one compute thread: the in-process
+// reference of the MPI equivalence tests.
+inline std::vector<double> single_rank(const train::TrainConfig& cfg, int R, const data::TokenDataset& ds,
+                                       int steps = 3) {
+  auto ref = cfg;
+  ref.parallel = parallel::ParallelConfig{};
+  ref.training.grad_accum = cfg.training.grad_accum * R;  // the same global window
+  std::vector<double> p;
+  with_trainers(ref, ds, std::nullopt, [&](train::Trainer& t) {
+    set_compute_threads(1);  // the processes share the machine
+    for (int s = 0; s < steps; ++s) t.step();
+    p = gathered(t);
+  });
+  return p;
+}
+
 // An empty directory under the test's temporary directory, per process
 // (other test processes and checkouts share the temp dir); all of them are
 // removed when the process ends.
