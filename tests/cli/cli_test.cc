@@ -172,6 +172,12 @@ TEST(CliTrain, TinyRunThenCkptGenerateEvalAndVerify) {
   EXPECT_TRUE(contains(cp2.out, "cp=2 vs single rank")) << cp2.out;
   EXPECT_TRUE(contains(cp2.out, "PASS")) << cp2.out;
   expect_failure({"verify", cfg, "--layout", "cp=3"}, "data.seq_len = 32 does not split (32 % 6 = 2)");
+  // Expert parallelism trains: 2 experts over ep = 2 ranks carved out of dp = 2.
+  const Result ep2 = run_cli({"verify", cfg, "--layout", "dp=2,ep=2", "--steps", "1", "--set", "model.n_experts=2"});
+  EXPECT_EQ(ep2.code, 0) << ep2.err;
+  EXPECT_TRUE(contains(ep2.out, "ep=2 vs single rank")) << ep2.out;
+  EXPECT_TRUE(contains(ep2.out, "PASS")) << ep2.out;
+  expect_failure({"verify", cfg, "--layout", "dp=2,ep=2"}, "parallel.ep = 2 splits the experts");
 
   // plan: the config's layout by default, any mesh with --layout; nothing runs.
   const Result own = run_cli({"plan", cfg});

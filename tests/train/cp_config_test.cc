@@ -73,7 +73,6 @@ TEST(ContextParallelConfig, GradientsSumAndZeroShardsOverDataTimesContextAxes) {
     EXPECT_EQ(plan.shards().unit(0).owned_begin, rank * plan.shards().unit(0).shard);
     EXPECT_TRUE(plan.param(0).counts_in_norm);  // every shard owner counts its own part
   }
-  // The layout parser accepts cp (expert parallelism still does not train).
+  // The layout parser accepts cp.
   EXPECT_NO_THROW(train::parse_layout("cp=2,dp=2").check_runnable());
-  EXPECT_THROW(train::parse_layout("ep=2,dp=2").check_runnable(), ConfigError);
 }

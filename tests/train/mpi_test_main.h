@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "meshtrain/comm/mesh.h"
 #include "meshtrain/comm/mpi_world.h"
 #include "meshtrain/comm/parallel_context.h"
 #include "meshtrain/core/threading.h"

@@ -37,22 +37,7 @@ std::vector<double> with_layout(train::TrainConfig cfg, const Layout& l, const d
   cfg.parallel.sequence_parallel = l.sp;
   cfg.training.micro_batch = 4 / l.dp;  // the same global batch on every layout
   cfg.validate();
-  std::vector<double> params;
-  std::mutex mu;
-  comm::LaunchOptions o;
-  o.mesh.tp = l.tp;
-  o.mesh.dp = l.dp;
-  o.world_size = o.mesh.world_size();
-  o.group.timeout = comm::Millis(60000);
-  comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
-    set_compute_threads(1);
-    train::Trainer t(cfg, ctx, ds, std::nullopt);
-    act(t);
-    auto p = parallel::gather_global_values(t.engine(), ctx.group({"pp", "tp"}), false);
-    std::lock_guard<std::mutex> lock(mu);
-    if (ctx.rank == 0) params = std::move(p);
-  });
-  return params;
+  return params_after(cfg, ds, act);
 }
 
 std::string file_bytes(const std::string& path) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <vector>
 
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/dataset.h"
 #include "meshtrain/train/equivalence.h"
+#include "meshtrain/parallel/global_values.h"
 #include "meshtrain/train/run.h"
 #include "meshtrain/train/trainer.h"
 
@@ -131,6 +133,38 @@ inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDatase
     train::Trainer t(cfg, ctx, train_ds, val_ds);
     fn(t);
   });
+}
+
+// Runs act on every rank of the config's layout; returns rank 0's whole
+// parameters in global order after it (the same vector under any split).
+inline std::vector<double> params_after(const train::TrainConfig& cfg, const data::TokenDataset& ds,
+                                        const std::function<void(train::Trainer&)>& act) {
+  std::vector<double> params;
+  std::mutex mu;
+  with_trainers(cfg, ds, std::nullopt, [&](train::Trainer& t) {
+    act(t);
+    auto p = parallel::gather_global_values(t.engine(), t.context().group({"pp", "tp"}), false);
+    std::lock_guard<std::mutex> lock(mu);
+    if (t.context().rank == 0) params = std::move(p);
+  });
+  return params;
+}
+
+// One rank's parameters after `steps` updates on the global window of `cfg`
+// run over R replicas (G' = R x G), one compute thread: the in-process
+// reference of the MPI equivalence tests.
+inline std::vector<double> single_rank(const train::TrainConfig& cfg, int R, const data::TokenDataset& ds,
+                                       int steps = 3) {
+  auto ref = cfg;
+  ref.parallel = parallel::ParallelConfig{};
+  ref.training.grad_accum = cfg.training.grad_accum * R;  // the same global window
+  std::vector<double> p;
+  with_trainers(ref, ds, std::nullopt, [&](train::Trainer& t) {
+    set_compute_threads(1);  // the processes share the machine
+    for (int s = 0; s < steps; ++s) t.step();
+    p = gathered(t);
+  });
+  return p;
 }
 
 // An empty directory under the test's temporary directory, per process

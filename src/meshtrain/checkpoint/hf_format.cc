@@ -22,6 +22,8 @@ ModelConfig finalized(ModelConfig c) {
 HfArch hf_arch_for(const ModelConfig& cfg) {
   using namespace model;
   const ModelConfig c = finalized(cfg);
+  MT_REQUIRE(CheckpointError, c.n_experts == 0, "export: model (", c.describe(),
+             ") has mixture-of-experts blocks; Hugging Face export covers dense Llama and GPT-2 models only");
   if (c.norm == NormKind::RMSNorm && c.positions == PositionKind::Rope && c.mlp == MlpKind::SwiGLU) return HfArch::Llama;
   std::string gpt2_diff;
   auto need = [&](bool ok, const char* what) {

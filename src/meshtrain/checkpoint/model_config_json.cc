@@ -26,7 +26,13 @@ json model_config_to_json(const ModelConfig& c) {
           {"tied_embeddings", c.tied_embeddings},
           {"bias", c.bias},
           {"init_std", c.init_std},
-          {"seed", c.seed}};
+          {"seed", c.seed},
+          {"n_experts", c.n_experts},
+          {"experts_top_k", c.experts_top_k},
+          {"moe_layers", c.moe_layers},
+          {"moe_capacity_factor", c.moe_capacity_factor},
+          {"moe_aux_loss_coeff", c.moe_aux_loss_coeff},
+          {"moe_shared_expert", c.moe_shared_expert}};
 }
 
 namespace {
@@ -85,6 +91,12 @@ ModelConfig model_config_from_json(const json& j) {
   take(j, "bias", c.bias);
   take(j, "init_std", c.init_std);
   take(j, "seed", c.seed);
+  take(j, "n_experts", c.n_experts);
+  take(j, "experts_top_k", c.experts_top_k);
+  take(j, "moe_layers", c.moe_layers);
+  take(j, "moe_capacity_factor", c.moe_capacity_factor);
+  take(j, "moe_aux_loss_coeff", c.moe_aux_loss_coeff);
+  take(j, "moe_shared_expert", c.moe_shared_expert);
   try {
     c.finalize();
   } catch (const ConfigError& e) {

@@ -94,6 +94,16 @@ class KernelTable {
                                              const Tensor& sum_exp, const Tensor& target_logit, double grad_scale,
                                              const Tensor& dlogits) const = 0;
 
+  // ---- mixture of experts (cpu/moe_rows.h): index lists walked in order ----
+  // dst[i, :] = src[rows[i], :] for i < count (any dtype, dst has >= count rows).
+  virtual void gather_rows(const Tensor& src, const int32_t* rows, int64_t count, const Tensor& dst) const = 0;
+  // dst[dst_rows[i], :] += w[i] * src[src_rows[i], :] for i = 0..count-1 in order (w null: 1).
+  virtual void add_rows(const Tensor& dst, const int32_t* dst_rows, const Tensor& src, const int32_t* src_rows,
+                        const double* w, int64_t count) const = 0;
+  // out[i] = a[a_rows[i], :] . b[b_rows[i], :] (summed in double).
+  virtual void dot_rows(const Tensor& a, const int32_t* a_rows, const Tensor& b, const int32_t* b_rows, double* out,
+                        int64_t count) const = 0;
+
   // ---- optimizer ----
   // One AdamW update of `param` from grad * grad_scale; m, v in the optimizer dtype.
   virtual void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,

@@ -9,19 +9,24 @@ std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_strin
 }  // namespace
 
 Block::Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, const kernels::RopeTable* rope,
-             const TpRegions& tp, bool fuse_residual, const RingAttention* ring)
+             const TpRegions& tp, bool fuse_residual, const RingAttention* ring, MoeLayerStats* moe_stats,
+             comm::ProcessGroup* ep)
     : cfg_(cfg),
       norm1_(bind_norm(params, cfg, layer_prefix(layer) + ".input_layernorm")),
       norm2_(bind_norm(params, cfg, layer_prefix(layer) + ".post_attention_layernorm")),
       attn_(cfg, params, layer_prefix(layer) + ".self_attn", rope, ring),
-      mlp_(cfg, params, layer_prefix(layer) + ".mlp"),
+      moe_stats_(moe_stats),
       tp_(tp),
       fuse_(fuse_residual && tp.size() == 1),
       op_(params.precision().compute) {
+  const std::string p = layer_prefix(layer);
+  if (cfg.is_moe_layer(layer))
+    moe_ = std::make_unique<MoeLayer>(cfg, params, p + ".mlp", ep);
+  else
+    mlp_ = std::make_unique<Mlp>(cfg, params, p + ".mlp");
   if (cfg.bias) {
-    const std::string p = layer_prefix(layer);
     attn_bias_ = &params.find(p + ".self_attn.o_proj.bias");
-    mlp_bias_ = &params.find(p + (cfg.mlp == MlpKind::SwiGLU ? ".mlp.down_proj.bias" : ".mlp.fc_out.bias"));
+    if (mlp_) mlp_bias_ = &params.find(p + (cfg.mlp == MlpKind::SwiGLU ? ".mlp.down_proj.bias" : ".mlp.fc_out.bias"));
   }
 }
 
@@ -39,7 +44,8 @@ void Block::add_branch(const kernels::KernelTable& k, const Tensor& stream, int6
 }
 
 Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const TokenBatch& b, bool recompute,
-                      Saved* saved, const std::shared_ptr<CachingAllocator>& alloc) const {
+                      Saved* saved, const std::shared_ptr<CachingAllocator>& alloc, double loss_coeff,
+                      bool record) const {
   const int64_t n = b.n(), nl = tp_.local_rows(n), d = cfg_.d_model;
   MT_CHECK(x.dim(0) == nl, "block input of ", x.dim(0), " rows, expected ", nl);
   const DType dt = x.dtype();
@@ -48,6 +54,7 @@ Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const Toke
   const MemCategory normed = tp_.shards_rows() ? MemCategory::Workspace : MemCategory::Activations;
   Saved s;
   s.x = x;
+  s.loss_coeff = loss_coeff;
   Tensor xn1 = activation(alloc, dt, {nl, d}, normed);
   s.stats1 = norm1_.forward(k, x, xn1, alloc);
   s.xn1 = tp_.column_input(as_operand(k, xn1, op_, alloc, normed), n, alloc, MemCategory::Activations);
@@ -62,12 +69,16 @@ Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const Toke
   Tensor y = activation(alloc, dt, {nl, d});
   k.copy(y, s.h);
   add_branch(k, y, n, mlp_bias_, alloc, [&](const Tensor& out, bool acc) {
-    s.mlp = mlp_.forward(k, s.xn2, out, acc, alloc);
+    if (moe_)
+      s.moe = moe_->forward(k, s.xn2, b.seq, out, acc, record ? moe_stats_ : nullptr, alloc);
+    else
+      s.mlp = mlp_->forward(k, s.xn2, out, acc, alloc);
   });
   s.full = true;
   if (recompute) {
     s = Saved{};
     s.x = x;
+    s.loss_coeff = loss_coeff;
   }
   *saved = std::move(s);
   return y;
@@ -75,7 +86,7 @@ Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const Toke
 
 void Block::backward(const kernels::KernelTable& k, Saved& saved, const TokenBatch& b, Tensor& dres,
                      WeightGrads& wg, const std::shared_ptr<CachingAllocator>& alloc) const {
-  if (!saved.full) forward(k, saved.x, b, /*recompute=*/false, &saved, alloc);  // replay (S3)
+  if (!saved.full) forward(k, saved.x, b, /*recompute=*/false, &saved, alloc, saved.loss_coeff);  // replay (S3)
   const Saved& s = saved;
   const int64_t n = b.n(), d = cfg_.d_model;
   // A deferred weight gradient keeps the gathered output gradient.
@@ -93,7 +104,10 @@ void Block::backward(const kernels::KernelTable& k, Saved& saved, const TokenBat
     norm.backward(k, norm_in, stats, tp_.column_input_grad(dxn, alloc), dres);
   };
   sublayer(mlp_bias_, [&](const Tensor& dy, bool changes) {
-    mlp_.backward(k, s.xn2, s.mlp, dy, changes, dxn, wg, alloc);
+    if (moe_)
+      moe_->backward(k, s.xn2, s.moe, dy, changes, dxn, s.loss_coeff, wg, alloc);
+    else
+      mlp_->backward(k, s.xn2, s.mlp, dy, changes, dxn, wg, alloc);
   }, norm2_, s.h, s.stats2);
   sublayer(attn_bias_, [&](const Tensor& dy, bool changes) {
     attn_.backward(k, s.xn1, s.attn, b, dy, changes, dxn, wg, alloc);

@@ -16,6 +16,7 @@
 
 #include "meshtrain/model/attention_layer.h"
 #include "meshtrain/model/mlp_layer.h"
+#include "meshtrain/model/moe_layer.h"
 #include "meshtrain/model/regions.h"
 
 namespace meshtrain::model {
@@ -30,13 +31,18 @@ class Block {
     Norm::Stats stats1, stats2;
     SelfAttention::Saved attn;
     Mlp::Saved mlp;
+    MoeLayer::Saved moe;
+    double loss_coeff = 0.0;  // the step's, for the MoE aux loss gradient (kept for a replay)
   };
 
   Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, const kernels::RopeTable* rope,
-        const TpRegions& tp, bool fuse_residual, const RingAttention* ring = nullptr);
+        const TpRegions& tp, bool fuse_residual, const RingAttention* ring = nullptr,
+        MoeLayerStats* moe_stats = nullptr, comm::ProcessGroup* ep = nullptr);
   // Returns the block output [nl, d]; `saved` receives what backward needs.
+  // loss_coeff: the step's (the MoE aux loss shares it); record: count the
+  // routing into the MoE stats (not in a replay or an evaluation).
   Tensor forward(const kernels::KernelTable& k, const Tensor& x, const TokenBatch& b, bool recompute, Saved* saved,
-                 const std::shared_ptr<CachingAllocator>& alloc) const;
+                 const std::shared_ptr<CachingAllocator>& alloc, double loss_coeff = 0.0, bool record = false) const;
   // B: dres holds dL/dy on entry and dL/dx on return (in place, this rank's
   // rows); weight gradients go to `wg` (now or deferred).
   void backward(const kernels::KernelTable& k, Saved& saved, const TokenBatch& b, Tensor& dres, WeightGrads& wg,
@@ -52,7 +58,9 @@ class Block {
   const ModelConfig& cfg_;
   Norm norm1_, norm2_;
   SelfAttention attn_;
-  Mlp mlp_;
+  std::unique_ptr<Mlp> mlp_;     // dense blocks
+  std::unique_ptr<MoeLayer> moe_;  // MoE blocks (model.moe_layers)
+  MoeLayerStats* moe_stats_ = nullptr;
   Parameter* attn_bias_ = nullptr;  // o_proj.bias (replicated)
   Parameter* mlp_bias_ = nullptr;   // down_proj.bias / fc_out.bias (replicated)
   TpRegions tp_;

@@ -38,6 +38,35 @@ void ModelConfig::finalize() {
   MT_REQUIRE(ConfigError, rope_theta > 1, "model.rope_theta = ", rope_theta, ": expected > 1");
   MT_REQUIRE(ConfigError, init_std > 0, "model.init_std = ", init_std, ": expected > 0");
   MT_REQUIRE(ConfigError, vocab_size <= (int64_t(1) << 31) - 1, "model.vocab_size too large");
+  finalize_moe();
+}
+
+void ModelConfig::finalize_moe() {
+  MT_REQUIRE(ConfigError, n_experts >= 0, "model.n_experts = ", n_experts, ": expected >= 0 (0: dense)");
+  if (n_experts == 0) {
+    MT_REQUIRE(ConfigError, moe_layers.empty(), "model.moe_layers is set but model.n_experts = 0: set n_experts");
+    return;
+  }
+  MT_REQUIRE(ConfigError, experts_top_k >= 1 && experts_top_k <= n_experts, "model.experts_top_k = ", experts_top_k,
+             ": expected 1 <= top_k <= model.n_experts = ", n_experts);
+  MT_REQUIRE(ConfigError, moe_capacity_factor >= 0, "model.moe_capacity_factor = ", moe_capacity_factor,
+             ": expected >= 0 (0: dropless)");
+  MT_REQUIRE(ConfigError, moe_aux_loss_coeff >= 0, "model.moe_aux_loss_coeff = ", moe_aux_loss_coeff,
+             ": expected >= 0");
+  for (size_t i = 0; i < moe_layers.size(); ++i) {
+    MT_REQUIRE(ConfigError, moe_layers[i] >= 0 && moe_layers[i] < n_layers, "model.moe_layers[", i,
+               "] = ", moe_layers[i], ": outside the blocks [0, model.n_layers = ", n_layers, ")");
+    MT_REQUIRE(ConfigError, i == 0 || moe_layers[i] > moe_layers[i - 1], "model.moe_layers must be ascending",
+               " without repeats (", moe_layers[i - 1], " then ", moe_layers[i], ")");
+  }
+}
+
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  if (n_experts == 0) return false;
+  if (moe_layers.empty()) return true;
+  for (int64_t l : moe_layers)
+    if (l == layer) return true;
+  return false;
 }
 
 std::string ModelConfig::describe() const {
@@ -46,6 +75,10 @@ std::string ModelConfig::describe() const {
      << " head_dim=" << head_dim << " ffn=" << ffn_hidden << " vocab=" << vocab_size << " " << to_string(norm) << "/"
      << to_string(positions) << "/" << to_string(mlp) << (tied_embeddings ? " tied" : " untied")
      << (bias ? " bias" : "");
+  if (n_experts > 0) {
+    os << " moe=" << n_experts << "x top" << experts_top_k << " cf=" << moe_capacity_factor
+       << (moe_shared_expert ? " +shared" : "");
+  }
   return os.str();
 }
 

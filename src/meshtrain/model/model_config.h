@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace meshtrain::model {
 
@@ -31,9 +32,22 @@ struct ModelConfig {
   double init_std = 0.02;
   uint64_t seed = 1234;
 
+  // Mixture of experts (docs/moe.md). n_experts = 0: every block has a dense
+  // feed-forward. Otherwise the blocks in moe_layers (empty: all) route each
+  // token to experts_top_k of n_experts feed-forwards of ffn_hidden units.
+  int64_t n_experts = 0;
+  int64_t experts_top_k = 2;
+  std::vector<int64_t> moe_layers;   // block indices; empty: every block
+  double moe_capacity_factor = 0.0;  // 0: dropless; else capacity per row = ceil(f * seq * k / E)
+  double moe_aux_loss_coeff = 0.01;  // load-balancing loss weight (Switch form, per row)
+  bool moe_shared_expert = false;    // a dense feed-forward every token also takes
+
+  bool is_moe_layer(int64_t layer) const;
+
   // Fills derived values (head_dim, ffn_hidden) and throws ConfigError with
   // the key path for an impossible shape.
   void finalize();
+  void finalize_moe();  // the MoE keys' checks (part of finalize)
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
   std::string describe() const;

@@ -41,6 +41,32 @@ class SpecBuilder {
     add(prefix + ".weight", Shape{out, in}, Placement::shard(1, granule), InitKind::Normal, std, true);
     if (bias) add(prefix + ".bias", Shape{out}, Placement::replicate(), InitKind::Zeros, 0, false);
   }
+  // A feed-forward (dense, an expert or the shared expert) under `prefix`;
+  // the output projection's bias, if any, is the block's (mlp_layer.h).
+  void ffn(const ModelConfig& cfg, const std::string& prefix, double std, double out_std, bool out_bias) {
+    if (cfg.mlp == MlpKind::SwiGLU) {
+      // Gate and up split on the same hidden indices; the product stays local.
+      column(prefix + ".gate_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
+      column(prefix + ".up_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
+      row(prefix + ".down_proj", cfg.d_model, cfg.ffn_hidden, out_std, out_bias);
+    } else {
+      column(prefix + ".fc_in", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
+      row(prefix + ".fc_out", cfg.d_model, cfg.ffn_hidden, out_std, out_bias);
+    }
+  }
+  // Mixture of experts (moe_layer.h): the router (fp32 logits, replicated),
+  // each routed expert's feed-forward tagged with its index (expert
+  // parallelism places whole experts), the optional shared expert.
+  void moe(const ModelConfig& cfg, const std::string& prefix, double std, double out_std) {
+    add(prefix + ".router.weight", Shape{cfg.n_experts, cfg.d_model}, Placement::replicate(), InitKind::Normal, std,
+        true);
+    for (int64_t e = 0; e < cfg.n_experts; ++e) {
+      const size_t first = spec_.params.size();
+      ffn(cfg, prefix + ".experts." + std::to_string(e), std, out_std, false);
+      for (size_t i = first; i < spec_.params.size(); ++i) spec_.params[i].expert = int(e);
+    }
+    if (cfg.moe_shared_expert) ffn(cfg, prefix + ".shared_expert", std, out_std, false);
+  }
   void norm(const std::string& prefix, int64_t d, bool with_bias) {
     add(prefix + ".weight", Shape{d}, Placement::replicate(), InitKind::Ones, 0, false);
     if (with_bias) add(prefix + ".bias", Shape{d}, Placement::replicate(), InitKind::Zeros, 0, false);
@@ -77,7 +103,8 @@ int64_t ModelSpec::matmul_params(const ModelConfig& cfg) const {
     if (p.shape.rank() != 2) continue;
     if (p.name == "model.embed_tokens.weight" && !cfg.tied_embeddings) continue;
     if (p.name == "model.embed_positions.weight") continue;
-    n += p.numel();
+    // A token runs top_k of the n_experts routed experts: only those count.
+    n += p.expert >= 0 ? p.numel() * cfg.experts_top_k / cfg.n_experts : p.numel();
   }
   return n;
 }
@@ -121,15 +148,10 @@ ModelSpec build_model_spec(const ModelConfig& cfg) {
     b.column(p + ".self_attn.v_proj", cfg.kv_dim(), cfg.d_model, std, cfg.bias, hd, int(cfg.n_kv_heads));
     b.row(p + ".self_attn.o_proj", cfg.d_model, cfg.q_dim(), out_std, cfg.bias, hd);
     b.norm(p + ".post_attention_layernorm", cfg.d_model, layer_norm);
-    if (cfg.mlp == MlpKind::SwiGLU) {
-      // Gate and up split on the same hidden indices; the product stays local.
-      b.column(p + ".mlp.gate_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
-      b.column(p + ".mlp.up_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
-      b.row(p + ".mlp.down_proj", cfg.d_model, cfg.ffn_hidden, out_std, cfg.bias);
-    } else {
-      b.column(p + ".mlp.fc_in", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
-      b.row(p + ".mlp.fc_out", cfg.d_model, cfg.ffn_hidden, out_std, cfg.bias);
-    }
+    if (cfg.is_moe_layer(l))
+      b.moe(cfg, p + ".mlp", std, out_std);
+    else
+      b.ffn(cfg, p + ".mlp", std, out_std, cfg.bias);
   }
 
   b.begin_unit("final");
@@ -142,6 +164,8 @@ ModelSpec build_model_spec(const ModelConfig& cfg) {
 void check_tensor_parallel(const ModelConfig& cfg, int tp) {
   MT_REQUIRE(ConfigError, tp >= 1, "parallel.tp = ", tp, ": expected >= 1");
   if (tp == 1) return;
+  MT_REQUIRE(ConfigError, cfg.n_experts == 0, "model.n_experts = ", cfg.n_experts, " with parallel.tp = ", tp,
+             ": mixture-of-experts blocks run whole experts on a rank; use parallel.ep to split experts");
   MT_REQUIRE(ConfigError, cfg.n_heads % tp == 0, "model.n_heads = ", cfg.n_heads, " does not split over parallel.tp = ",
              tp, " (", cfg.n_heads, " % ", tp, " = ", cfg.n_heads % tp,
              "): every tensor-parallel rank needs whole query heads");

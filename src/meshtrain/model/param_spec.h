@@ -34,6 +34,7 @@ struct ParamSpec {
   int unit = 0;             // index into ModelSpec::units (= segment)
   int64_t unit_offset = 0;  // element offset inside the unit's (local) flat buffer
   int global_index = 0;     // index in the whole model's spec
+  int expert = -1;          // routed expert this parameter belongs to (MoE), -1: none
   int64_t numel() const { return shape.numel(); }
   // Global row-major flat index of local flat element `i`.
   int64_t global_flat(int64_t i) const;

@@ -12,7 +12,8 @@ ModelConfig finalized(ModelConfig cfg) {
 }  // namespace
 
 Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec,
-                         ModelPartition partition, comm::ProcessGroup* tp, comm::ProcessGroup* cp)
+                         ModelPartition partition, comm::ProcessGroup* tp, comm::ProcessGroup* cp,
+                         comm::ProcessGroup* ep)
     : cfg_(finalized(cfg)),
       alloc_(std::move(alloc)),
       exec_(exec),
@@ -33,10 +34,13 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
   if (holds(0)) embedding_ = std::make_unique<EmbeddingSegment>(cfg_, params_, tp_.for_segment(0));
   blocks_.resize(size_t(cfg_.n_layers));
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
+    if (holds(int(l) + 1) && cfg_.is_moe_layer(l))
+      moe_stats_.layers.push_back({l, std::vector<int64_t>(size_t(cfg_.n_experts), 0)});
+  for (int64_t l = 0; l < cfg_.n_layers; ++l)
     if (holds(int(l) + 1))
       blocks_[size_t(l)] =
           std::make_unique<Block>(cfg_, params_, l, rope, tp_.for_segment(int(l) + 1), exec_.fuse_residual,
-                                 ring_.get());
+                                  ring_.get(), moe_stats_.find(l), ep);
   if (holds(num_segments() - 1)) {
     // A tied head on another stage than the embedding reads the copy the
     // layout plan places there (its gradient is summed with the first's).
@@ -70,7 +74,8 @@ Tensor Transformer::forward_segment(int s, const TokenBatch& b, const Tensor& x,
     return embedding_->forward(*kernels_, b, alloc_);
   }
   if (s == num_segments() - 1) return head_->forward(*kernels_, b, x, st, mode, alloc_);
-  return blocks_[size_t(s - 1)]->forward(*kernels_, x, b, exec_.recompute || !mode.backward, &st.block, alloc_);
+  return blocks_[size_t(s - 1)]->forward(*kernels_, x, b, exec_.recompute || !mode.backward, &st.block, alloc_,
+                                         mode.loss_coeff, mode.backward);
 }
 
 Tensor Transformer::backward_segment_input(int s, const TokenBatch& b, Tensor dy, SegmentState& st,

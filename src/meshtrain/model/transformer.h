@@ -30,10 +30,11 @@ class Transformer {
  public:
   // tp: this rank's tensor-parallel group, cp: its context-parallel group
   // (null or size 1: none; under cp every micro-batch is this rank's
-  // chunks of its rows, ring_attention.h).
+  // chunks of its rows, ring_attention.h), ep: its expert-parallel group
+  // (MoE blocks; null or size 1: every expert local).
   Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec = {},
               ModelPartition partition = ModelPartition::whole(), comm::ProcessGroup* tp = nullptr,
-              comm::ProcessGroup* cp = nullptr);
+              comm::ProcessGroup* cp = nullptr, comm::ProcessGroup* ep = nullptr);
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
 
@@ -51,6 +52,8 @@ class Transformer {
   // What the context-parallel ring moved since the last reset.
   CpCommStats& cp_stats() { return *cp_stats_; }
   const RingAttention& ring() const { return *ring_; }
+  // What the MoE blocks routed in training forwards since the last reset.
+  MoeStats& moe_stats() { return moe_stats_; }
   // Rows of the residual stream this rank holds (and sends between pipeline
   // stages) for a micro-batch of n tokens: n / tp under sequence parallelism.
   int64_t stream_rows(int64_t n) const { return tp_.local_rows(n); }
@@ -91,6 +94,7 @@ class Transformer {
   ParameterStore params_;
   kernels::RopeTable rope_;
   std::unique_ptr<TpCommStats> tp_stats_;
+  MoeStats moe_stats_;  // one entry per MoE block (fixed before the blocks point into it)
   TpRegions tp_;
   std::unique_ptr<CpCommStats> cp_stats_;
   std::unique_ptr<RingAttention> ring_;

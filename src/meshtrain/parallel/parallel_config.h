@@ -39,6 +39,9 @@ struct ParallelConfig {
   // state sharded over dp x cp.
   int cp = 1;
   bool keep_gathered = false;        // ZeRO-3: keep a unit gathered across the window's micro-batches
+  // Expert parallelism (docs/moe.md): ranks of dp sharing out the experts of
+  // MoE blocks; carved out of dp, never multiplied into the world size (S9).
+  int ep = 1;
   void validate() const;             // ConfigError with the key path
 };
 

@@ -55,7 +55,9 @@ std::vector<std::string> unvalidated_parts(const StepInputs& in) {
   if (in.mesh.cp > 1)
     out.push_back("context parallelism is not replayed yet: each cp rank is replayed as a data-parallel replica "
                   "holding whole sequences (no ring K/V exchange)");
-  if (in.mesh.ep > 1) out.push_back("expert parallelism does not train yet: dense layers are replayed");
+  if (in.mesh.ep > 1 || in.model.n_experts > 0)
+    out.push_back("mixture of experts and expert parallelism are not replayed yet: dense feed-forward layers "
+                  "stand in for them");
   return out;
 }
 

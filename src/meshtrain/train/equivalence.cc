@@ -135,11 +135,10 @@ void Layout::apply(parallel::ParallelConfig& p) const {
   p.virtual_stages = v;
   p.keep_gathered = keep_gathered;
   p.cp = cp;
+  p.ep = ep;
 }
 
 void Layout::check_runnable() const {
-  MT_REQUIRE(ConfigError, ep == 1, "layout ", str(),
-             ": expert parallelism is planned (meshtrain plan) but does not train yet");
 }
 
 Layout parse_layout(const std::string& text) {

@@ -43,6 +43,7 @@ nlohmann::json StepMetrics::to_json() const {
   }
   if (tp.calls > 0 || tp.grad_sum_bytes > 0) j["tp_comm"] = tp.to_json();
   if (cp.cp > 1) j["cp_comm"] = cp.to_json();
+  if (moe.active) j["moe"] = moe.to_json();
   return j;
 }
 
@@ -73,6 +74,11 @@ std::string StepMetrics::console_line(int64_t total_steps) const {
   std::string line = buf;
   if (loss_scale != 1) {
     std::snprintf(buf, sizeof buf, " | scale %.0f (%lld skipped)", loss_scale, static_cast<long long>(skipped_total));
+    line += buf;
+  }
+  if (moe.active) {
+    std::snprintf(buf, sizeof buf, " | aux %.4f | drop %.3f | top expert %.2f", moe.aux_loss, moe.drop_fraction,
+                  moe.max_expert_share);
     line += buf;
   }
   if (pipeline_bubble >= 0) {

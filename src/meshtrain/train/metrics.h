@@ -10,6 +10,7 @@
 
 #include "meshtrain/core/memory_tracker.h"
 #include "meshtrain/model/ring_attention.h"
+#include "meshtrain/train/moe_metrics.h"
 #include "meshtrain/train/tp_metrics.h"
 
 namespace meshtrain::train {
@@ -50,6 +51,7 @@ struct StepMetrics {
   double pipeline_bubble_formula = -1;  // the schedule's unit-time bubble
   TpMetrics tp;                         // tensor-parallel communication (empty without it)
   CpMetrics cp;                         // context-parallel ring (empty without it)
+  MoeMetrics moe;                       // mixture-of-experts routing (inactive without experts)
   MemorySnapshot memory;
   nlohmann::json to_json() const;
   std::string console_line(int64_t total_steps) const;

@@ -185,6 +185,7 @@ comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
   m.pp = cfg.parallel.pp;
   m.cp = cfg.parallel.cp;
   m.dp = cfg.parallel.dp;
+  m.ep = cfg.parallel.ep;
   if (m.dp == 0) {
     m.dp = 1;
     MT_REQUIRE(ConfigError, world_size % m.world_size() == 0, "world size ", world_size,

@@ -10,6 +10,7 @@
 #include "meshtrain/train/cp_config.h"
 #include "meshtrain/train/tp_config.h"
 #include "meshtrain/train/config_limits.h"
+#include "meshtrain/train/ep_config.h"
 #include "meshtrain/train/resume_checks.h"
 #include "meshtrain/train/toml_reader.h"
 
@@ -36,6 +37,12 @@ void read_model(TomlSection s, model::ModelConfig& m) {
   s.read("bias", m.bias);
   s.read("init_std", m.init_std);
   s.read("seed", m.seed);
+  s.read("n_experts", m.n_experts);
+  s.read("experts_top_k", m.experts_top_k);
+  s.read("moe_layers", m.moe_layers);
+  s.read("moe_capacity_factor", m.moe_capacity_factor);
+  s.read("moe_aux_loss_coeff", m.moe_aux_loss_coeff);
+  s.read("moe_shared_expert", m.moe_shared_expert);
   s.finish();
 }
 
@@ -113,6 +120,7 @@ void read_parallel(TomlSection s, parallel::ParallelConfig& p) {
   s.read("pp_layers", p.pp_layers);
   s.read("keep_gathered", p.keep_gathered);
   s.read("cp", p.cp);
+  s.read("ep", p.ep);
   s.finish();
 }
 
@@ -177,6 +185,7 @@ void TrainConfig::validate() {
   parallel.validate();
   check_tensor_parallel_config(*this);
   check_context_parallel_config(*this);
+  check_expert_parallel_config(*this);
   parallel::check_pipeline(parallel, model, training.grad_accum);
   // Reproducible mode closes a unit's gradient leaf after each micro-batch's
   // last write; a split backward interleaves two micro-batches' writes.

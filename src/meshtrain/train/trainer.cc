@@ -88,7 +88,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
   exec.sequence_parallel = cfg_.parallel.sequence_parallel;
   comm::ProcessGroup* tp = ctx_.mesh.shape().tp > 1 ? &ctx_.group("tp") : nullptr;
   comm::ProcessGroup* cp = ctx_.mesh.shape().cp > 1 ? &ctx_.group("cp") : nullptr;
-  model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->partition(), tp, cp);
+  comm::ProcessGroup* ep = ctx_.mesh.shape().ep > 1 ? &ctx_.group("ep") : nullptr;
+  model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->partition(), tp, cp, ep);
   comm::ProcessGroup* pp = ctx_.mesh.shape().pp > 1 ? &ctx_.group("pp") : nullptr;
   tie_group_ = parallel::make_tie_group(pp, layout_->tie_stages());
   engine_ = std::make_unique<parallel::DataParallel>(*model_, *layout_, data_, ctx_.group({"pp", "tp"}), cfg_.parallel,
@@ -121,6 +122,7 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
   ctx_.allocator->tracker().reset_peaks();
   model_->tp_stats().reset();
   model_->cp_stats().reset();
+  model_->moe_stats().reset();
   const int64_t G = cfg_.training.grad_accum, B = cfg_.training.micro_batch;
   MT_CHECK(window.rows == G * B, "window has ", window.rows, " rows, expected G * micro_batch = ", G * B);
   StepMetrics m;
@@ -165,6 +167,9 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
     }
     if (ctx_.mesh.shape().pp > 1) ctx_.group("pp").all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
     m.loss = loss_sum / double(N);
+    m.moe = moe_metrics(model_->moe_stats(), cfg_.model, m.computed_positions, N,
+                        int64_t(dtype_size(precision().compute)), ctx_.mesh.shape().ep > 1, dp_,
+                        ctx_.mesh.shape().pp > 1 ? &ctx_.group("pp") : nullptr);
 
     // 4. Unscale, then one finiteness decision over the whole world.
     const double sum_sq = engine_->grad_sum_squares() / (scale * scale);

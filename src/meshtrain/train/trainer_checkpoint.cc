@@ -61,7 +61,7 @@ nlohmann::json layout_json(const TrainConfig& cfg, const comm::MeshShape& mesh, 
   return {{"dp", mesh.dp},       {"zero_stage", cfg.parallel.zero_stage},
           {"tp", mesh.tp},       {"pp", mesh.pp},
           {"schedule", cfg.parallel.schedule}, {"virtual_stages", cfg.parallel.virtual_stages},
-          {"cp", mesh.cp},       {"world", world},
+          {"cp", mesh.cp},       {"ep", mesh.ep},       {"world", world},
           {"grad_accum", cfg.training.grad_accum}, {"micro_batch", cfg.training.micro_batch},
           {"backend", cfg.comm.backend},         {"reproducible", cfg.training.reproducible},
           {"sequence_parallel", cfg.parallel.sequence_parallel}};
@@ -216,6 +216,8 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
                            two_copies(ctx_.mesh.shape().pp, cfg_.parallel.schedule);
   const bool same_model_axes = old.value("tp", 1) == ctx_.mesh.shape().tp && same_pp &&
                                old.value("cp", 1) == ctx_.mesh.shape().cp &&
+                               // an expert's owner sums its blocks in one pass: another order
+                               old.value("ep", 1) == ctx_.mesh.shape().ep &&
                                // sequence parallelism sums norm gradients over shards: another order
                                old.value("sequence_parallel", false) == cfg_.parallel.sequence_parallel;
   const bool same_reduction = same_model_axes && old.at("dp") == cfg_.parallel.dp &&

@@ -9,6 +9,7 @@
 #include "meshtrain/kernels/cpu/embedding.h"
 #include "meshtrain/kernels/cpu/gemm.h"
 #include "meshtrain/kernels/cpu/half_gemm.h"
+#include "meshtrain/kernels/cpu/moe_rows.h"
 #include "meshtrain/kernels/cpu/norm.h"
 #include "meshtrain/kernels/cpu/vocab_parallel.h"
 #include "meshtrain/kernels/kernel_table.h"
@@ -175,6 +176,30 @@ class CpuKernels final : public KernelTable {
   void copy(const Tensor& dst, const Tensor& src) const override {
     same_numel(dst, src, "copy");
     if (dst.numel() > 0 && dst.raw() != src.raw()) std::memcpy(dst.raw(), src.raw(), dst.nbytes());
+  }
+
+  void gather_rows(const Tensor& src, const int32_t* rows, int64_t count, const Tensor& dst) const override {
+    MT_CHECK(src.dtype() == dst.dtype() && src.dim(1) == dst.dim(1) && dst.dim(0) >= count, "gather_rows shapes");
+    const int64_t row_bytes = src.dim(1) * int64_t(dtype_size(src.dtype()));
+    if (count > 0) gather_rows_bytes(src.raw(), rows, count, row_bytes, dst.raw());
+  }
+
+  void add_rows(const Tensor& dst, const int32_t* dst_rows, const Tensor& src, const int32_t* src_rows,
+                const double* w, int64_t count) const override {
+    MT_CHECK(src.dtype() == dst.dtype() && src.dim(1) == dst.dim(1), "add_rows shapes");
+    with_float_type(dst.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::add_rows<T>(ptr<T>(dst), dst_rows, ptr<T>(src), src_rows, w, count, dst.dim(1));
+    });
+  }
+
+  void dot_rows(const Tensor& a, const int32_t* a_rows, const Tensor& b, const int32_t* b_rows, double* out,
+                int64_t count) const override {
+    MT_CHECK(a.dtype() == b.dtype() && a.dim(1) == b.dim(1), "dot_rows shapes");
+    with_float_type(a.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::dot_rows<T>(ptr<T>(a), a_rows, ptr<T>(b), b_rows, out, count, a.dim(1));
+    });
   }
 
   void fill(const Tensor& y, double value) const override {

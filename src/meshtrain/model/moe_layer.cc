@@ -1,0 +1,122 @@
+#include "meshtrain/model/moe_layer.h"
+
+#include <algorithm>
+
+#include "meshtrain/model/linear_init.h"
+
+namespace meshtrain::model {
+
+namespace {
+
+// Host copies of a [rows, cols] f32 / f64 tensor (routing is index logic on the host).
+std::vector<double> to_host(const Tensor& t) {
+  std::vector<double> v(size_t(t.numel()));
+  if (t.dtype() == DType::F64) std::copy_n(t.data<double>(), v.size(), v.begin());
+  else std::copy_n(t.data<float>(), v.size(), v.begin());
+  return v;
+}
+
+void from_host(const std::vector<double>& v, const Tensor& t) {
+  if (t.dtype() == DType::F64) std::copy(v.begin(), v.end(), t.data<double>());
+  else std::copy(v.begin(), v.end(), t.data<float>());
+}
+
+}  // namespace
+
+MoeLayer::MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
+                   comm::ProcessGroup* ep)
+    : cfg_(cfg), op_(params.precision().compute), acc_(params.precision().accumulate()), ep_(ep) {
+  router_ = bind_linear(params, prefix + ".router", false);
+  for (int64_t e = 0; e < cfg.n_experts; ++e) experts_.emplace_back(cfg, params, prefix + ".experts." + std::to_string(e));
+  if (cfg.moe_shared_expert) shared_ = std::make_unique<Mlp>(cfg, params, prefix + ".shared_expert");
+}
+
+MoeRoutingConfig MoeLayer::routing_config(int64_t seq) const {
+  return {cfg_.n_experts, cfg_.experts_top_k, seq, cfg_.moe_capacity_factor, cfg_.moe_aux_loss_coeff};
+}
+
+MoeLayer::Saved MoeLayer::forward(const kernels::KernelTable& k, const Tensor& xn, int64_t seq, const Tensor& y,
+                                  bool accumulate_y, MoeLayerStats* stats,
+                                  const std::shared_ptr<CachingAllocator>& alloc) const {
+  const int64_t n = xn.dim(0), d = cfg_.d_model, E = cfg_.n_experts;
+  Saved s;
+  // Router logits in the accumulate type (fp32 under every policy), softmax on the host in double.
+  Tensor logits = activation(alloc, acc_, {n, E}, MemCategory::Workspace);
+  router_.forward(k, xn, logits);
+  auto routing = std::make_shared<MoeRouting>(route_tokens(routing_config(seq), to_host(logits).data(), n));
+  const MoeRouting& r = *routing;
+  s.routing = routing;
+
+  // Every rank takes part in the exchange, with or without tokens.
+  const int64_t buffer_rows = expert_rows_bucket(std::max<int64_t>(r.begin[size_t(E)], 1));
+  s.x_experts = activation(alloc, xn.dtype(), {buffer_rows, d});
+  s.y_experts = activation(alloc, acc_, {buffer_rows, d});
+  k.fill(s.x_experts, 0.0);  // padding rows stay zero: they compute, never combine
+  for (int64_t e = 0; e < E; ++e)
+    k.gather_rows(xn, r.rows_of_expert.data() + r.begin[size_t(e)], r.count[size_t(e)],
+                  s.x_experts.slice(r.begin[size_t(e)], r.begin[size_t(e + 1)]));
+  auto exchange = std::make_shared<ExpertExchange>(ep_, r.begin, E);
+  s.exchange = exchange;
+  s.x_blocks = exchange->dispatch(s.x_experts, alloc, MemCategory::Activations);
+  const Tensor y_blocks =
+      exchange->local() ? s.y_experts : activation(alloc, acc_, {s.x_blocks.dim(0), d}, MemCategory::Workspace);
+  for (const ExpertExchange::Block& b : exchange->blocks())
+    s.blocks.push_back(experts_[size_t(b.expert)].forward(k, s.x_blocks.slice(b.offset, b.offset + b.rows),
+                                                          y_blocks.slice(b.offset, b.offset + b.rows), false, alloc));
+  exchange->give_back(y_blocks, s.y_experts);
+  if (shared_) s.shared = shared_->forward(k, xn, y, accumulate_y, alloc);
+  else if (!accumulate_y) k.fill(y, 0.0);
+  if (!r.comb_token.empty())
+    k.add_rows(y, r.comb_token.data(), s.y_experts, r.comb_row.data(), r.comb_gate.data(),
+               int64_t(r.comb_token.size()));
+  if (stats) {
+    stats->tokens.resize(size_t(E), 0);
+    for (int64_t e = 0; e < E; ++e) stats->tokens[size_t(e)] += r.count[size_t(e)];
+    stats->assigned += r.assigned;
+    stats->dropped += r.dropped;
+    stats->aux_sum += r.aux_sum;
+    stats->a2a_bytes += exchange->sent_bytes(d * int64_t(dtype_size(xn.dtype()))) +
+                        exchange->sent_bytes(d * int64_t(dtype_size(acc_)));  // dispatch + combine
+  }
+  return s;
+}
+
+void MoeLayer::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const Tensor& dy,
+                        bool dy_changes, const Tensor& dxn, double aux_scale, WeightGrads& wg,
+                        const std::shared_ptr<CachingAllocator>& alloc) const {
+  const MoeRouting& r = *s.routing;
+  const int64_t n = xn.dim(0), E = cfg_.n_experts, kept = int64_t(r.comb_token.size());
+  if (shared_) shared_->backward(k, xn, s.shared, dy, dy_changes, dxn, wg, alloc);
+  else k.fill(dxn, 0.0);
+  std::vector<double> dgate(static_cast<size_t>(kept));
+  const MemCategory grads_cat = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
+  if (kept > 0)  // d gate = dy[t] . y_e[t]
+    k.dot_rows(dy, r.comb_token.data(), s.y_experts, r.comb_row.data(), dgate.data(), kept);
+  // The experts' output gradient rows (gate * dy[t]) go to the owners; their
+  // input gradients come back into the same rows.
+  Tensor dy_experts = activation(alloc, acc_, {s.y_experts.dim(0), cfg_.d_model}, grads_cat);
+  k.fill(dy_experts, 0.0);
+  if (kept > 0) k.add_rows(dy_experts, r.comb_row.data(), dy, r.comb_token.data(), r.comb_gate.data(), kept);
+  const ExpertExchange& ex = *s.exchange;
+  const Tensor dy_blocks = ex.dispatch(dy_experts, alloc, grads_cat);
+  Tensor dx_experts = activation(alloc, acc_, {s.y_experts.dim(0), cfg_.d_model}, MemCategory::Workspace);
+  const Tensor dx_blocks =
+      ex.local() ? dx_experts : activation(alloc, acc_, {dy_blocks.dim(0), cfg_.d_model}, MemCategory::Workspace);
+  for (size_t i = 0; i < ex.blocks().size(); ++i) {
+    const ExpertExchange::Block& b = ex.blocks()[i];
+    experts_[size_t(b.expert)].backward(k, s.x_blocks.slice(b.offset, b.offset + b.rows), s.blocks[i],
+                                        dy_blocks.slice(b.offset, b.offset + b.rows), false,
+                                        dx_blocks.slice(b.offset, b.offset + b.rows), wg, alloc);
+  }
+  ex.give_back(dx_blocks, dx_experts);
+  if (kept > 0) k.add_rows(dxn, r.comb_token.data(), dx_experts, r.comb_row.data(), nullptr, kept);  // (token, slot) order
+  // Router: softmax backward of the gates' and the aux loss's gradients.
+  Tensor dlogits = activation(alloc, acc_, {n, E}, wg.deferred() ? MemCategory::Activations : MemCategory::Workspace);
+  from_host(router_logit_grads(r, routing_config(r.seq), dgate.data(), aux_scale),
+            dlogits);
+  const Tensor dl_op = as_operand(k, dlogits, op_, alloc);
+  wg.linear(k, router_, xn, dl_op, false);
+  router_.backward_input(k, dl_op, dxn, true);
+}
+
+}  // namespace meshtrain::model
