@@ -1,3 +1,4 @@
+// Covers src/meshtrain/checkpoint/consistency.cc (metadata against the tensor set, no shared bytes).
 // What export, import and open refuse: writing into a checkpoint, replacing
 // files without --force, leaving temporary files behind, following a
 // `latest` out of its root or echoing its contents, and metadata or byte

@@ -1,3 +1,6 @@
+// Covers src/meshtrain/app/model_source.cc (generate and eval open checkpoints and safetensors through it);
+// src/meshtrain/checkpoint/tokenizer_files.cc (an export keeps tokenizer.model);
+// src/meshtrain/train/timeline_json.cc (timeline records written by train, read by `timeline`).
 // The commands end to end through cli::run: data prepare + inspect, ckpt
 // inspect / verify / diff on a checkpoint saved here, train a tiny model,
 // generate from its checkpoint, eval reproducing train's validation numbers,

@@ -1,3 +1,6 @@
+// Covers src/meshtrain/cli/completion_command.cc, cli/eval_command.cc, cli/help_command.cc,
+// cli/launch_command.cc, cli/report_command.cc, cli/scale_command.cc, cli/timeline_command.cc,
+// cli/tokenizer_command.cc, cli/version_command.cc (every command's help, usage errors, version, completion).
 // CLI conventions: --help/-h on every command (walking the command tree),
 // `help COMMAND`, usage errors with exit 2 and the usage line, typed and
 // range-checked numbers, --version, and the generated bash completion.

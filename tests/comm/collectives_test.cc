@@ -1,3 +1,5 @@
+// Covers src/meshtrain/comm/mpi/mpi_group.cc and comm/mpi/mpi_work.cc under mpirun (comm_mpi_test),
+// comm/threads/async_ops.cc on threads (non-blocking collectives).
 // Every op x dtype x group size 1-8 x counts (0, 1, non-divisible) against
 // a serial reference; in-place forms. Runs on threads and under mpirun.
 // Under mpirun (comm_mpi_test, harness_mpi.cc) these bodies are what covers

@@ -1,3 +1,4 @@
+// Covers src/meshtrain/comm/mpi/mpi_watchdog.cc.
 // Run under mpirun -np 2: rank 1 never joins. Rank 0's non-blocking wait
 // must throw CommTimeout, and its blocking barrier must end in the
 // watchdog's message + MPI_Abort instead of an eternal hang.

@@ -1,3 +1,4 @@
+// Covers src/meshtrain/data/prepare_output.cc (what --out may replace, stale temp directories).
 // What `data prepare` may replace and what it leaves behind: --overwrite
 // replaces only a prepared dataset and never touches an input, names must
 // be UTF-8, a killed prepare's temporary directory is removed by the next

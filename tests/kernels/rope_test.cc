@@ -1,3 +1,4 @@
+// Covers src/meshtrain/kernels/cpu/rope_table.cc.
 #include "meshtrain/kernels/cpu/rope.h"
 
 #include <gtest/gtest.h>

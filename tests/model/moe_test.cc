@@ -1,3 +1,4 @@
+// Covers src/meshtrain/model/moe_layer.cc.
 // Mixture-of-experts layer: routing rules (ties, capacity, buckets), the
 // gradient against central differences in f64 (cross-entropy plus aux
 // loss, dropless and with drops, shared expert, recomputation), and routing

@@ -1,3 +1,4 @@
+// Covers src/meshtrain/plan/mesh_search.cc (--devices) and plan/plan_report.cc (text and --json).
 // `meshtrain plan` and `meshtrain bench machine` through the command line
 // (cli::run): the config mode (table, prediction, JSON, hardware, mesh
 // listing), the config-free mode, and bad input named in the error (usage

@@ -1,3 +1,4 @@
+// Covers src/meshtrain/plan/compute_cost.cc and plan/step_time.cc (predicted step time of published runs).
 // The planner against published large-scale runs (docs/planning.md): for
 // every row of the Megatron-LM 2021 table on A100 and both ends of the
 // Megatron-Core GPT-3 175B strong-scaling series on H100, the predicted

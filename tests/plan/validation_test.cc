@@ -1,3 +1,5 @@
+// Covers src/meshtrain/comm/comm_plan.cc and core/memory_replay.cc (the replayed collectives and allocations
+// against CommStats and the MemoryTracker).
 // The planner against what real steps do on this machine: for every
 // layout the trainer runs, each rank's replayed step (plan/step_replay.h)
 // is compared with that rank's MemoryTracker and the CommStats of every

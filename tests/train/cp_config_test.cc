@@ -1,3 +1,4 @@
+// Covers src/meshtrain/train/cp_config.cc (config errors).
 // Context-parallel configs: parallel.cp read from [parallel], placed in the
 // mesh between dp and tp, and rows that cannot be cut into 2 cp chunks
 // rejected when the config is read, with the keys and the arithmetic; the

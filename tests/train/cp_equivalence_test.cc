@@ -1,3 +1,4 @@
+// Covers src/meshtrain/train/context_shard.cc (rows cut into balanced chunks, their positions and labels).
 // Context parallelism against one rank through the trainer (SPEC S8, S10):
 // the same global batch, 3 AdamW steps, the loss, every gradient and every
 // parameter compared after each step (equivalence.h). f32 with tolerance

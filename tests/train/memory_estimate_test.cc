@@ -1,3 +1,4 @@
+// Covers src/meshtrain/core/memory_limits.cc (available memory against the estimate).
 // The per-rank memory estimate follows (29.7)-(29.10), and a run that
 // cannot fit is refused with the figures before anything is allocated.
 #include "meshtrain/train/memory_estimate.h"

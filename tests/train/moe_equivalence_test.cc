@@ -1,3 +1,5 @@
+// Covers src/meshtrain/model/expert_exchange.cc (tokens to their experts' owners and back), train/ep_config.cc
+// (bad expert-parallel configs), train/moe_metrics.cc (drops, tokens per expert, all-to-all bytes).
 // Mixture of experts through the trainer against one rank (threads
 // backend): the same global batch, 3 AdamW steps, loss, every gradient and
 // every parameter compared after each step (equivalence.h). f32, tolerance

@@ -1,3 +1,4 @@
+// Covers src/meshtrain/parallel/tie_group.cc (tied copies summed over their two stages).
 // Pipeline parallelism through the trainer (SPEC S7, Algorithm 29.1) on the
 // threads backend:
 //   - every schedule at pp in {2, 4} and m in {1, 3, 8} (fewer micro-batches

@@ -1,3 +1,4 @@
+// Covers src/meshtrain/train/supervisor.cc (in-process restarts; tests/faults relaunches).
 // The run loop around the step (run.h): a run whose every step was skipped
 // fails, metrics write failures are reported, a resume drops the metrics
 // of the steps it replays, SIGTERM stops after the step with a save, the

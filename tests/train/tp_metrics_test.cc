@@ -1,3 +1,4 @@
+// Covers src/meshtrain/train/tp_metrics.cc.
 // The step metrics report what tensor parallelism moved: per block the
 // ring bytes of the formula (G micro-batches of B x S tokens per step),
 // the partial gradients summed over tp ranks, in the JSON record too; the
