@@ -31,7 +31,7 @@ TEST(ContextParallelMpi, EquivalentToSingleRank) {
     SCOPED_TRACE(::testing::Message() << "world " << W << ": cp=" << c.cp << " dp=" << c.dp << " tp=" << c.tp
                                       << " zero=" << c.zero);
     auto cfg = context_parallel_config();
-    const auto ref = single_rank_params(cfg, c.dp, ds);
+    const auto ref = single_rank(cfg, c.dp, ds);
     cfg.parallel.cp = c.cp;
     cfg.parallel.dp = c.dp;
     cfg.parallel.tp = c.tp;

@@ -7,7 +7,6 @@
 #include "meshtrain/comm/mesh.h"
 #include "meshtrain/comm/mpi_world.h"
 #include "meshtrain/comm/parallel_context.h"
-#include "meshtrain/core/threading.h"
 #include "train/train_fixtures.h"
 
 namespace meshtrain::testing {
@@ -22,21 +21,6 @@ inline comm::ParallelContext mpi_context(const std::shared_ptr<comm::ProcessGrou
   ctx.mesh = comm::Mesh::create(shape, world);
   ctx.allocator = CachingAllocator::create();
   return ctx;
-}
-
-// The single-rank reference computed in-process (threads backend, one
-// rank): the global parameters after 3 steps on the window R replicas of
-// `cfg` would take (grad_accum x R).
-inline std::vector<double> single_rank_params(const train::TrainConfig& cfg, int R, const data::TokenDataset& ds) {
-  auto ref = cfg;
-  ref.training.grad_accum = cfg.training.grad_accum * R;
-  std::vector<double> p;
-  with_trainers(ref, ds, std::nullopt, [&](train::Trainer& t) {
-    set_compute_threads(1);  // the processes share the machine
-    for (int s = 0; s < 3; ++s) t.step();
-    p = gathered(t);
-  });
-  return p;
 }
 
 inline int run_mpi_tests(int argc, char** argv) {

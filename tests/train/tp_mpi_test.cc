@@ -48,7 +48,7 @@ TEST(TensorParallelMpi, EquivalentToSingleRank) {
     SCOPED_TRACE(::testing::Message() << "world " << W << ": tp=" << c.tp << " dp=" << R << " zero=" << c.zero
                                       << " sp=" << c.sp);
     auto cfg = model_config();
-    const auto ref = single_rank_params(cfg, R, ds);
+    const auto ref = single_rank(cfg, R, ds);
     cfg.parallel.tp = c.tp;
     cfg.parallel.dp = R;
     cfg.parallel.zero_stage = c.zero;
