@@ -138,9 +138,6 @@ void Layout::apply(parallel::ParallelConfig& p) const {
   p.ep = ep;
 }
 
-void Layout::check_runnable() const {
-}
-
 Layout parse_layout(const std::string& text) {
   Layout l;
   std::stringstream ss(text);
@@ -217,7 +214,6 @@ std::string EquivalenceReport::str() const {
 
 EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout& layout, int steps,
                                            const data::TokenDataset& train_data, double tolerance, bool bitwise) {
-  layout.check_runnable();
   TrainConfig par = cfg;
   if (bitwise) {
     MT_REQUIRE(ConfigError, layout.tp == 1, "layout ", layout.str(),

@@ -34,8 +34,6 @@ struct Layout {
   // The layout's settings written into a [parallel] section (every axis a
   // config has; cp and ep have no keys yet).
   void apply(parallel::ParallelConfig& p) const;
-  // ConfigError naming the axes a training run cannot use yet.
-  void check_runnable() const;
 };
 Layout parse_layout(const std::string& text);  // ConfigError on unknown keys / values
 

@@ -99,7 +99,6 @@ ScaleReport run_scaling(const TrainConfig& cfg, const std::vector<Layout>& layou
     p.layout = layout.str();
     p.devices = layout.mesh().world_size();
     try {
-      layout.check_runnable();
       const TrainConfig c = layout_config(cfg, layout, steps, weak, rows);
       p.micro_batch = c.training.micro_batch;
       p.grad_accum = c.training.grad_accum;
