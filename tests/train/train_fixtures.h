@@ -162,7 +162,7 @@ inline std::vector<double> single_rank(const train::TrainConfig& cfg, int R, con
   with_trainers(ref, ds, std::nullopt, [&](train::Trainer& t) {
     set_compute_threads(1);  // the processes share the machine
     for (int s = 0; s < steps; ++s) t.step();
-    p = gathered(t);
+    p = parallel::gather_global_values(t.engine(), t.context().group({"pp", "tp"}), false);  // global order
   });
   return p;
 }

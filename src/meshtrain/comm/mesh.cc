@@ -93,6 +93,11 @@ Mesh Mesh::create(const MeshShape& shape, const std::shared_ptr<ProcessGroup>& w
   const int ep = shape.ep, edp = shape.dp * shape.cp / shape.ep;
   m.groups_["ep"] = world->split(outer * edp + m.coords_["edp"], m.coords_["ep"], "ep");
   m.groups_["edp"] = world->split(outer * ep + m.coords_["ep"], m.coords_["edp"], "edp");
+  // Every holder of some routed expert for one edp coordinate: the model
+  // axes times ep (global views and norms of the experts span it).
+  const std::string holders = Mesh::key({"pp", "tp", "ep"});
+  m.groups_[holders] =
+      world->split(m.coords_["edp"], (m.coords_["pp"] * ep + m.coords_["ep"]) * shape.tp + m.coords_["tp"], holders);
   return m;
 }
 
@@ -106,7 +111,7 @@ std::shared_ptr<ProcessGroup> Mesh::group_ptr(std::vector<std::string> axes) con
   const std::string k = key(std::move(axes));
   auto it = groups_.find(k);
   MT_REQUIRE(ConfigError, it != groups_.end(), "mesh has no group '", k,
-             "' (axes pp, dp, cp, tp in any combination, or ep / edp alone)");
+             "' (axes pp, dp, cp, tp in any combination, ep / edp alone, or pp+tp+ep)");
   return it->second;
 }
 

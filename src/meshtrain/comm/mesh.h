@@ -34,7 +34,8 @@ struct MeshShape {
 
 // A rank's groups along every axis and every combination of axes, created
 // collectively (split) when the Mesh is built. Also "ep" (ranks sharing the
-// same experts' tokens) and "edp" (replicas of the same experts).
+// same experts' tokens), "edp" (replicas of the same experts) and
+// {"pp", "tp", "ep"} (every holder of some expert: the model axes times ep).
 class Mesh {
  public:
   Mesh() = default;

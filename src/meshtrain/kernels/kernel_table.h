@@ -36,6 +36,7 @@ class KernelTable {
   virtual void add(const Tensor& y, const Tensor& x) const = 0;               // y += x (same numel)
   virtual void copy(const Tensor& dst, const Tensor& src) const = 0;          // same numel and dtype
   virtual void fill(const Tensor& y, double value) const = 0;
+  virtual void scale(const Tensor& y, double a) const = 0;                    // y *= a
   // Sum of squares in f64 over canonical blocks (elementwise.h kSumBlock):
   // the same value for any thread count.
   virtual double sum_squares(const Tensor& x) const = 0;

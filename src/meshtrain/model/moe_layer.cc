@@ -27,7 +27,15 @@ MoeLayer::MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::st
                    comm::ProcessGroup* ep)
     : cfg_(cfg), op_(params.precision().compute), acc_(params.precision().accumulate()), ep_(ep) {
   router_ = bind_linear(params, prefix + ".router", false);
-  for (int64_t e = 0; e < cfg.n_experts; ++e) experts_.emplace_back(cfg, params, prefix + ".experts." + std::to_string(e));
+  // This rank's routed experts only (the partition's 1/ep of them): the
+  // blocks the exchange hands it are theirs.
+  const ModelPartition& part = params.spec().partition;
+  MT_CHECK(part.ep_size == (ep ? ep->size() : 1), "expert partition over ", part.ep_size,
+           " ranks but the ep group has ", ep ? ep->size() : 1);
+  const int64_t per_rank = cfg.n_experts / part.ep_size;
+  first_expert_ = part.ep_rank * per_rank;
+  for (int64_t e = first_expert_; e < first_expert_ + per_rank; ++e)
+    experts_.emplace_back(cfg, params, prefix + ".experts." + std::to_string(e));
   if (cfg.moe_shared_expert) shared_ = std::make_unique<Mlp>(cfg, params, prefix + ".shared_expert");
 }
 
@@ -61,8 +69,8 @@ MoeLayer::Saved MoeLayer::forward(const kernels::KernelTable& k, const Tensor& x
   const Tensor y_blocks =
       exchange->local() ? s.y_experts : activation(alloc, acc_, {s.x_blocks.dim(0), d}, MemCategory::Workspace);
   for (const ExpertExchange::Block& b : exchange->blocks())
-    s.blocks.push_back(experts_[size_t(b.expert)].forward(k, s.x_blocks.slice(b.offset, b.offset + b.rows),
-                                                          y_blocks.slice(b.offset, b.offset + b.rows), false, alloc));
+    s.blocks.push_back(local_expert(b.expert).forward(k, s.x_blocks.slice(b.offset, b.offset + b.rows),
+                                                      y_blocks.slice(b.offset, b.offset + b.rows), false, alloc));
   exchange->give_back(y_blocks, s.y_experts);
   if (shared_) s.shared = shared_->forward(k, xn, y, accumulate_y, alloc);
   else if (!accumulate_y) k.fill(y, 0.0);
@@ -104,7 +112,7 @@ void MoeLayer::backward(const kernels::KernelTable& k, const Tensor& xn, const S
       ex.local() ? dx_experts : activation(alloc, acc_, {dy_blocks.dim(0), cfg_.d_model}, MemCategory::Workspace);
   for (size_t i = 0; i < ex.blocks().size(); ++i) {
     const ExpertExchange::Block& b = ex.blocks()[i];
-    experts_[size_t(b.expert)].backward(k, s.x_blocks.slice(b.offset, b.offset + b.rows), s.blocks[i],
+    experts_[size_t(b.expert - first_expert_)].backward(k, s.x_blocks.slice(b.offset, b.offset + b.rows), s.blocks[i],
                                         dy_blocks.slice(b.offset, b.offset + b.rows), false,
                                         dx_blocks.slice(b.offset, b.offset + b.rows), wg, alloc);
   }

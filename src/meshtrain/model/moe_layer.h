@@ -5,12 +5,12 @@
 // outputs are combined with the router probabilities in (token, slot)
 // order; an optional shared expert takes every token. Under expert
 // parallelism (`ep`, a group of ranks carved out of dp) the blocks travel
-// to their experts' owners and back (expert_exchange.h); every rank stores
-// all experts (replicated, reduced over dp like any weight) and computes
-// only its own, so an expert's gradient is its owner's sum over the tokens
-// of the ep group and zero elsewhere: the dp sum is the one-rank gradient,
-// never a multiple of ep. Same interface as Mlp, so the block treats both
-// alike.
+// to their experts' owners and back (expert_exchange.h); a rank stores only
+// the experts it owns (their own parameter unit, param_spec.h), so an
+// expert's gradient is its owner's sum over the tokens of the ep group, then
+// summed over the expert-data-parallel group (the owners' replicas): the
+// one-rank gradient, never a multiple of ep. Same interface as Mlp, so the
+// block treats both alike.
 #pragma once
 
 #include <memory>
@@ -51,7 +51,9 @@ class MoeLayer {
   const ModelConfig& cfg_;
   DType op_, acc_;
   Linear router_;
-  std::vector<Mlp> experts_;
+  std::vector<Mlp> experts_;  // this rank's: global index first_expert_ + i
+  int64_t first_expert_ = 0;
+  const Mlp& local_expert(int64_t global_index) const { return experts_[size_t(global_index - first_expert_)]; }
   std::unique_ptr<Mlp> shared_;
   comm::ProcessGroup* ep_;
 };

@@ -11,9 +11,23 @@ namespace {
 class SpecBuilder {
  public:
   explicit SpecBuilder(ModelSpec& spec) : spec_(spec) {}
-  void begin_unit(std::string name) { spec_.units.push_back({std::move(name), 0, {}, true}); }
+  // Units 0 .. n_layers + 1 are the segments, in order.
+  void begin_unit(std::string name) {
+    const int segment = int(spec_.units.size());
+    spec_.units.push_back({std::move(name), 0, {}, true, segment, false});
+  }
+  // Routed experts' units follow every segment's (param_spec.h); their
+  // parameters keep their place in the parameter list (and so their
+  // initial values), only their unit differs.
+  void finish() {
+    for (ParamUnit& u : expert_units_) {
+      for (int i : u.params) spec_.params[size_t(i)].unit = int(spec_.units.size());
+      spec_.units.push_back(std::move(u));
+    }
+    expert_units_.clear();
+  }
   void add(std::string name, Shape shape, Placement tp, InitKind init, double std, bool decay) {
-    ParamUnit& u = spec_.units.back();
+    ParamUnit& u = in_experts_ ? expert_units_.back() : spec_.units.back();
     ParamSpec p;
     p.name = std::move(name);
     p.shape = p.global_shape = shape;
@@ -60,11 +74,15 @@ class SpecBuilder {
   void moe(const ModelConfig& cfg, const std::string& prefix, double std, double out_std) {
     add(prefix + ".router.weight", Shape{cfg.n_experts, cfg.d_model}, Placement::replicate(), InitKind::Normal, std,
         true);
+    const ParamUnit& block = spec_.units.back();
+    expert_units_.push_back({block.name + ".experts", 0, {}, true, block.segment, true});
+    in_experts_ = true;
     for (int64_t e = 0; e < cfg.n_experts; ++e) {
       const size_t first = spec_.params.size();
       ffn(cfg, prefix + ".experts." + std::to_string(e), std, out_std, false);
       for (size_t i = first; i < spec_.params.size(); ++i) spec_.params[i].expert = int(e);
     }
+    in_experts_ = false;
     if (cfg.moe_shared_expert) ffn(cfg, prefix + ".shared_expert", std, out_std, false);
   }
   void norm(const std::string& prefix, int64_t d, bool with_bias) {
@@ -74,6 +92,8 @@ class SpecBuilder {
 
  private:
   ModelSpec& spec_;
+  std::vector<ParamUnit> expert_units_;  // appended by finish()
+  bool in_experts_ = false;
 };
 
 }  // namespace
@@ -107,6 +127,13 @@ int64_t ModelSpec::matmul_params(const ModelConfig& cfg) const {
     n += p.expert >= 0 ? p.numel() * cfg.experts_top_k / cfg.n_experts : p.numel();
   }
   return n;
+}
+
+std::vector<int> ModelSpec::segment_units(int s) const {
+  std::vector<int> out;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (units[u].segment == s && units[u].held) out.push_back(int(u));
+  return out;
 }
 
 const ParamSpec* ModelSpec::find_or_null(const std::string& name) const {
@@ -158,6 +185,7 @@ ModelSpec build_model_spec(const ModelConfig& cfg) {
   b.norm("model.norm", cfg.d_model, layer_norm);
   if (!cfg.tied_embeddings)
     b.add("lm_head.weight", Shape{cfg.vocab_size, cfg.d_model}, Placement::shard(0), InitKind::Normal, std, true);
+  b.finish();
   return spec;
 }
 
@@ -182,11 +210,18 @@ ModelSpec localize(const ModelSpec& global, const ModelConfig& cfg, const ModelP
     MT_CHECK(s >= 0 && s < int(global.units.size()), "segment ", s, " outside the model's ", global.units.size());
   ModelSpec local;
   local.partition = part;
+  MT_CHECK(part.ep_size >= 1 && part.ep_rank >= 0 && part.ep_rank < part.ep_size, "ep rank ", part.ep_rank, " of ",
+           part.ep_size);
+  MT_REQUIRE(ConfigError, cfg.n_experts % part.ep_size == 0, "model.n_experts = ", cfg.n_experts,
+             " does not split over parallel.ep = ", part.ep_size);
+  const int64_t experts_per_rank = cfg.n_experts / part.ep_size, first_expert = part.ep_rank * experts_per_rank;
   for (size_t u = 0; u < global.units.size(); ++u) {
-    ParamUnit lu{global.units[u].name, 0, {}, part.holds_unit(int(u))};
+    const ParamUnit& gu = global.units[u];
+    ParamUnit lu{gu.name, 0, {}, part.holds(gu.segment) || part.holds_copy(int(u)), gu.segment, gu.experts};
     if (lu.held) {
-      for (int gi : global.units[u].params) {
+      for (int gi : gu.params) {
         ParamSpec p = global.params[size_t(gi)];
+        if (p.expert >= 0 && (p.expert < first_expert || p.expert >= first_expert + experts_per_rank)) continue;
         if (p.tp.is_shard()) {
           const int pieces = p.tp.pieces(part.tp_size, p.name);
           const int piece = p.tp.piece_of(part.tp_size, part.tp_rank);

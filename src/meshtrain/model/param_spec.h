@@ -1,12 +1,13 @@
 // Every parameter is described by a ParamSpec: HF-compatible logical name,
 // its global shape and how it is placed on the tensor-parallel axis, init
 // rule, weight-decay flag and the unit (FSDP-style flat buffer: embedding,
-// each block, final) it lives in. build_model_spec() gives the whole model
-// (local = global); localize() gives what one rank holds under a partition
-// (local shapes, the box of the global tensor, only the units of its
-// pipeline chunks). Layers are built from the local spec; gradient groups,
-// norms, ZeRO shards and checkpoint boxes are derived from it by the layout
-// plan (parallel/layout_plan.h).
+// each block, final, each MoE block's routed experts) it lives in.
+// build_model_spec() gives the whole model (local = global); localize()
+// gives what one rank holds under a partition (local shapes, the box of the
+// global tensor, only the units of its pipeline chunks and only the routed
+// experts its ep coordinate owns). Layers are built from the local spec;
+// gradient groups, norms, ZeRO shards and checkpoint boxes are derived from
+// it by the layout plan (parallel/layout_plan.h).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,7 @@ struct ParamSpec {
   InitKind init = InitKind::Normal;
   double init_std = 0.02;
   bool weight_decay = true;
-  int unit = 0;             // index into ModelSpec::units (= segment)
+  int unit = 0;             // index into ModelSpec::units
   int64_t unit_offset = 0;  // element offset inside the unit's (local) flat buffer
   int global_index = 0;     // index in the whole model's spec
   int expert = -1;          // routed expert this parameter belongs to (MoE), -1: none
@@ -41,11 +42,19 @@ struct ParamSpec {
   bool is_split() const { return shape != global_shape; }
 };
 
+// Units 0 .. n_layers + 1 are the segments (embedding, blocks, final); the
+// routed experts of every mixture-of-experts block follow as units of
+// their own ("layers.3.experts", segment 4): expert parallelism holds them
+// only on their owners and sums their gradients over the expert-data-
+// parallel group (SPEC S8, S9), so they cannot share a flat buffer with
+// the block's dense parameters.
 struct ParamUnit {
-  std::string name;  // "embed", "layers.3", "final"
+  std::string name;  // "embed", "layers.3", "final", "layers.3.experts"
   int64_t numel = 0;        // local elements (0 when the unit is not held)
   std::vector<int> params;  // indices into ModelSpec::params, in storage order
   bool held = true;
+  int segment = 0;          // the segment whose forward and backward use it
+  bool experts = false;     // routed experts: placed over ep, reduced over edp
 };
 
 struct ModelSpec {
@@ -53,6 +62,8 @@ struct ModelSpec {
   std::vector<ParamUnit> units;   // every unit of the model (held or not)
   ModelPartition partition;
   int64_t total_params() const;  // local elements
+  // The units segment s reads and writes (its own, its experts' if any).
+  std::vector<int> segment_units(int s) const;
   // Parameters that enter matmuls (all but the input embedding, and all of a
   // tied embedding since it is also the head): the 6N of the FLOP formula.
   int64_t matmul_params(const ModelConfig& cfg) const;

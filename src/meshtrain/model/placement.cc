@@ -49,8 +49,8 @@ bool ModelPartition::holds(int segment) const {
   return segments.empty() || std::binary_search(segments.begin(), segments.end(), segment);
 }
 
-bool ModelPartition::holds_unit(int unit) const {
-  return holds(unit) || std::find(copy_units.begin(), copy_units.end(), unit) != copy_units.end();
+bool ModelPartition::holds_copy(int unit) const {
+  return std::find(copy_units.begin(), copy_units.end(), unit) != copy_units.end();
 }
 
 }  // namespace meshtrain::model

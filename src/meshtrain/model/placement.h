@@ -54,10 +54,11 @@ Extent split_extent(int64_t n, int64_t granule, int parts, int index, const std:
 // read it as its LM head without running the embedding segment.
 struct ModelPartition {
   int tp_size = 1, tp_rank = 0;
+  int ep_size = 1, ep_rank = 0;  // expert parallelism: the routed experts held are this rank's 1/ep
   std::vector<int> segments;    // ascending; empty: every segment
   std::vector<int> copy_units;  // units held without their segment (a tied weight's copy)
   bool holds(int segment) const;
-  bool holds_unit(int unit) const;
+  bool holds_copy(int unit) const;  // a unit held without its segment (copy_units)
   static ModelPartition whole() { return {}; }
 };
 

@@ -44,15 +44,16 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
   if (holds(num_segments() - 1)) {
     // A tied head on another stage than the embedding reads the copy the
     // layout plan places there (its gradient is summed with the first's).
-    MT_CHECK(!cfg_.tied_embeddings || params_.spec().partition.holds_unit(0),
+    MT_CHECK(!cfg_.tied_embeddings || params_.spec().units[0].held,
              "tied LM head without the embedding unit or its copy on this rank");
     head_ = std::make_unique<HeadSegment>(cfg_, params_, tp_.for_segment(num_segments() - 1));
   }
 }
 
 std::vector<int> Transformer::segment_units(int s) const {
-  if (s == num_segments() - 1 && cfg_.tied_embeddings) return {s, 0};  // the head is the embedding
-  return {s};
+  std::vector<int> units = params_.spec().segment_units(s);  // its own and its experts'
+  if (s == num_segments() - 1 && cfg_.tied_embeddings) units.push_back(0);  // the head is the embedding
+  return units;
 }
 
 void Transformer::check_batch(const TokenBatch& b) const {

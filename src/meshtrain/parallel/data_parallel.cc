@@ -11,11 +11,13 @@ namespace meshtrain::parallel {
 DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, comm::ProcessGroup& dp,
                            comm::ProcessGroup& model_group, const ParallelConfig& cfg,
                            const optim::OptimizerConfig& opt, const std::shared_ptr<CachingAllocator>& alloc,
-                           comm::ProcessGroup* tp, comm::ProcessGroup* tie)
+                           comm::ProcessGroup* tp, comm::ProcessGroup* tie, ExpertGroups experts)
     : model_(model),
       layout_(plan),
       dp_(dp),
       model_group_(model_group),
+      expert_model_(experts.model ? *experts.model : model_group),
+      groups_(plan.shards(), dp, experts.edp),
       tie_(tie),
       cfg_(cfg),
       alloc_(alloc),
@@ -37,7 +39,7 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
   // Parameters: full padded buffers (stage 0-2) or the owned shard (stage 3),
   // initialized from (seed, name, global index) so every layout starts identical.
   if (sp.shards_params()) {
-    gathered_.emplace(sp, store, dp_, alloc_, stats_);
+    gathered_.emplace(sp, store, groups_, alloc_, stats_);
     for (int u = 0; u < nu_; ++u)
       for (const OwnedPiece& p : sp.owned_pieces(u)) {
         const int64_t local = p.unit_offset - sp.unit(u).owned_begin;
@@ -68,7 +70,7 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
   if (!sp.shards_grads()) {
     flat_grads_ = Tensor::zeros(Shape{sp.padded_total()}, prec.grad_accum, alloc_, MemCategory::Grads);
     int64_t off = 0;
-    for (int u = 0; u < nu_; ++u) {
+    for (int u : sp.segment_order()) {  // backward completes them in reverse: contiguous buckets
       flat_offset_[size_t(u)] = off;
       if (sp.unit(u).padded > 0) store.bind_unit_grads(u, flat_grads_.flat_slice(off, off + sp.unit(u).padded));
       off += sp.unit(u).padded;
@@ -81,9 +83,10 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
     tree_.emplace(nu_, prec.grad_accum, alloc_);
   }
   if (sp.stage() == 0)
-    buckets_.emplace(sp, flat_grads_, flat_offset_, cfg_.bucket_mb, dp_, reduce_op(), prec.grad_reduce, alloc_, stats_);
+    buckets_.emplace(sp, flat_grads_, flat_offset_, cfg_.bucket_mb, groups_, reduce_op(), prec.grad_reduce, alloc_,
+                     stats_);
   else
-    sharded_.emplace(sp, store, dp_, reduce_op(), alloc_, stats_, flat_grads_, flat_offset_);
+    sharded_.emplace(sp, store, groups_, reduce_op(), alloc_, stats_, flat_grads_, flat_offset_);
   // The optimizer's segments: the owned pieces of every parameter, from the plan.
   std::vector<int64_t> moment_numel;
   for (int u = 0; u < nu_; ++u) {
@@ -169,9 +172,9 @@ void DataParallel::reduce_tree(int u) {
   if (plan().stage() == 0) {
     const Tensor dst = flat_grads_.flat_slice(flat_offset_[size_t(u)], flat_offset_[size_t(u)] + s.padded);
     kernels::kernels_for(dst).copy(dst, root);
-    tree_all_reduce(dp_, dst, alloc_);
+    tree_all_reduce(groups_.of(u), dst, alloc_);
   } else {
-    tree_reduce_scatter(dp_, root, alloc_);  // the root is this window's scratch
+    tree_reduce_scatter(groups_.of(u), root, alloc_);  // the root is this window's scratch
     const Tensor dst = sharded_->owned(u);
     kernels::kernels_for(dst).copy(dst, root.flat_slice(s.owned_begin, s.owned_end));
   }
@@ -185,6 +188,14 @@ void DataParallel::reduce_tree(int u) {
 void DataParallel::finish_grads() {
   if (buckets_) buckets_->wait_all();
   else sharded_->wait_all();
+  // Averaging divides by the group's size: an expert unit's group (edp) is
+  // 1/ep of the data group the loss coefficient assumes (29.4).
+  if (reduce_op() == comm::ReduceOp::Avg)
+    for (int u = 0; u < nu_; ++u)
+      if (groups_.of(u).size() != dp_.size() && plan().owned_numel(u) > 0) {
+        const Tensor g = owned_grad(u);
+        kernels::kernels_for(g).scale(g, double(groups_.of(u).size()) / double(dp_.size()));
+      }
   // A tied weight's copies (first stage: embedding, head's stage: LM head)
   // sum their reduced gradients: both then step the same update. Each
   // copy's owned range is the same flat range of the same unit.
@@ -193,7 +204,8 @@ void DataParallel::finish_grads() {
 }
 
 double DataParallel::grad_sum_squares() {
-  return global_grad_sum_squares(layout_, [this](int u) { return owned_grad(u); }, dp_, model_group_);
+  return global_grad_sum_squares(layout_, [this](int u) { return owned_grad(u); }, groups_, model_group_,
+                                 expert_model_);
 }
 
 void DataParallel::step(double lr, double grad_scale) {
@@ -225,8 +237,8 @@ void DataParallel::publish_params() {
     const UnitShard& s = plan().unit(u);
     if (s.padded == 0) continue;
     const Tensor& full = full_params_[size_t(u)];
-    works.push_back(dp_.iall_gather(full.flat_slice(s.owned_begin, s.owned_end).raw(), full.raw(), size_t(s.padded),
-                                    full.dtype()));
+    works.push_back(groups_.of(u).iall_gather(full.flat_slice(s.owned_begin, s.owned_end).raw(), full.raw(),
+                                              size_t(s.padded), full.dtype()));
   }
   for (auto& w : works) wait_timed(w, stats_);
 }
@@ -283,7 +295,7 @@ std::vector<double> DataParallel::gather_unit(int u, bool grads) {
   const Tensor local = grads ? owned_grad(u) : weights(u);
   if (!sharded) return to_doubles(local, s.numel);
   Tensor full = Tensor::empty(Shape{s.padded}, local.dtype(), alloc_, MemCategory::Other);
-  dp_.all_gather(local.raw(), full.raw(), size_t(s.padded), local.dtype());
+  groups_.of(u).all_gather(local.raw(), full.raw(), size_t(s.padded), local.dtype());
   return to_doubles(full, s.numel);
 }
 

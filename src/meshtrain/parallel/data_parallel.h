@@ -34,8 +34,15 @@
 #include "meshtrain/parallel/program.h"
 #include "meshtrain/parallel/sharded_grads.h"
 #include "meshtrain/parallel/tp_grad_sums.h"
+#include "meshtrain/parallel/unit_groups.h"
 
 namespace meshtrain::parallel {
+
+// The groups of the routed experts' units under expert parallelism.
+struct ExpertGroups {
+  comm::ProcessGroup* edp = nullptr;    // replicas of this rank's experts (null: the data group)
+  comm::ProcessGroup* model = nullptr;  // model axes x ep: every holder of some expert (null: model_group)
+};
 
 class DataParallel {
  public:
@@ -44,13 +51,14 @@ class DataParallel {
   // checks span it); tp: the tensor-parallel group partial gradients are
   // summed over (tp_grad_sums.h; null without tensor parallelism); tie: the
   // pipeline ranks holding a tied weight (plan.tie_stages(); null where this
-  // rank holds none), over which its reduced gradient is summed too. The
-  // model must be built from plan.spec() with materialize_params = false.
-  // Collective over tp.
+  // rank holds none), over which its reduced gradient is summed too;
+  // experts: under expert parallelism, the groups of the routed experts'
+  // units (unit_groups.h). The model must be built from plan.spec() with
+  // materialize_params = false. Collective over tp.
   DataParallel(model::Transformer& model, const LayoutPlan& plan, comm::ProcessGroup& dp,
                comm::ProcessGroup& model_group, const ParallelConfig& cfg, const optim::OptimizerConfig& opt,
                const std::shared_ptr<CachingAllocator>& alloc, comm::ProcessGroup* tp = nullptr,
-               comm::ProcessGroup* tie = nullptr);
+               comm::ProcessGroup* tie = nullptr, ExpertGroups experts = {});
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -74,6 +82,10 @@ class DataParallel {
   void finish_grads();        // waits for every reduction (the tail)
   void release_gathered();    // after forward-only passes
   const GradSyncStats& sync_stats() const { return stats_; }
+  const UnitGroups& unit_groups() const { return groups_; }
+  // The model axes times the expert-parallel axis (the model group without
+  // expert parallelism): global views of the routed experts span it.
+  comm::ProcessGroup& expert_model_group() const { return expert_model_; }
   const TpGradSumStats& tp_sum_stats() const { return tp_sums_.stats(); }
 
   // Sum of squares of the reduced gradient over the unique parameters
@@ -114,6 +126,8 @@ class DataParallel {
   const LayoutPlan& layout_;
   comm::ProcessGroup& dp_;
   comm::ProcessGroup& model_group_;
+  comm::ProcessGroup& expert_model_;
+  UnitGroups groups_;
   comm::ProcessGroup* tie_;
   ParallelConfig cfg_;
   std::shared_ptr<CachingAllocator> alloc_;
@@ -122,7 +136,7 @@ class DataParallel {
 
   std::vector<Tensor> full_params_;  // stage 0-2: padded full values per unit
   std::vector<Tensor> masters_;      // 16-bit policies: f32 master of the owned range per unit
-  Tensor flat_grads_;                // stage 0/1: every held unit's padded grads, contiguous
+  Tensor flat_grads_;                // stage 0/1: every held unit's padded grads, contiguous in segment order
   std::vector<int64_t> flat_offset_;
   std::optional<ParamGather> gathered_;   // stage 3
   std::optional<GradBuckets> buckets_;    // stage 0

@@ -5,23 +5,27 @@
 namespace meshtrain::parallel {
 
 GradBuckets::GradBuckets(const ShardPlan& plan, const Tensor& flat_grads, const std::vector<int64_t>& unit_offset,
-                         double bucket_mb, comm::ProcessGroup& dp, comm::ReduceOp op, DType reduce_dtype,
+                         double bucket_mb, const UnitGroups& groups, comm::ReduceOp op, DType reduce_dtype,
                          std::shared_ptr<CachingAllocator> alloc, GradSyncStats& stats)
     : flat_(flat_grads),
       reduce_dtype_(reduce_dtype),
       alloc_(std::move(alloc)),
-      dp_(dp),
       op_(op),
       stats_(stats),
       bucket_of_(size_t(plan.num_units()), -1) {
   const int64_t limit = int64_t(bucket_mb * 1024 * 1024);
   const int64_t esize = int64_t(dtype_size(flat_.dtype()));
-  for (int u = plan.num_units() - 1; u >= 0; --u) {
+  const std::vector<int> order = plan.segment_order();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int u = *it;
     const int64_t n = plan.unit(u).padded;
     if (n == 0) continue;  // another pipeline stage's unit
-    if (buckets_.empty() || (buckets_.back().end - buckets_.back().begin) * esize >= limit)
-      buckets_.push_back({{}, unit_offset[size_t(u)] + n, unit_offset[size_t(u)] + n, 0, {}});
+    comm::ProcessGroup* group = &groups.of(u);
+    if (buckets_.empty() || (buckets_.back().end - buckets_.back().begin) * esize >= limit ||
+        buckets_.back().group != group)
+      buckets_.push_back({{}, group, unit_offset[size_t(u)] + n, unit_offset[size_t(u)] + n, 0, {}, {}});
     Bucket& b = buckets_.back();
+    MT_CHECK(unit_offset[size_t(u)] + n == b.begin, "unit ", u, " is not stored right before its bucket");
     b.units.push_back(u);
     b.begin = unit_offset[size_t(u)];
     bucket_of_[size_t(u)] = int(buckets_.size()) - 1;
@@ -48,7 +52,7 @@ void GradBuckets::unit_ready(int u) {
     kernels::kernels_for(range).convert(b.staging, range);
     range = b.staging;
   }
-  b.work = dp_.iall_reduce(range.raw(), range.raw(), size_t(b.end - b.begin), range.dtype(), op_);
+  b.work = b.group->iall_reduce(range.raw(), range.raw(), size_t(b.end - b.begin), range.dtype(), op_);
   stats_.buckets += 1;
   stats_.bytes += (b.end - b.begin) * int64_t(dtype_size(range.dtype()));
 }

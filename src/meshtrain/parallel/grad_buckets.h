@@ -1,5 +1,7 @@
 // DDP gradient buckets (stage 0, S4): whole units of the flat gradient
-// buffer in reverse unit order, closed once they reach bucket_mb; a bucket
+// buffer in the order backward completes them (ShardPlan::segment_order
+// reversed), closed once they reach bucket_mb or when the next unit sums
+// over another group (a block's routed experts: unit_groups.h); a bucket
 // is all-reduced as soon as every unit in it is reported complete for the
 // window, so reductions overlap the rest of backward. A narrower reduce type
 // (grad_reduce bf16) reduces a converted copy and converts the sum back.
@@ -10,6 +12,7 @@
 #include "meshtrain/comm/process_group.h"
 #include "meshtrain/parallel/shard_plan.h"
 #include "meshtrain/parallel/sync_stats.h"
+#include "meshtrain/parallel/unit_groups.h"
 
 namespace meshtrain::parallel {
 
@@ -17,7 +20,7 @@ class GradBuckets {
  public:
   // flat_grads holds every held unit's padded gradient at unit_offset[u].
   GradBuckets(const ShardPlan& plan, const Tensor& flat_grads, const std::vector<int64_t>& unit_offset,
-              double bucket_mb, comm::ProcessGroup& dp, comm::ReduceOp op, DType reduce_dtype,
+              double bucket_mb, const UnitGroups& groups, comm::ReduceOp op, DType reduce_dtype,
               std::shared_ptr<CachingAllocator> alloc, GradSyncStats& stats);
   ~GradBuckets();
   GradBuckets(const GradBuckets&) = delete;
@@ -30,7 +33,8 @@ class GradBuckets {
 
  private:
   struct Bucket {
-    std::vector<int> units;  // descending
+    std::vector<int> units;  // in completion order
+    comm::ProcessGroup* group = nullptr;
     int64_t begin = 0, end = 0;  // element range of flat_grads
     int ready = 0;
     comm::Work work;
@@ -39,7 +43,6 @@ class GradBuckets {
   Tensor flat_;
   DType reduce_dtype_;
   std::shared_ptr<CachingAllocator> alloc_;
-  comm::ProcessGroup& dp_;
   comm::ReduceOp op_;
   GradSyncStats& stats_;
   std::vector<Bucket> buckets_;

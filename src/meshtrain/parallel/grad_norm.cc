@@ -25,17 +25,19 @@ double block_sum(const LayoutPlan& plan, const kernels::KernelTable& k, int u, c
   return s;
 }
 
-}  // namespace
-
-double global_grad_sum_squares(const LayoutPlan& plan, const std::function<Tensor(int)>& owned_grad,
-                               comm::ProcessGroup& data, comm::ProcessGroup& model) {
+// The canonical sum over the units with experts == `experts`, whose
+// gradients are summed over `data` and held differently across `model`.
+double sum_squares_of(const LayoutPlan& plan, const std::function<Tensor(int)>& owned_grad, bool experts,
+                      comm::ProcessGroup& data, comm::ProcessGroup& model) {
   const ShardPlan& shards = plan.shards();
   const int U = shards.num_units();
+  // Blocks of the units of the other kind count as none.
+  auto owned_numel = [&](int u) { return shards.unit(u).experts == experts ? shards.owned_numel(u) : 0; };
   std::vector<double> local;
   std::vector<int64_t> unit_block0;  // first block of unit u within a rank's list
   for (int u = 0; u < U; ++u) {
     unit_block0.push_back(int64_t(local.size()));
-    if (shards.owned_numel(u) == 0) continue;
+    if (owned_numel(u) == 0) continue;
     const Tensor g = owned_grad(u);
     const kernels::KernelTable& k = kernels::kernels_for(g);
     const int64_t ob = shards.unit(u).owned_begin;
@@ -49,13 +51,13 @@ double global_grad_sum_squares(const LayoutPlan& plan, const std::function<Tenso
   std::vector<int64_t> blocks_of(size_t(U), 0);
   if (!shards.shards_optimizer() || data.size() == 1) {
     ordered = local;
-    for (int u = 0; u < U; ++u) blocks_of[size_t(u)] = shards.owned_numel(u) / kNormBlock;
+    for (int u = 0; u < U; ++u) blocks_of[size_t(u)] = owned_numel(u) / kNormBlock;
   } else {
     const size_t per_rank = local.size(), R = size_t(data.size());
     std::vector<double> all(per_rank * R);
     data.all_gather(local.data(), all.data(), all.size(), DType::F64);
     for (int u = 0; u < U; ++u) {
-      const int64_t nb = shards.owned_numel(u) / kNormBlock;
+      const int64_t nb = owned_numel(u) / kNormBlock;
       blocks_of[size_t(u)] = nb * int64_t(R);
       for (size_t r = 0; r < R; ++r)
         for (int64_t b = 0; b < nb; ++b) ordered.push_back(all[r * per_rank + size_t(unit_block0[size_t(u)] + b)]);
@@ -90,6 +92,17 @@ double global_grad_sum_squares(const LayoutPlan& plan, const std::function<Tenso
       for (int64_t b = 0; b < all_counts[r * size_t(U) + u]; ++b) total += p[b];
     }
   return total;
+}
+
+}  // namespace
+
+double global_grad_sum_squares(const LayoutPlan& plan, const std::function<Tensor(int)>& owned_grad,
+                               const UnitGroups& groups, comm::ProcessGroup& model,
+                               comm::ProcessGroup& expert_model) {
+  const double dense = sum_squares_of(plan, owned_grad, false, groups.data(), model);
+  // Every rank takes part (with or without experts of its own) in the same order.
+  const bool any_experts = plan.model_config().n_experts > 0;
+  return any_experts ? dense + sum_squares_of(plan, owned_grad, true, groups.experts(), expert_model) : dense;
 }
 
 }  // namespace meshtrain::parallel

@@ -7,18 +7,25 @@
 // order, then over the model-parallel ranks (pipeline stages, tensor-
 // parallel ranks) unit by unit, ranks in order within a unit. ZeRO stage
 // changes alone and pipeline splits alone are therefore bitwise identical.
+// Routed experts' units (held by their owners only) are summed the same
+// way over their own groups — the expert-data-parallel group, then the
+// model ranks and the expert-parallel ranks — and added to the dense sum.
 #pragma once
 
 #include <functional>
 
 #include "meshtrain/comm/process_group.h"
 #include "meshtrain/parallel/layout_plan.h"
+#include "meshtrain/parallel/unit_groups.h"
 
 namespace meshtrain::parallel {
 
 // owned_grad(u): this rank's reduced gradient of its owned range of unit u.
-// Collective over `data` (when ZeRO shards gradients' owners) and `model`.
+// Collective over each unit's group (when ZeRO shards gradients' owners),
+// `model` and, when the plan has expert units, `expert_model` (the model
+// ranks times the expert-parallel ranks: every holder of some expert).
 double global_grad_sum_squares(const LayoutPlan& plan, const std::function<Tensor(int)>& owned_grad,
-                               comm::ProcessGroup& data, comm::ProcessGroup& model);
+                               const UnitGroups& groups, comm::ProcessGroup& model,
+                               comm::ProcessGroup& expert_model);
 
 }  // namespace meshtrain::parallel

@@ -79,6 +79,8 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
         model::ModelPartition part;
         part.tp_size = mesh_.tp;
         part.tp_rank = coords_.at("tp");
+        part.ep_size = mesh_.ep;
+        part.ep_rank = coords_.at("ep");
         if (mesh_.pp > 1)
           for (const Chunk& c : chunks_)
             if (c.pp_rank == coords_.at("pp"))
@@ -87,8 +89,11 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
         if (!tie_stages_.empty() && coords_.at("pp") == tie_stages_[1]) part.copy_units.push_back(0);
         return std::make_shared<const model::ModelSpec>(model::localize(model::build_model_spec(cfg_), cfg_, part));
       }()),
-      // ZeRO shards over dp x cp (the data group's rank: dp coordinate x cp + cp coordinate).
-      shards_(spec_, mesh.dp * mesh.cp, coords_.at("dp") * mesh.cp + coords_.at("cp"), options.zero_stage) {
+      // ZeRO shards over dp x cp (the data group's rank: dp coordinate x cp
+      // + cp coordinate); routed experts over the replicas of the same
+      // experts (edp, inside dp x cp).
+      shards_(spec_, mesh.dp * mesh.cp, coords_.at("dp") * mesh.cp + coords_.at("cp"), options.zero_stage,
+              mesh.size("edp"), coords_.at("edp")) {
   const int tp_rank = coords_.at("tp");
   std::vector<int> stage_of_segment(size_t(cfg_.n_layers + 2));
   for (const Chunk& c : chunks_)
@@ -97,7 +102,8 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
     ParamLayout l;
     const bool tied = p.unit == 0 && !tie_stages_.empty();
     l.stages = tied ? tie_stages_ : std::vector<int>{stage_of_segment[size_t(p.unit)]};
-    l.reduce_axes = data_axes();
+    // A routed expert is held by its owners only: summed over their replicas.
+    l.reduce_axes = p.expert >= 0 ? std::vector<std::string>{"edp"} : data_axes();
     if (tied) l.reduce_axes.push_back("pp:" + std::to_string(tie_stages_[0]) + "+" + std::to_string(tie_stages_[1]));
     const int pieces = p.tp.pieces(mesh_.tp, p.name);
     if (p.tp.is_shard()) {
@@ -186,7 +192,8 @@ std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mes
   for (const Chunk& c : plans[0].chunks()) os << " [segments " << c.first << "-" << c.last << " on pp " << c.pp_rank << "]";
   os << "\n";
   os << "columns: placement per axis (S<k> = pipeline stage k, S0+S3 = tied: a copy on both stages, R = replicated,\n"
-        "S(d) = split on dim d, xN = N tp ranks share each piece); local shape on each tp rank; grad sum = axes its\n"
+        "S(d) = split on dim d, xN = N tp ranks share each piece, ep = a routed expert held only by its owners on\n"
+        "the expert-parallel axis); local shape on each tp rank; grad sum = axes its\n"
         "gradient is summed over (tp:N = the N tp ranks sharing a piece, pp:0+3 = the tied copies' stages);\n"
         "bytes/rank = values + gradients + optimizer state on the rank holding most\n\n";
   char line[512];
@@ -200,7 +207,7 @@ std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mes
     std::string group = join(row.layout->reduce_axes, "+");
     if (row.layout->tp_replicas > 1) group += "+tp:" + std::to_string(row.layout->tp_replicas);
     std::snprintf(line, sizeof line, "%-48s %-7s %-3s %-3s %-8s %-24s %-12s %12s\n", p.name.c_str(),
-                  row.stages.c_str(), "R", "R", p.tp.str(mesh.tp).c_str(),
+                  row.stages.c_str(), p.expert >= 0 && mesh.ep > 1 ? "ep" : "R", "R", p.tp.str(mesh.tp).c_str(),
                   join(shapes, " | ").c_str(), group.c_str(), format_bytes(row.bytes).c_str());
     os << line;
   }

@@ -2,11 +2,11 @@
 
 namespace meshtrain::parallel {
 
-ParamGather::ParamGather(const ShardPlan& plan, model::ParameterStore& store, comm::ProcessGroup& dp,
+ParamGather::ParamGather(const ShardPlan& plan, model::ParameterStore& store, const UnitGroups& groups,
                          std::shared_ptr<CachingAllocator> alloc, GradSyncStats& stats)
     : plan_(plan),
       store_(store),
-      dp_(dp),
+      groups_(groups),
       alloc_(std::move(alloc)),
       stats_(stats),
       shards_(size_t(plan.num_units())),
@@ -26,7 +26,7 @@ void ParamGather::gather(int u) {
   if (u < 0 || u >= plan_.num_units() || gathered_[size_t(u)].defined() || plan_.unit(u).padded == 0) return;
   const DType dt = store_.precision().params;
   gathered_[size_t(u)] = Tensor::empty(Shape{plan_.unit(u).padded}, dt, alloc_, MemCategory::Gathered);
-  work_[size_t(u)] = dp_.iall_gather(shards_[size_t(u)].raw(), gathered_[size_t(u)].raw(),
+  work_[size_t(u)] = groups_.of(u).iall_gather(shards_[size_t(u)].raw(), gathered_[size_t(u)].raw(),
                                      size_t(plan_.unit(u).padded), dt);
 }
 

@@ -11,12 +11,13 @@
 #include "meshtrain/model/parameters.h"
 #include "meshtrain/parallel/shard_plan.h"
 #include "meshtrain/parallel/sync_stats.h"
+#include "meshtrain/parallel/unit_groups.h"
 
 namespace meshtrain::parallel {
 
 class ParamGather {
  public:
-  ParamGather(const ShardPlan& plan, model::ParameterStore& store, comm::ProcessGroup& dp,
+  ParamGather(const ShardPlan& plan, model::ParameterStore& store, const UnitGroups& groups,
               std::shared_ptr<CachingAllocator> alloc, GradSyncStats& stats);
   ~ParamGather();  // never leaves a gather writing into freed memory
   ParamGather(const ParamGather&) = delete;
@@ -31,7 +32,7 @@ class ParamGather {
  private:
   const ShardPlan& plan_;
   model::ParameterStore& store_;
-  comm::ProcessGroup& dp_;
+  const UnitGroups& groups_;
   std::shared_ptr<CachingAllocator> alloc_;
   GradSyncStats& stats_;
   std::vector<Tensor> shards_, gathered_;

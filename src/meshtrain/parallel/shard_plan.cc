@@ -6,17 +6,24 @@
 
 namespace meshtrain::parallel {
 
-ShardPlan::ShardPlan(std::shared_ptr<const model::ModelSpec> spec, int dp_size, int dp_rank, int zero_stage)
+ShardPlan::ShardPlan(std::shared_ptr<const model::ModelSpec> spec, int dp_size, int dp_rank, int zero_stage,
+                     int edp_size, int edp_rank)
     : spec_(std::move(spec)), R_(dp_size), rank_(dp_rank), stage_(zero_stage) {
   MT_CHECK(R_ >= 1 && rank_ >= 0 && rank_ < R_, "bad dp rank ", rank_, " of ", R_);
-  const int64_t quantum = int64_t(R_) * kNormBlock;
+  if (edp_size == 0) edp_size = R_, edp_rank = rank_;
+  MT_CHECK(edp_rank >= 0 && edp_rank < edp_size && R_ % edp_size == 0, "bad edp rank ", edp_rank, " of ", edp_size,
+           " in a data group of ", R_);
   for (const auto& u : spec_->units) {
     UnitShard s;
+    s.experts = u.experts;
+    s.group_size = u.experts ? edp_size : R_;
+    s.group_rank = u.experts ? edp_rank : rank_;
+    const int64_t quantum = int64_t(s.group_size) * kNormBlock;
     s.numel = u.numel;
     s.padded = (u.numel + quantum - 1) / quantum * quantum;
-    s.shard = s.padded / R_;
+    s.shard = s.padded / s.group_size;
     if (shards_optimizer()) {
-      s.owned_begin = int64_t(rank_) * s.shard;
+      s.owned_begin = int64_t(s.group_rank) * s.shard;
       s.owned_end = s.owned_begin + s.shard;
     } else {
       s.owned_begin = 0;
@@ -24,6 +31,19 @@ ShardPlan::ShardPlan(std::shared_ptr<const model::ModelSpec> spec, int dp_size, 
     }
     units_.push_back(s);
   }
+}
+
+bool ShardPlan::has_expert_units() const {
+  return std::any_of(units_.begin(), units_.end(), [](const UnitShard& s) { return s.experts && s.padded > 0; });
+}
+
+std::vector<int> ShardPlan::segment_order() const {
+  std::vector<int> order(units_.size());
+  for (size_t u = 0; u < order.size(); ++u) order[u] = int(u);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return spec_->units[size_t(a)].segment < spec_->units[size_t(b)].segment;
+  });
+  return order;
 }
 
 std::vector<OwnedPiece> ShardPlan::owned_pieces(int u) const {
@@ -47,7 +67,8 @@ int64_t ShardPlan::padded_total() const {
 }
 
 ShardPlan::Persistent ShardPlan::persistent_bytes(const PrecisionPolicy& precision) const {
-  const int64_t full = padded_total(), shard = full / R_;
+  int64_t full = 0, shard = 0;
+  for (const auto& s : units_) full += s.padded, shard += s.shard;
   auto size = [](DType t) { return int64_t(dtype_size(t)); };
   const int64_t per_owned = 2 * size(precision.optimizer) + (precision.has_master_copy() ? size(precision.master) : 0);
   Persistent p;

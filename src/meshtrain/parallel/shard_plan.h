@@ -2,6 +2,9 @@
 // the norm and checkpoints. Every unit's flat buffer is padded to a multiple
 // of R * kNormBlock; with ZeRO stage >= 1 rank r owns the flat range
 // [r * shard, (r + 1) * shard) of every unit (stage 0: the whole unit).
+// R and r are the unit's group's: the data group (dp x cp) for dense units,
+// the expert-data-parallel group (the replicas of the same experts, SPEC
+// S9) for routed experts' units.
 // Norm blocks of kNormBlock elements never straddle two owners, so the
 // global gradient norm is summed in the same order under every stage. A unit
 // this rank does not hold (another pipeline stage's) has no elements.
@@ -21,6 +24,8 @@ namespace meshtrain::parallel {
 inline constexpr int64_t kNormBlock = kernels::kSumBlock;
 
 struct UnitShard {
+  int group_size = 1, group_rank = 0;  // the group it is sharded and reduced over
+  bool experts = false;                // that group is the expert-data-parallel one
   int64_t numel = 0;   // logical elements
   int64_t padded = 0;  // multiple of R * kNormBlock
   int64_t shard = 0;   // padded / R
@@ -38,11 +43,14 @@ class ShardPlan {
  public:
   // The plan shares the (rank-local) spec it describes: it stays valid
   // whoever else holds the spec.
-  ShardPlan(std::shared_ptr<const model::ModelSpec> spec, int dp_size, int dp_rank, int zero_stage);
+  // edp_size / edp_rank: the expert units' group (0: the data group, as
+  // without expert parallelism).
+  ShardPlan(std::shared_ptr<const model::ModelSpec> spec, int dp_size, int dp_rank, int zero_stage, int edp_size = 0,
+            int edp_rank = 0);
   const model::ModelSpec& spec() const { return *spec_; }
 
   int stage() const { return stage_; }
-  int size() const { return R_; }
+  int size() const { return R_; }     // the data group (dense units)
   int rank() const { return rank_; }
   bool shards_optimizer() const { return stage_ >= 1; }
   bool shards_grads() const { return stage_ >= 2; }
@@ -61,9 +69,15 @@ class ShardPlan {
   // The 1/R of unit u this rank writes to a checkpoint: its shard range
   // under every stage (stage 0 replicas split the writing).
   std::pair<int64_t, int64_t> save_range(int u) const {
-    return {int64_t(rank_) * unit(u).shard, int64_t(rank_ + 1) * unit(u).shard};
+    const UnitShard& s = unit(u);
+    return {int64_t(s.group_rank) * s.shard, int64_t(s.group_rank + 1) * s.shard};
   }
   int64_t padded_total() const;  // sum of padded unit sizes
+  bool has_expert_units() const;
+  // Units in the order their segments run forward, a block's experts after
+  // the block: the order of the flat gradient buffer (reversed: the order
+  // backward completes them, so DDP buckets are contiguous ranges).
+  std::vector<int> segment_order() const;
 
   // Persistent bytes per rank of (29.7)-(29.10) under a precision policy,
   // on the padded sizes: P = parameters (policy.params), G = gradients

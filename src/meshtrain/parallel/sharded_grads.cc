@@ -4,12 +4,12 @@
 
 namespace meshtrain::parallel {
 
-ShardedGrads::ShardedGrads(const ShardPlan& plan, model::ParameterStore& store, comm::ProcessGroup& dp,
+ShardedGrads::ShardedGrads(const ShardPlan& plan, model::ParameterStore& store, const UnitGroups& groups,
                            comm::ReduceOp op, std::shared_ptr<CachingAllocator> alloc, GradSyncStats& stats,
                            Tensor flat_grads, std::vector<int64_t> unit_offset)
     : plan_(plan),
       store_(store),
-      dp_(dp),
+      groups_(groups),
       op_(op),
       alloc_(std::move(alloc)),
       stats_(stats),
@@ -82,15 +82,16 @@ void ShardedGrads::reduce(int u) {
     kernels::kernels_for(full).convert(staging_[size_t(u)], full);
     char* base = static_cast<char*>(staging_[size_t(u)].raw());
     work_[size_t(u)] =
-        dp_.ireduce_scatter(base, base + size_t(s.owned_begin) * dtype_size(dt), size_t(s.padded), dt, op_);
+        groups_.of(u).ireduce_scatter(base, base + size_t(s.owned_begin) * dtype_size(dt), size_t(s.padded), dt, op_);
     if (plan_.shards_grads()) store_.bind_unit_grads(u, Tensor());
   } else if (!plan_.shards_grads()) {
     char* base = static_cast<char*>(flat_.raw()) + size_t(offset_[size_t(u)]) * dtype_size(dt);
     work_[size_t(u)] =
-        dp_.ireduce_scatter(base, base + size_t(s.owned_begin) * dtype_size(dt), size_t(s.padded), dt, op_);
+        groups_.of(u).ireduce_scatter(base, base + size_t(s.owned_begin) * dtype_size(dt), size_t(s.padded), dt, op_);
   } else {
     prepare(u);  // a unit no backward touched this window still reduces (zeros)
-    work_[size_t(u)] = dp_.ireduce_scatter(full_[size_t(u)].raw(), shard_[size_t(u)].raw(), size_t(s.padded), dt, op_);
+    work_[size_t(u)] =
+        groups_.of(u).ireduce_scatter(full_[size_t(u)].raw(), shard_[size_t(u)].raw(), size_t(s.padded), dt, op_);
     store_.bind_unit_grads(u, Tensor());
   }
   stats_.buckets += 1;

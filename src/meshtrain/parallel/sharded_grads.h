@@ -19,13 +19,14 @@
 #include "meshtrain/model/parameters.h"
 #include "meshtrain/parallel/shard_plan.h"
 #include "meshtrain/parallel/sync_stats.h"
+#include "meshtrain/parallel/unit_groups.h"
 
 namespace meshtrain::parallel {
 
 class ShardedGrads {
  public:
   // Stage 1 passes the flat gradient buffer and unit offsets; stage 2/3 none.
-  ShardedGrads(const ShardPlan& plan, model::ParameterStore& store, comm::ProcessGroup& dp, comm::ReduceOp op,
+  ShardedGrads(const ShardPlan& plan, model::ParameterStore& store, const UnitGroups& groups, comm::ReduceOp op,
                std::shared_ptr<CachingAllocator> alloc, GradSyncStats& stats, Tensor flat_grads = {},
                std::vector<int64_t> unit_offset = {});
   ~ShardedGrads();
@@ -43,7 +44,7 @@ class ShardedGrads {
   void complete(int u);   // after u's reduction: staged result into the shard, buffers freed
   const ShardPlan& plan_;
   model::ParameterStore& store_;
-  comm::ProcessGroup& dp_;
+  const UnitGroups& groups_;
   comm::ReduceOp op_;
   std::shared_ptr<CachingAllocator> alloc_;
   GradSyncStats& stats_;

@@ -92,8 +92,10 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
   model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->partition(), tp, cp, ep);
   comm::ProcessGroup* pp = ctx_.mesh.shape().pp > 1 ? &ctx_.group("pp") : nullptr;
   tie_group_ = parallel::make_tie_group(pp, layout_->tie_stages());
+  parallel::ExpertGroups experts;
+  if (ep) experts = {&ctx_.group("edp"), &ctx_.group({"pp", "tp", "ep"})};
   engine_ = std::make_unique<parallel::DataParallel>(*model_, *layout_, data_, ctx_.group({"pp", "tp"}), cfg_.parallel,
-                                                     cfg_.optimizer, ctx_.allocator, tp, tie_group_.get());
+                                                     cfg_.optimizer, ctx_.allocator, tp, tie_group_.get(), experts);
   executor_ = std::make_unique<parallel::StepExecutor>(*model_, engine_.get(), pp);
   const int p = ctx_.mesh.shape().pp, pp_rank = layout_->coord("pp");
   auto units_of = [this](int s) { return model_->segment_units(s); };

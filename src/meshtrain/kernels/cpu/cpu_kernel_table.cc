@@ -213,6 +213,13 @@ class CpuKernels final : public KernelTable {
     });
   }
 
+  void scale(const Tensor& y, double a) const override {
+    with_float_type(y.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::scale_inplace<T>(ptr<T>(y), T(a), y.numel());
+    });
+  }
+
   double sum_squares(const Tensor& x) const override {
     return with_float_type(x.dtype(), [&](auto z) {
       using T = decltype(z);
