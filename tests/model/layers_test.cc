@@ -102,6 +102,37 @@ TEST(Layers, MlpInputGradientSwiGluAndGelu) {
   }
 }
 
+TEST(Layers, DeferredWeightGradsRunCallsInTheirPlace) {
+  // A call queued among deferred weight-gradient jobs (a gradient lane
+  // switch, moe_layer.cc) runs in order when the jobs run, never before;
+  // without deferral it runs at once.
+  auto c = tiny_llama();
+  c.finalize();
+  auto alloc = CachingAllocator::create();
+  const auto& k = kernels::kernels_for(Device::Cpu);
+  model::ParameterStore ps(model::build_model_spec(c), PrecisionPolicy::uniform(DType::F64), alloc);
+  ps.initialize(c.seed);
+  ps.zero_grads();
+  model::Mlp mlp(c, ps, "model.layers.1.mlp");
+  const Tensor& grad = ps.find("model.layers.1.mlp.gate_proj.weight").grad;
+  const int64_t n = 5, d = c.d_model;
+  std::vector<double> x(size_t(n * d), 0.1), y(size_t(n * d), 0.0), dy(size_t(n * d), 0.3), dx(size_t(n * d));
+  const auto saved = mlp.forward(k, wrap(x, n, d), wrap(y, n, d), false, alloc);
+  std::vector<double> seen;
+  model::WeightGrads wg(true, alloc);
+  wg.call([&] { seen.push_back(k.sum_squares(grad)); });
+  mlp.backward(k, wrap(x, n, d), saved, wrap(dy, n, d), false, wrap(dx, n, d), wg, alloc);
+  wg.call([&] { seen.push_back(k.sum_squares(grad)); });
+  EXPECT_TRUE(seen.empty()) << "deferred calls wait for run()";
+  wg.run(k);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], 0.0);
+  EXPECT_GT(seen[1], 0.0);
+  model::WeightGrads now;
+  now.call([&] { seen.push_back(-1); });
+  EXPECT_EQ(seen.size(), 3u);
+}
+
 TEST(Layers, ModelConfigDerivesDefaults) {
   model::ModelConfig c;
   c.d_model = 96;

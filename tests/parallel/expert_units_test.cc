@@ -57,6 +57,26 @@ TEST(ExpertUnits, EveryBlocksExpertsFormAUnitOfTheirOwnAfterTheSegments) {
     for (int i : spec.units[size_t(l + 1)].params)
       EXPECT_LT(spec.params[size_t(i)].expert, 0) << spec.params[size_t(i)].name;
   }
+  // Every expert starts on a norm block on every ep: the global norm's
+  // blocks hold the same elements whichever experts share a unit.
+  for (int ep : {1, 2, 4}) {
+    model::ModelPartition part;
+    part.ep_size = ep;
+    part.ep_rank = ep - 1;
+    const model::ModelSpec local = model::localize(spec, cfg, part);
+    int starts = 0;
+    for (const model::ParamUnit& u : local.units) {
+      int last = -1;
+      for (int i : u.params) {
+        const model::ParamSpec& p = local.params[size_t(i)];
+        if (p.expert < 0 || p.expert == last) continue;
+        last = p.expert;
+        EXPECT_EQ(p.unit_offset % parallel::kNormBlock, 0) << p.name << " at ep " << ep;
+        ++starts;
+      }
+    }
+    EXPECT_EQ(starts, 2 * cfg.n_experts / ep);
+  }
   // Parameters keep their order (and so their initial values, drawn from their global index).
   for (size_t i = 0; i < spec.params.size(); ++i) EXPECT_EQ(spec.params[i].global_index, int(i));
 }

@@ -3,7 +3,8 @@
 // (threads backend, one rank), then trains dp = world with ep in {2, world}
 // across the MPI world and compares the whole parameters after 3 AdamW
 // steps (f32, tolerance 1e-4 relative to the largest parameter), dropless
-// and with a capacity factor that drops tokens.
+// and with a capacity factor that drops tokens; in reproducible mode the
+// same comparison is bitwise.
 //   mpirun -np 4 --oversubscribe --allow-run-as-root train_moe_mpi_test
 #include <gtest/gtest.h>
 
@@ -58,6 +59,32 @@ TEST(MoeMpi, ExpertParallelEquivalentToSingleRank) {
       ASSERT_EQ(got.size(), ref.size());
       EXPECT_LT(rel_to_max(got, ref), 1e-4);
     }
+  }
+}
+
+TEST(MoeMpi, ReproducibleExpertParallelismIsBitwiseOneRanks) {
+  // Reproducible mode (a tree lane per source rank on each expert's owner):
+  // the MPI run's parameters are the in-process single rank's, bit for bit.
+  auto world = comm::mpi_world();
+  const int W = world->size();
+  const auto ds = varied_documents(96, 3);
+  set_compute_threads(1);
+  for (int ep : {2, W}) {
+    if (W % ep != 0 || 4 % ep != 0) continue;
+    SCOPED_TRACE(::testing::Message() << "world " << W << ": dp=" << W << " ep=" << ep);
+    auto cfg = model_config(1.0);
+    cfg.training.reproducible = true;
+    const auto ref = single_rank(cfg, W, ds);
+    cfg.parallel.dp = W;
+    cfg.parallel.ep = ep;
+    cfg.parallel.zero_stage = ep == W ? 3 : 1;
+    comm::MeshShape shape;
+    shape.dp = W;
+    shape.ep = ep;
+    comm::ParallelContext ctx = mpi_context(world, shape);
+    train::Trainer t(cfg, ctx, ds, std::nullopt);
+    for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
+    EXPECT_EQ(parallel::gather_global_values(t.engine(), ctx.group({"pp", "tp"}), false), ref);
   }
 }
 

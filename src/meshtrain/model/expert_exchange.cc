@@ -12,7 +12,8 @@ ExpertExchange::ExpertExchange(comm::ProcessGroup* ep, const std::vector<int64_t
     : ep_(ep && ep->size() > 1 ? ep : nullptr) {
   if (!ep_) {
     for (int64_t e = 0; e < E; ++e)
-      if (begin[size_t(e + 1)] > begin[size_t(e)]) blocks_.push_back({e, begin[size_t(e)], begin[size_t(e + 1)] - begin[size_t(e)]});
+      if (begin[size_t(e + 1)] > begin[size_t(e)])
+        blocks_.push_back({e, begin[size_t(e)], begin[size_t(e + 1)] - begin[size_t(e)], 0});
     received_rows_ = begin[size_t(E)];
     return;
   }
@@ -29,7 +30,7 @@ ExpertExchange::ExpertExchange(comm::ProcessGroup* ep, const std::vector<int64_t
     send_rows_[size_t(q)] = size_t(begin[size_t((q + 1) * El)] - begin[size_t(q * El)]);
     for (int64_t i = 0; i < El; ++i) {
       const int64_t rows = got[size_t(q * El + i)];
-      if (rows > 0) blocks_.push_back({me * El + i, received_rows_, rows});
+      if (rows > 0) blocks_.push_back({me * El + i, received_rows_, rows, q});
       received_rows_ += rows;
       recv_rows_[size_t(q)] += size_t(rows);
     }

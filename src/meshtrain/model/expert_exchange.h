@@ -23,6 +23,7 @@ class ExpertExchange {
   struct Block {
     int64_t expert = 0;  // global expert index
     int64_t offset = 0, rows = 0;  // rows of the received buffer
+    int source = 0;      // the ep rank whose tokens these are
   };
   // Collective over `ep` (null: one rank): exchanges the block sizes.
   // block_begin: [E + 1] padded block starts of this rank's buffer.

@@ -84,9 +84,18 @@ void WeightGrads::embedding(const kernels::KernelTable& k, const Parameter& tabl
   jobs_.push_back(std::move(j));
 }
 
+void WeightGrads::call(std::function<void()> fn) {
+  if (!defer_) return fn();
+  Job j;
+  j.fn = std::move(fn);
+  jobs_.push_back(std::move(j));
+}
+
 void WeightGrads::run(const kernels::KernelTable& k) {
   for (Job& j : jobs_) {
-    if (j.linear)
+    if (j.fn)
+      j.fn();
+    else if (j.linear)
       j.linear->backward_weight(k, j.x, j.dy);
     else if (j.bias)
       k.bias_grad(j.bias->grad, j.dy);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -74,6 +75,8 @@ class WeightGrads {
   // every id inside for a whole table).
   void embedding(const kernels::KernelTable& k, const Parameter& table, const int32_t* ids, const Tensor& dout,
                  bool dout_changes, int64_t vocab_begin = 0);
+  // fn now, or in its place among the queued jobs (a gradient lane switch).
+  void call(std::function<void()> fn);
   void run(const kernels::KernelTable& k);  // the queued jobs, in order
   bool empty() const { return jobs_.empty(); }
 
@@ -86,6 +89,7 @@ class WeightGrads {
     int64_t vocab_begin = 0;
     Tensor x, dy;
     const void* dy_source = nullptr;  // what dy copies (two jobs reading one tensor share the copy)
+    std::function<void()> fn;
   };
   Tensor keep(const kernels::KernelTable& k, const Tensor& t, bool changes) const;
   bool defer_ = false;

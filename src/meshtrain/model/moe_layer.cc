@@ -36,6 +36,9 @@ MoeLayer::MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::st
   first_expert_ = part.ep_rank * per_rank;
   for (int64_t e = first_expert_; e < first_expert_ + per_rank; ++e)
     experts_.emplace_back(cfg, params, prefix + ".experts." + std::to_string(e));
+  params_ = &params;
+  expert_unit_ = params.spec().find(prefix + ".experts." + std::to_string(first_expert_) + "." +
+                                    (cfg.mlp == MlpKind::SwiGLU ? "gate_proj" : "fc_in") + ".weight").unit;
   if (cfg.moe_shared_expert) shared_ = std::make_unique<Mlp>(cfg, params, prefix + ".shared_expert");
 }
 
@@ -112,6 +115,9 @@ void MoeLayer::backward(const kernels::KernelTable& k, const Tensor& xn, const S
       ex.local() ? dx_experts : activation(alloc, acc_, {dy_blocks.dim(0), cfg_.d_model}, MemCategory::Workspace);
   for (size_t i = 0; i < ex.blocks().size(); ++i) {
     const ExpertExchange::Block& b = ex.blocks()[i];
+    // Reproducible mode: each source rank's gradients into its own lane.
+    if (params_->has_grad_lanes() && (i == 0 || ex.blocks()[i - 1].source != b.source))
+      wg.call([store = params_, unit = expert_unit_, lane = b.source] { store->switch_grad_lane(unit, lane); });
     experts_[size_t(b.expert - first_expert_)].backward(k, s.x_blocks.slice(b.offset, b.offset + b.rows), s.blocks[i],
                                         dy_blocks.slice(b.offset, b.offset + b.rows), false,
                                         dx_blocks.slice(b.offset, b.offset + b.rows), wg, alloc);

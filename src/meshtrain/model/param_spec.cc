@@ -3,10 +3,19 @@
 #include <cmath>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/kernels/cpu/elementwise.h"
 
 namespace meshtrain::model {
 
 namespace {
+
+// Every routed expert starts on a norm block boundary of its unit, so the
+// global norm's blocks (kernels::kSumBlock elements) hold the same elements
+// whichever experts share a rank's unit: the norm is bitwise the same
+// under every ep (parallel/grad_norm.h). The gap stays zero.
+int64_t expert_start(int64_t offset) {
+  return (offset + kernels::kSumBlock - 1) / kernels::kSumBlock * kernels::kSumBlock;
+}
 
 class SpecBuilder {
  public:
@@ -79,6 +88,7 @@ class SpecBuilder {
     in_experts_ = true;
     for (int64_t e = 0; e < cfg.n_experts; ++e) {
       const size_t first = spec_.params.size();
+      expert_units_.back().numel = expert_start(expert_units_.back().numel);
       ffn(cfg, prefix + ".experts." + std::to_string(e), std, out_std, false);
       for (size_t i = first; i < spec_.params.size(); ++i) spec_.params[i].expert = int(e);
     }
@@ -222,6 +232,8 @@ ModelSpec localize(const ModelSpec& global, const ModelConfig& cfg, const ModelP
       for (int gi : gu.params) {
         ParamSpec p = global.params[size_t(gi)];
         if (p.expert >= 0 && (p.expert < first_expert || p.expert >= first_expert + experts_per_rank)) continue;
+        if (p.expert >= 0 && (lu.params.empty() || local.params[size_t(lu.params.back())].expert != p.expert))
+          lu.numel = expert_start(lu.numel);
         if (p.tp.is_shard()) {
           const int pieces = p.tp.pieces(part.tp_size, p.name);
           const int piece = p.tp.piece_of(part.tp_size, part.tp_rank);

@@ -10,6 +10,7 @@
 // partition does not hold have no buffers.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -39,6 +40,16 @@ class ParameterStore {
   // elements are padding). An undefined tensor unbinds.
   void bind_unit_values(int u, const Tensor& flat);
   void bind_unit_grads(int u, const Tensor& flat);
+  // Reproducible mode under expert parallelism: an expert's owner keeps
+  // each source rank's gradient apart (parallel/grad_tree.h, lanes). The
+  // engine installs how to point unit u's gradient views at a source's
+  // lane; layers call switch_grad_lane before each source's blocks.
+  using GradLaneSwitch = std::function<void(int unit, int lane)>;
+  void set_grad_lane_switch(GradLaneSwitch f) { lane_switch_ = std::move(f); }
+  bool has_grad_lanes() const { return bool(lane_switch_); }
+  void switch_grad_lane(int unit, int lane) const {
+    if (lane_switch_) lane_switch_(unit, lane);
+  }
 
   const ModelSpec& spec() const { return spec_; }
   const PrecisionPolicy& precision() const { return precision_; }
@@ -57,6 +68,7 @@ class ParameterStore {
   PrecisionPolicy precision_;
   std::vector<Tensor> unit_values_, unit_grads_;
   std::vector<Parameter> params_;
+  GradLaneSwitch lane_switch_;
 };
 
 // Fills `out` (dtype of the tensor) with parameter `spec`'s initial values

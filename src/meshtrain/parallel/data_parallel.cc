@@ -80,7 +80,16 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
     MT_REQUIRE(ConfigError, cfg_.grad_reduce == GradReduce::Sum && prec.grad_reduce == prec.grad_accum,
                "training.reproducible sums gradients in its own fixed tree: use parallel.grad_reduce = \"sum\" "
                "and reduce in the gradients' type");
-    tree_.emplace(nu_, prec.grad_accum, alloc_);
+    // An expert's owner keeps each ep source's leaves in a lane of its own
+    // (grad_tree.h); its blocks switch lanes (moe_layer.cc).
+    std::vector<int> lanes(size_t(nu_), 1);
+    const int ep = plan.mesh().ep;
+    for (int u = 0; u < nu_; ++u)
+      if (sp.unit(u).experts) lanes[size_t(u)] = ep;
+    tree_.emplace(nu_, prec.grad_accum, alloc_, lanes);
+    if (ep > 1)
+      store.set_grad_lane_switch(
+          [this](int u, int lane) { model_.params().bind_unit_grads(u, tree_->leaf(u, layout_.shards().unit(u).padded, lane)); });
   }
   if (sp.stage() == 0)
     buckets_.emplace(sp, flat_grads_, flat_offset_, cfg_.bucket_mb, groups_, reduce_op(), prec.grad_reduce, alloc_,
@@ -98,7 +107,7 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
   adamw_ = std::make_unique<optim::AdamW>(opt, moment_numel, prec.optimizer, alloc_);
 }
 
-DataParallel::~DataParallel() = default;
+DataParallel::~DataParallel() { model_.params().set_grad_lane_switch({}); }
 
 comm::ReduceOp DataParallel::reduce_op() const {
   return cfg_.grad_reduce == GradReduce::Avg ? comm::ReduceOp::Avg : comm::ReduceOp::Sum;

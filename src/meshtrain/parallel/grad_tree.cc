@@ -1,38 +1,74 @@
 #include "meshtrain/parallel/grad_tree.h"
 
+#include <algorithm>
+
 #include "meshtrain/kernels/kernel_table.h"
+#include "meshtrain/parallel/tree_reduce.h"
 
 namespace meshtrain::parallel {
 
-Tensor GradTree::leaf(int u, int64_t numel) {
-  Tensor& t = open_[size_t(u)];
+GradTree::GradTree(int units, DType dtype, std::shared_ptr<CachingAllocator> alloc, std::vector<int> lanes)
+    : dtype_(dtype), alloc_(std::move(alloc)), lanes_(size_t(units)), numel_(size_t(units), -1),
+      combined_(size_t(units), 0) {
+  for (int u = 0; u < units; ++u) {
+    const int n = lanes.empty() ? 1 : lanes[size_t(u)];
+    MT_CHECK(n >= 1 && is_power_of_two(n), "unit ", u, ": ", n, " gradient lanes (a power of two)");
+    lanes_[size_t(u)].resize(size_t(n));
+  }
+}
+
+Tensor GradTree::leaf(int u, int64_t numel, int lane) {
+  MT_CHECK(lane >= 0 && lane < lanes(u), "unit ", u, " has no gradient lane ", lane);
+  MT_CHECK(numel_[size_t(u)] < 0 || numel_[size_t(u)] == numel, "unit ", u, ": leaves of ", numel, " and ",
+           numel_[size_t(u)], " elements");
+  numel_[size_t(u)] = numel;
+  Tensor& t = lanes_[size_t(u)][size_t(lane)].open;
   if (!t.defined()) t = Tensor::zeros(Shape{numel}, dtype_, alloc_, MemCategory::Grads);
   return t;
 }
 
+bool GradTree::has_open_leaf(int u) const {
+  for (const Lane& l : lanes_[size_t(u)])
+    if (l.open.defined()) return true;
+  return false;
+}
+
 void GradTree::close_leaf(int u) {
-  auto& stack = stack_[size_t(u)];
-  MT_CHECK(open_[size_t(u)].defined(), "unit ", u, ": no open gradient leaf to close");
-  stack.push_back({0, std::move(open_[size_t(u)])});
-  open_[size_t(u)] = Tensor();
-  while (stack.size() >= 2 && stack[stack.size() - 1].level == stack[stack.size() - 2].level) {
-    Node right = std::move(stack.back());
-    stack.pop_back();
-    kernels::kernels_for(right.sum).add(stack.back().sum, right.sum);
-    stack.back().level += 1;
+  MT_CHECK(has_open_leaf(u), "unit ", u, ": no open gradient leaf to close");
+  for (int lane = 0; lane < lanes(u); ++lane) {
+    Lane& l = lanes_[size_t(u)][size_t(lane)];
+    if (!l.open.defined()) leaf(u, numel_[size_t(u)], lane);  // nothing from this source: a zero leaf
+    l.stack.push_back({0, std::move(l.open)});
+    l.open = Tensor();
+    while (l.stack.size() >= 2 && l.stack[l.stack.size() - 1].level == l.stack[l.stack.size() - 2].level) {
+      Node right = std::move(l.stack.back());
+      l.stack.pop_back();
+      kernels::kernels_for(right.sum).add(l.stack.back().sum, right.sum);
+      l.stack.back().level += 1;
+    }
   }
 }
 
-Tensor GradTree::root(int u) const {
-  const auto& stack = stack_[size_t(u)];
-  MT_REQUIRE(ConfigError, stack.size() == 1, "reproducible accumulation of unit ", u, " ended with ", stack.size(),
-             " partial trees: the micro-batches per window must be a power of two");
-  return stack[0].sum;
+Tensor GradTree::root(int u) {
+  auto& lanes = lanes_[size_t(u)];
+  if (combined_[size_t(u)]) return lanes[0].stack[0].sum;
+  for (const Lane& l : lanes)
+    MT_REQUIRE(ConfigError, l.stack.size() == 1, "reproducible accumulation of unit ", u, " ended with ",
+               l.stack.size(), " partial trees: the micro-batches per window must be a power of two");
+  // Lane roots, summed pairwise: (l0 + l1) + (l2 + l3), ...
+  for (size_t step = 1; step < lanes.size(); step *= 2)
+    for (size_t i = 0; i + step < lanes.size(); i += 2 * step) {
+      Tensor& left = lanes[i].stack[0].sum;
+      kernels::kernels_for(left).add(left, lanes[i + step].stack[0].sum);
+    }
+  combined_[size_t(u)] = 1;
+  return lanes[0].stack[0].sum;
 }
 
 void GradTree::clear() {
-  for (auto& s : stack_) s.clear();
-  for (auto& t : open_) t = Tensor();
+  for (auto& unit : lanes_)
+    for (Lane& l : unit) l.stack.clear(), l.open = Tensor();
+  std::fill(combined_.begin(), combined_.end(), 0);
 }
 
 }  // namespace meshtrain::parallel

@@ -5,6 +5,13 @@
 // two the root is the subtree of the window's global tree that this rank's
 // contiguous micro-batches form, so a tree reduction across replicas
 // (tree_reduce.h) finishes exactly the tree one rank would build.
+//
+// Lanes: an expert's owner under expert parallelism computes the gradients
+// of its ep group's ranks (consecutive data-parallel ranks: the leaves
+// (source, micro-batch) form one aligned subtree of the global tree). Each
+// source gets a lane of its own — its own leaves and binary counter — and
+// the root sums the lanes' roots in a tree over the source index: the same
+// tree the sources would build apart and reduce.
 #pragma once
 
 #include <memory>
@@ -16,27 +23,37 @@ namespace meshtrain::parallel {
 
 class GradTree {
  public:
-  GradTree(int units, DType dtype, std::shared_ptr<CachingAllocator> alloc)
-      : dtype_(dtype), alloc_(std::move(alloc)), open_(size_t(units)), stack_(size_t(units)) {}
-  // The open leaf of unit u (a zeroed buffer of `numel`), opened if none is.
-  Tensor leaf(int u, int64_t numel);
-  bool has_open_leaf(int u) const { return open_[size_t(u)].defined(); }
-  // Closes u's open leaf: pushes it and sums equal levels (left += right).
+  // lanes[u]: unit u's lanes (a power of two; empty: one per unit).
+  GradTree(int units, DType dtype, std::shared_ptr<CachingAllocator> alloc, std::vector<int> lanes = {});
+  // Lane `lane`'s open leaf of unit u (a zeroed buffer of `numel`), opened if none is.
+  Tensor leaf(int u, int64_t numel, int lane = 0);
+  bool has_open_leaf(int u) const;  // in any lane
+  int lanes(int u) const { return int(lanes_[size_t(u)].size()); }
+  // Closes u's open leaf in every lane (a lane nothing wrote to this
+  // micro-batch closes a zero leaf): pushes it and sums equal levels
+  // (left += right).
   void close_leaf(int u);
-  // The root after a power-of-two number of closed leaves (else an error).
-  Tensor root(int u) const;
+  // The root after a power-of-two number of closed leaves (else an error);
+  // with several lanes, their roots summed (once per window) in a tree over
+  // the lane index.
+  Tensor root(int u);
   void clear();  // a new window
-  int depth(int u) const { return int(stack_[size_t(u)].size()); }
+  int depth(int u) const { return int(lanes_[size_t(u)][0].stack.size()); }
 
  private:
   struct Node {
     int level;
     Tensor sum;
   };
+  struct Lane {
+    Tensor open;
+    std::vector<Node> stack;
+  };
   DType dtype_;
   std::shared_ptr<CachingAllocator> alloc_;
-  std::vector<Tensor> open_;
-  std::vector<std::vector<Node>> stack_;
+  std::vector<std::vector<Lane>> lanes_;
+  std::vector<int64_t> numel_;  // per unit, from its first leaf
+  std::vector<char> combined_;  // per unit: lanes summed into lane 0 this window
 };
 
 }  // namespace meshtrain::parallel

@@ -22,9 +22,6 @@ void check_expert_parallel_config(const TrainConfig& cfg) {
   if (dp > 0)
     MT_REQUIRE(ConfigError, dp % ep == 0, "parallel.ep = ", ep, " must divide parallel.dp = ", dp,
                " (", dp, " % ", ep, " = ", dp % ep, "): expert parallelism is carved out of the data-parallel ranks");
-  MT_REQUIRE(ConfigError, !cfg.training.reproducible, "training.reproducible sums each micro-batch's gradient as ",
-             "its own leaf of one tree, but under parallel.ep = ", ep, " an expert's owner computes the gradients of ",
-             ep, " ranks' micro-batches in one pass: verify expert parallelism with a tolerance (docs/moe.md)");
 }
 
 }  // namespace meshtrain::train

@@ -241,12 +241,15 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
   r.tolerance = tolerance;
   r.bitwise = bitwise;
   // What reproducible mode makes bitwise so far: the data-parallel split of
-  // the window, the ZeRO stage and the pipeline split of an untied model
-  // (tp, cp and ep join as they are covered).
+  // the window, the ZeRO stage, the pipeline split of an untied model and
+  // expert parallelism (tp and cp join as they are covered).
   if (bitwise) {
     r.claim_covers = {"dp x grad_accum split of the window", "ZeRO stage " + std::to_string(layout.zero_stage)};
     if (layout.pp > 1 && !cfg.model.tied_embeddings)
       r.claim_covers.push_back("pipeline stages (pp " + std::to_string(layout.pp) + ", " + layout.schedule + ")");
+    if (layout.ep > 1)
+      r.claim_covers.push_back("expert parallelism (ep " + std::to_string(layout.ep) +
+                               ": each source rank's expert gradients in a tree lane of its own)");
   }
   for (int s = 0; s < steps; ++s) {
     StepDiff d;

@@ -214,12 +214,13 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
   const bool same_pp = !cfg_.model.tied_embeddings ||
                        two_copies(old.value("pp", 1), old.value("schedule", std::string("1f1b"))) ==
                            two_copies(ctx_.mesh.shape().pp, cfg_.parallel.schedule);
-  const bool same_model_axes = old.value("tp", 1) == ctx_.mesh.shape().tp && same_pp &&
+  const bool same_dense_axes = old.value("tp", 1) == ctx_.mesh.shape().tp && same_pp &&
                                old.value("cp", 1) == ctx_.mesh.shape().cp &&
-                               // an expert's owner sums its blocks in one pass: another order
-                               old.value("ep", 1) == ctx_.mesh.shape().ep &&
                                // sequence parallelism sums norm gradients over shards: another order
                                old.value("sequence_parallel", false) == cfg_.parallel.sequence_parallel;
+  // An expert's owner accumulates its sources' blocks together: another
+  // order, except in reproducible mode (a lane per source, grad_tree.h).
+  const bool same_model_axes = same_dense_axes && old.value("ep", 1) == ctx_.mesh.shape().ep;
   const bool same_reduction = same_model_axes && old.at("dp") == cfg_.parallel.dp &&
                               old.at("grad_accum") == cfg_.training.grad_accum &&
                               old.at("micro_batch") == cfg_.training.micro_batch &&
@@ -237,10 +238,10 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
   // not the split (dp, grad_accum, ZeRO stage, backend).
   // (Under context parallelism the tree's leaves are (replica, cp rank,
   // micro-batch): another dp x G split orders them differently.)
-  if (cfg_.training.reproducible && old.value("reproducible", false) && same_model_axes &&
+  if (cfg_.training.reproducible && old.value("reproducible", false) && same_dense_axes &&
       old.at("micro_batch") == cfg_.training.micro_batch && (ctx_.mesh.shape().cp == 1 || same_reduction))
-    return "bitwise replay: reproducible mode, same global window and micro-batch (dp x G splits and ZeRO stages are "
-           "bitwise)";
+    return "bitwise replay: reproducible mode, same global window and micro-batch (dp x G splits, ep and ZeRO stages "
+           "are bitwise)";
   if (same_reduction)
     return "bitwise replay: same data-parallel degree and accumulation (ZeRO stage, pipeline stage and schedule "
            "changes alone are bitwise)";
