@@ -7,7 +7,10 @@
 // Prints per layout the median step time and tokens/s, the all-to-all
 // payload all ranks sent per step (dispatch + combine, forward) next to
 // SPEC S8's 2 N k d b_e, and at ep = 2 the drop fraction and most loaded
-// expert's share at capacity factors 0 (dropless), 1.0 and 1.25.
+// expert's share at capacity factors 0 (dropless), 1.0 and 1.25, the
+// parameter + gradient + optimizer state rank 0 holds (experts held by their
+// owners only: ep = 2 holds half of them), and the reproducible mode's cost
+// at ep = 2 (a gradient tree lane per source rank).
 //   build/bench/moe_bench [--steps N]
 #include <algorithm>
 #include <cstdio>
@@ -28,6 +31,7 @@ struct Layout {
   const char* name;
   int dp, ep;
   double capacity;
+  bool reproducible = false;
 };
 
 train::TrainConfig config(const Layout& l) {
@@ -43,11 +47,13 @@ train::TrainConfig config(const Layout& l) {
   c.optimizer.lr = 3e-4;
   c.parallel.dp = l.dp;
   c.parallel.ep = l.ep;
+  c.training.reproducible = l.reproducible;
   return c;
 }
 
 struct Result {
   double step_s = 0, tokens_per_s = 0;
+  int64_t state_bytes = 0;  // parameters + gradients + optimizer state on rank 0, measured
   train::MoeMetrics moe;
 };
 
@@ -74,6 +80,8 @@ Result run(const Layout& l, const data::TokenDataset& ds, int steps) {
     r.step_s = times[times.size() / 2];
     r.tokens_per_s = double(m.computed_positions) / r.step_s;
     r.moe = m.moe;
+    const auto& tr = ctx.allocator->tracker();
+    r.state_bytes = tr.current(MemCategory::Params) + tr.current(MemCategory::Grads) + tr.current(MemCategory::Optimizer);
   });
   return r;
 }
@@ -89,19 +97,22 @@ int main(int argc, char** argv) {
   const auto ds = bench::random_documents(256, 257);
   std::printf("moe_bench: bench-small widths, 8 experts x ffn 704, top-2, global batch 8 x 256 tokens per step, "
               "threads backend, median of %d steps\n\n", steps);
-  std::printf("%-26s | %8s | %9s | %27s | %6s | %10s\n", "layout", "step s", "tokens/s", "a2a MiB/step meas|formula",
-              "drop", "top share");
+  std::printf("%-30s | %8s | %9s | %27s | %6s | %10s | %14s\n", "layout", "step s", "tokens/s",
+              "a2a MiB/step meas|formula", "drop", "top share", "state MiB/rank");
   std::vector<Result> results;
   for (const Layout& l : {Layout{"one rank, 2 threads", 1, 1, 0.0}, Layout{"dp=2, ep=1", 2, 1, 0.0},
                           Layout{"dp=2, ep=2", 2, 2, 0.0}, Layout{"dp=2, ep=2, capacity 1.0", 2, 2, 1.0},
-                          Layout{"dp=2, ep=2, capacity 1.25", 2, 2, 1.25}}) {
+                          Layout{"dp=2, ep=2, capacity 1.25", 2, 2, 1.25},
+                          Layout{"dp=2, ep=2, reproducible", 2, 2, 0.0, true}}) {
     const Result r = run(l, ds, steps);
     results.push_back(r);
-    std::printf("%-26s | %8.3f | %9.0f | %12.2f | %12.2f | %6.3f | %10.3f\n", l.name, r.step_s, r.tokens_per_s,
-                mib(double(r.moe.a2a_bytes)), mib(r.moe.a2a_formula_bytes), r.moe.drop_fraction,
-                r.moe.max_expert_share);
+    std::printf("%-30s | %8.3f | %9.0f | %12.2f | %12.2f | %6.3f | %10.3f | %14.1f\n", l.name, r.step_s,
+                r.tokens_per_s, mib(double(r.moe.a2a_bytes)), mib(r.moe.a2a_formula_bytes), r.moe.drop_fraction,
+                r.moe.max_expert_share, mib(double(r.state_bytes)));
   }
-  std::printf("\nep=2 / ep=1 step time at dp=2: %.3f; ep=2 throughput / one rank: %.3f\n",
-              results[2].step_s / results[1].step_s, results[2].tokens_per_s / results[0].tokens_per_s);
+  std::printf("\nep=2 / ep=1 step time at dp=2: %.3f; ep=2 throughput / one rank: %.3f; state per rank ep=2 / ep=1: "
+              "%.3f; reproducible / default step time at ep=2: %.3f\n",
+              results[2].step_s / results[1].step_s, results[2].tokens_per_s / results[0].tokens_per_s,
+              double(results[2].state_bytes) / double(results[1].state_bytes), results[5].step_s / results[2].step_s);
   return 0;
 }

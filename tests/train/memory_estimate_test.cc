@@ -122,3 +122,27 @@ TEST(MemoryEstimate, ContextParallelShardsStateOverDpTimesCpAndSplitsActivations
   EXPECT_EQ(dp2_cp2.params + dp2_cp2.grads + dp2_cp2.optimizer, dp4.params + dp4.grads + dp4.optimizer);
   EXPECT_EQ(2 * dp2_cp2.activations, train::estimate_rank_memory(bench_small(3), 2).activations);
 }
+
+// Routed experts: a rank holds 1/ep of them (then 1/R of everything once
+// sharded), as the layout plan places them (parallel/layout_plan.h).
+TEST(MemoryEstimate, ExpertParallelRanksHoldTheirExperts) {
+  auto moe = bench_small(0);
+  moe.model.n_experts = 8;
+  moe.model.experts_top_k = 2;
+  moe.model.ffn_hidden = 704;
+  int64_t experts = 0, all = 0;
+  for (const auto& u : model::build_model_spec(moe.model).units) (u.experts ? experts : all) += u.numel;
+  all += experts;
+  const int R = 4;
+  auto state = [&](int ep, int stage) {
+    auto c = moe;
+    c.parallel.ep = ep;
+    c.parallel.zero_stage = stage;
+    const auto e = train::estimate_rank_memory(c, R);
+    return e.params + e.grads + e.optimizer;
+  };
+  EXPECT_EQ(state(1, 0), 16 * all);
+  EXPECT_EQ(state(2, 0), 16 * (all - experts / 2));
+  EXPECT_EQ(state(4, 0), 16 * (all - experts * 3 / 4));
+  EXPECT_NEAR(double(state(2, 3)), 16.0 * double(all) / R, 16.0);  // (29.10) over dense and expert groups alike
+}

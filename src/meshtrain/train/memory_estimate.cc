@@ -33,25 +33,31 @@ MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
   // ZeRO shards over dp x cp; a rank computes seq / cp positions of each row.
   const int64_t cp = std::max(1, cfg.parallel.cp), R = std::max(1, dp) * cp, f32 = 4;
   const model::ModelSpec spec = model::build_model_spec(m);
-  int64_t n = 0, largest_unit = 0;
+  // Routed experts: a rank holds 1/ep of them, sharded over the ep-times-
+  // smaller expert-data-parallel group: 1/R of them either way once sharded.
+  const int64_t ep = std::max(1, cfg.parallel.ep);
+  int64_t dense = 0, experts = 0, largest_unit = 0;
   for (const auto& u : spec.units) {
-    n = add(n, u.numel);
-    largest_unit = std::max(largest_unit, u.numel);
+    if (u.experts)
+      experts = add(experts, u.numel);
+    else
+      dense = add(dense, u.numel);
+    largest_unit = std::max(largest_unit, u.experts ? (u.numel + ep - 1) / ep : u.numel);
   }
   // Tensor and pipeline parallelism split the weights over tp x pp ranks
   // (evenly up to the embedding and head, which the estimate spreads too).
   const int64_t tp = std::max(1, cfg.parallel.tp), model_split = mul(tp, std::max(1, cfg.parallel.pp));
-  n = (n + model_split - 1) / model_split;
+  const int64_t held = (add(dense, (experts + ep - 1) / ep) + model_split - 1) / model_split;
+  const int64_t shard = (add(dense, experts) + mul(R, model_split) - 1) / mul(R, model_split);
   largest_unit = (largest_unit + tp - 1) / tp;
-  const int64_t P = mul(n, f32), G = mul(n, f32), O = mul(n, 2 * f32);  // AdamW: m and v
   MemoryEstimate e;
   const int stage = cfg.parallel.zero_stage;
   // (29.7) stage 0: P + G + O; (29.8) 1: O/R; (29.9) 2: (G + O)/R; (29.10) 3: (P + G + O)/R.
   // Under accumulation (G > 1) stages 2 and 3 keep unit gradients whole for the window.
   const bool window_grads = cfg.training.grad_accum > 1;
-  e.params = stage >= 3 ? P / R : P;
-  e.grads = stage >= 2 && !window_grads ? G / R : G;
-  e.optimizer = stage >= 1 ? O / R : O;
+  e.params = mul(stage >= 3 ? shard : held, f32);
+  e.grads = mul(stage >= 2 && !window_grads ? shard : held, f32);
+  e.optimizer = mul(stage >= 1 ? shard : held, 2 * f32);  // AdamW: m and v
 
   // Saved per token and layer (f32): block input and norm output for both
   // sub-blocks, q/k/v and their rotated copies, the attention output and
