@@ -111,6 +111,7 @@ TEST(ExpertUnits, HeldOnlyByOwnersShardedOverTheirReplicasCountedOnce) {
               const auto [sb, se] = shards.save_range(u);
               for (const parallel::OwnedPiece& o : shards.owned_pieces(u)) {
                 const model::ParamSpec& p = plan.spec().params[size_t(o.param)];
+                EXPECT_EQ(plan.param(o.param).stages, std::vector<int>{plan.coord("pp")}) << p.name;
                 if (p.expert >= 0) {
                   EXPECT_GE(p.expert, owner_first) << p.name << " held by a rank that does not own it";
                   EXPECT_LT(p.expert, owner_first + cfg.n_experts / ep) << p.name;

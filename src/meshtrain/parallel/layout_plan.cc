@@ -101,7 +101,7 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
   for (const model::ParamSpec& p : spec_->params) {
     ParamLayout l;
     const bool tied = p.unit == 0 && !tie_stages_.empty();
-    l.stages = tied ? tie_stages_ : std::vector<int>{stage_of_segment[size_t(p.unit)]};
+    l.stages = tied ? tie_stages_ : std::vector<int>{stage_of_segment[size_t(spec_->units[size_t(p.unit)].segment)]};
     // A routed expert is held by its owners only: summed over their replicas.
     l.reduce_axes = p.expert >= 0 ? std::vector<std::string>{"edp"} : data_axes();
     if (tied) l.reduce_axes.push_back("pp:" + std::to_string(tie_stages_[0]) + "+" + std::to_string(tie_stages_[1]));
