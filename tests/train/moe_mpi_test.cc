@@ -34,6 +34,23 @@ train::TrainConfig model_config(double capacity) {
   return cfg;
 }
 
+// Trains cfg at dp = world, the given ep and ZeRO stage across the MPI
+// world for 3 steps; the whole parameters in global order.
+std::vector<double> trained_across_world(train::TrainConfig cfg, const std::shared_ptr<comm::ProcessGroup>& world,
+                                         int ep, int zero, const data::TokenDataset& ds) {
+  const int W = world->size();
+  cfg.parallel.dp = W;
+  cfg.parallel.ep = ep;
+  cfg.parallel.zero_stage = zero;
+  comm::MeshShape shape;
+  shape.dp = W;
+  shape.ep = ep;
+  comm::ParallelContext ctx = mpi_context(world, shape);
+  train::Trainer t(cfg, ctx, ds, std::nullopt);
+  for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
+  return parallel::gather_global_values(t.engine(), ctx.group({"pp", "tp"}), false);
+}
+
 }  // namespace
 
 TEST(MoeMpi, ExpertParallelEquivalentToSingleRank) {
@@ -45,17 +62,9 @@ TEST(MoeMpi, ExpertParallelEquivalentToSingleRank) {
     for (int ep : {2, W}) {
       if (W % ep != 0 || 4 % ep != 0) continue;
       SCOPED_TRACE(::testing::Message() << "world " << W << ": dp=" << W << " ep=" << ep << " capacity=" << capacity);
-      auto cfg = model_config(capacity);
+      const auto cfg = model_config(capacity);
       const auto ref = single_rank(cfg, W, ds);
-      cfg.parallel.dp = W;
-      cfg.parallel.ep = ep;
-      comm::MeshShape shape;
-      shape.dp = W;
-      shape.ep = ep;
-      comm::ParallelContext ctx = mpi_context(world, shape);
-      train::Trainer t(cfg, ctx, ds, std::nullopt);
-      for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
-      const auto got = parallel::gather_global_values(t.engine(), ctx.group({"pp", "tp"}), false);
+      const auto got = trained_across_world(cfg, world, ep, 0, ds);
       ASSERT_EQ(got.size(), ref.size());
       EXPECT_LT(rel_to_max(got, ref), 1e-4);
     }
@@ -75,16 +84,7 @@ TEST(MoeMpi, ReproducibleExpertParallelismIsBitwiseOneRanks) {
     auto cfg = model_config(1.0);
     cfg.training.reproducible = true;
     const auto ref = single_rank(cfg, W, ds);
-    cfg.parallel.dp = W;
-    cfg.parallel.ep = ep;
-    cfg.parallel.zero_stage = ep == W ? 3 : 1;
-    comm::MeshShape shape;
-    shape.dp = W;
-    shape.ep = ep;
-    comm::ParallelContext ctx = mpi_context(world, shape);
-    train::Trainer t(cfg, ctx, ds, std::nullopt);
-    for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
-    EXPECT_EQ(parallel::gather_global_values(t.engine(), ctx.group({"pp", "tp"}), false), ref);
+    EXPECT_EQ(trained_across_world(cfg, world, ep, ep == W ? 3 : 1, ds), ref);
   }
 }
 
