@@ -1,5 +1,6 @@
 #include "meshtrain/model/param_spec.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "meshtrain/core/error.h"
@@ -141,8 +142,12 @@ int64_t ModelSpec::matmul_params(const ModelConfig& cfg) const {
 
 std::vector<int> ModelSpec::segment_units(int s) const {
   std::vector<int> out;
-  for (size_t u = 0; u < units.size(); ++u)
+  int last_segment = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    last_segment = std::max(last_segment, units[u].segment);
     if (units[u].segment == s && units[u].held) out.push_back(int(u));
+  }
+  if (tied_head && s == last_segment && units[0].held) out.push_back(0);
   return out;
 }
 
@@ -196,6 +201,7 @@ ModelSpec build_model_spec(const ModelConfig& cfg) {
   if (!cfg.tied_embeddings)
     b.add("lm_head.weight", Shape{cfg.vocab_size, cfg.d_model}, Placement::shard(0), InitKind::Normal, std, true);
   b.finish();
+  spec.tied_head = cfg.tied_embeddings;
   return spec;
 }
 
@@ -220,6 +226,7 @@ ModelSpec localize(const ModelSpec& global, const ModelConfig& cfg, const ModelP
     MT_CHECK(s >= 0 && s < int(global.units.size()), "segment ", s, " outside the model's ", global.units.size());
   ModelSpec local;
   local.partition = part;
+  local.tied_head = global.tied_head;
   MT_CHECK(part.ep_size >= 1 && part.ep_rank >= 0 && part.ep_rank < part.ep_size, "ep rank ", part.ep_rank, " of ",
            part.ep_size);
   MT_REQUIRE(ConfigError, cfg.n_experts % part.ep_size == 0, "model.n_experts = ", cfg.n_experts,

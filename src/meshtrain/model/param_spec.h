@@ -62,7 +62,9 @@ struct ModelSpec {
   std::vector<ParamUnit> units;   // every unit of the model (held or not)
   ModelPartition partition;
   int64_t total_params() const;  // local elements
-  // The units segment s reads and writes (its own, its experts' if any).
+  bool tied_head = false;         // the head reads the embedding's unit (tied embeddings)
+  // The units segment s reads and writes that this rank holds: its own, its
+  // routed experts' if any, and for a tied head the embedding's unit 0.
   std::vector<int> segment_units(int s) const;
   // Parameters that enter matmuls (all but the input embedding, and all of a
   // tied embedding since it is also the head): the 6N of the FLOP formula.

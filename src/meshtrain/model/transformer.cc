@@ -51,9 +51,7 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
 }
 
 std::vector<int> Transformer::segment_units(int s) const {
-  std::vector<int> units = params_.spec().segment_units(s);  // its own and its experts'
-  if (s == num_segments() - 1 && cfg_.tied_embeddings) units.push_back(0);  // the head is the embedding
-  return units;
+  return params_.spec().segment_units(s);  // its own, its experts', a tied head's embedding
 }
 
 void Transformer::check_batch(const TokenBatch& b) const {

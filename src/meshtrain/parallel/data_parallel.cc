@@ -69,12 +69,11 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
   // are contiguous ranges) or persistent owned shards (stage 2/3).
   if (!sp.shards_grads()) {
     flat_grads_ = Tensor::zeros(Shape{sp.padded_total()}, prec.grad_accum, alloc_, MemCategory::Grads);
-    int64_t off = 0;
-    for (int u : sp.segment_order()) {  // backward completes them in reverse: contiguous buckets
-      flat_offset_[size_t(u)] = off;
-      if (sp.unit(u).padded > 0) store.bind_unit_grads(u, flat_grads_.flat_slice(off, off + sp.unit(u).padded));
-      off += sp.unit(u).padded;
-    }
+    flat_offset_ = sp.flat_offsets();  // backward completes them in reverse: contiguous buckets
+    for (int u = 0; u < nu_; ++u)
+      if (sp.unit(u).padded > 0)
+        store.bind_unit_grads(u, flat_grads_.flat_slice(flat_offset_[size_t(u)],
+                                                        flat_offset_[size_t(u)] + sp.unit(u).padded));
   }
   if (cfg_.reproducible) {
     MT_REQUIRE(ConfigError, cfg_.grad_reduce == GradReduce::Sum && prec.grad_reduce == prec.grad_accum,

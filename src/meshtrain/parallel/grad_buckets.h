@@ -16,6 +16,20 @@
 
 namespace meshtrain::parallel {
 
+// The buckets' layout, a pure function of the plan (the planner's replay
+// forms the same buckets): contiguous ranges of whole units of the flat
+// gradient buffer at unit_offset (ShardPlan::flat_offsets), in the order
+// backward completes them, closed once they reach bucket_mb and, when
+// experts_apart, where the next unit is on the other side of the dense /
+// expert-unit line.
+struct BucketRange {
+  std::vector<int> units;  // in completion order
+  int64_t begin = 0, end = 0;
+  bool experts = false;
+};
+std::vector<BucketRange> bucket_ranges(const ShardPlan& plan, const std::vector<int64_t>& unit_offset,
+                                       double bucket_mb, int64_t element_bytes, bool experts_apart);
+
 class GradBuckets {
  public:
   // flat_grads holds every held unit's padded gradient at unit_offset[u].
@@ -33,9 +47,8 @@ class GradBuckets {
 
  private:
   struct Bucket {
-    std::vector<int> units;  // in completion order
+    BucketRange range;
     comm::ProcessGroup* group = nullptr;
-    int64_t begin = 0, end = 0;  // element range of flat_grads
     int ready = 0;
     comm::Work work;
     Tensor staging;  // the bucket in the reduce type while in flight

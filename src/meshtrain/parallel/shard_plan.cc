@@ -46,6 +46,16 @@ std::vector<int> ShardPlan::segment_order() const {
   return order;
 }
 
+std::vector<int64_t> ShardPlan::flat_offsets() const {
+  std::vector<int64_t> offset(units_.size(), 0);
+  int64_t off = 0;
+  for (int u : segment_order()) {
+    offset[size_t(u)] = off;
+    off += units_[size_t(u)].padded;
+  }
+  return offset;
+}
+
 std::vector<OwnedPiece> ShardPlan::owned_pieces(int u) const {
   return pieces_in(u, unit(u).owned_begin, unit(u).owned_end);
 }

@@ -78,6 +78,9 @@ class ShardPlan {
   // the block: the order of the flat gradient buffer (reversed: the order
   // backward completes them, so DDP buckets are contiguous ranges).
   std::vector<int> segment_order() const;
+  // Each unit's offset in the flat gradient buffer of stages 0 and 1 (padded
+  // units in segment order).
+  std::vector<int64_t> flat_offsets() const;
 
   // Persistent bytes per rank of (29.7)-(29.10) under a precision policy,
   // on the padded sizes: P = parameters (policy.params), G = gradients

@@ -40,19 +40,11 @@ EngineReplay::EngineReplay(MemoryReplay& r, comm::CommLedger& ledger, const para
   if (!shards_.shards_grads())
     persistent_.push_back(r_.alloc(shards_.padded_total(), precision_.grad_accum, MemCategory::Grads));
   if (shards_.stage() == 0) {
-    // grad_buckets.cc: whole units in reverse order, closed at bucket_mb.
-    const int64_t limit = int64_t(cfg_.bucket_mb * 1024 * 1024), esize = size_of(precision_.grad_accum);
-    for (int u = nu - 1; u >= 0; --u) {
-      const int64_t n = shards_.unit(u).padded;
-      if (n == 0) continue;
-      // Units sit in ascending order in the flat buffer: unit u ends where u + 1 begins.
-      int64_t begin = 0;
-      for (int v = 0; v < u; ++v) begin += shards_.unit(v).padded;
-      if (buckets_.empty() || (buckets_.back().end - buckets_.back().begin) * esize >= limit)
-        buckets_.push_back({{}, begin + n, begin + n, 0, {}});
-      buckets_.back().units.push_back(u);
-      buckets_.back().begin = begin;
-      bucket_of_[size_t(u)] = int(buckets_.size()) - 1;
+    // grad_buckets.cc: the same bucket ranges.
+    for (parallel::BucketRange& range : parallel::bucket_ranges(shards_, shards_.flat_offsets(), cfg_.bucket_mb,
+                                                                 size_of(precision_.grad_accum), plan.mesh().ep > 1)) {
+      for (int u : range.units) bucket_of_[size_t(u)] = int(buckets_.size());
+      buckets_.push_back({std::move(range), 0, {}});
     }
   } else if (shards_.shards_grads()) {
     for (int u = 0; u < nu; ++u)  // sharded_grads.cc: the owned gradient shards
@@ -116,25 +108,33 @@ void EngineReplay::reduce_tree(int u) {
   sum_over_tp(u);  // on the window's root, before the data-parallel tree
   const int64_t n = shards_.unit(u).padded;
   const int64_t esize = size_of(precision_.grad_accum);
-  if (dp_ == 1 || n == 0) return;
+  const auto [group, R] = group_of(u);
+  if (R == 1 || n == 0) return;
   if (shards_.stage() == 0) {
     SymTensor theirs = r_.alloc(n, precision_.grad_accum, kComm);
-    for (int level = 1; level < dp_; level <<= 1) {
-      add("dp", dp_, comm::OpKind::Recv, n * esize, comm::StepPhase::GradSync, "tree all-reduce level");
-      add("dp", dp_, comm::OpKind::Send, n * esize, comm::StepPhase::GradSync, "tree all-reduce level");
+    for (int level = 1; level < R; level <<= 1) {
+      add(group, R, comm::OpKind::Recv, n * esize, comm::StepPhase::GradSync, "tree all-reduce level");
+      add(group, R, comm::OpKind::Send, n * esize, comm::StepPhase::GradSync, "tree all-reduce level");
     }
     return;
   }
-  int64_t chunks = dp_;  // chunks still summed here; halved each level
-  const int64_t chunk = n / dp_;
-  for (int level = 1; level < dp_; level <<= 1) {
+  int64_t chunks = R;  // chunks still summed here; halved each level
+  const int64_t chunk = n / R;
+  for (int level = 1; level < R; level <<= 1) {
     const int64_t half = chunks / 2;
     SymTensor out = r_.alloc(half * chunk, precision_.grad_accum, kComm);
     SymTensor in = r_.alloc(half * chunk, precision_.grad_accum, kComm);
-    add("dp", dp_, comm::OpKind::Recv, half * chunk * esize, comm::StepPhase::GradSync, "tree reduce-scatter level");
-    add("dp", dp_, comm::OpKind::Send, half * chunk * esize, comm::StepPhase::GradSync, "tree reduce-scatter level");
+    add(group, R, comm::OpKind::Recv, half * chunk * esize, comm::StepPhase::GradSync, "tree reduce-scatter level");
+    add(group, R, comm::OpKind::Send, half * chunk * esize, comm::StepPhase::GradSync, "tree reduce-scatter level");
     chunks = half;
   }
+}
+
+// unit_groups.h: routed experts' units reduce over edp under ep > 1.
+std::pair<std::string, int> EngineReplay::group_of(int u) const {
+  const parallel::UnitShard& s = shards_.unit(u);
+  return s.experts && plan_.mesh().ep > 1 ? std::pair<std::string, int>{"edp", s.group_size}
+                                          : std::pair<std::string, int>{"dp", dp_};
 }
 
 void EngineReplay::add(const std::string& group, int size, comm::OpKind kind, int64_t bytes, comm::StepPhase phase,
@@ -147,7 +147,8 @@ void EngineReplay::gather(int u) {
   if (!shards_.shards_params() || u < 0 || u >= shards_.num_units()) return;
   if (gathered_[size_t(u)].defined() || shards_.unit(u).padded == 0) return;
   gathered_[size_t(u)] = r_.alloc(shards_.unit(u).padded, precision_.params, MemCategory::Gathered);
-  add("dp", dp_, comm::OpKind::AllGather, shards_.unit(u).padded * size_of(precision_.params),
+  const auto [group, size] = group_of(u);
+  add(group, size, comm::OpKind::AllGather, shards_.unit(u).padded * size_of(precision_.params),
       gather_phase_, "unit " + std::to_string(u) + " parameters (ZeRO-3 gather)");
 }
 
@@ -200,14 +201,15 @@ void EngineReplay::reduce_grads(int u) {
     // grad_buckets.cc unit_ready: the bucket goes when its last unit is in.
     MT_CHECK(bucket_of_[size_t(u)] >= 0, "unit ", u, " has no gradient bucket on this rank");
     Bucket& b = buckets_[size_t(bucket_of_[size_t(u)])];
-    if (++b.ready < int(b.units.size())) return;
+    if (++b.ready < int(b.range.units.size())) return;
     DType dt = precision_.grad_accum;
     if (precision_.grad_reduce != dt) {
-      b.staging = r_.alloc(b.end - b.begin, precision_.grad_reduce, kComm);
+      b.staging = r_.alloc(b.range.end - b.range.begin, precision_.grad_reduce, kComm);
       dt = precision_.grad_reduce;
     }
-    add("dp", dp_, comm::OpKind::AllReduce, (b.end - b.begin) * size_of(dt), comm::StepPhase::GradSync,
-        "bucket of units " + std::to_string(b.units.back()) + "-" + std::to_string(b.units.front()));
+    const auto [group, size] = group_of(b.range.units.front());
+    add(group, size, comm::OpKind::AllReduce, (b.range.end - b.range.begin) * size_of(dt), comm::StepPhase::GradSync,
+        "bucket of units " + std::to_string(b.range.units.back()) + "-" + std::to_string(b.range.units.front()));
     return;
   }
   const DType dt = precision_.grad_reduce;
@@ -218,7 +220,8 @@ void EngineReplay::reduce_grads(int u) {
     prepare_grads(u);
   }
   reductions_[size_t(u)] = {true, backward_actions_};
-  add("dp", dp_, comm::OpKind::ReduceScatter, s.padded * size_of(dt), comm::StepPhase::GradSync,
+  const auto [group, size] = group_of(u);
+  add(group, size, comm::OpKind::ReduceScatter, s.padded * size_of(dt), comm::StepPhase::GradSync,
       "unit " + std::to_string(u) + " gradient reduce-scatter");
 }
 
@@ -260,9 +263,11 @@ void EngineReplay::grad_norm(int64_t longest_model_list) {
 void EngineReplay::publish() {
   if (shards_.stage() != 1 && shards_.stage() != 2) return;
   for (int u = 0; u < shards_.num_units(); ++u)
-    if (shards_.unit(u).padded > 0)
-      add("dp", dp_, comm::OpKind::AllGather, shards_.unit(u).padded * size_of(precision_.params),
+    if (shards_.unit(u).padded > 0) {
+      const auto [group, size] = group_of(u);
+      add(group, size, comm::OpKind::AllGather, shards_.unit(u).padded * size_of(precision_.params),
           comm::StepPhase::Publish, "unit " + std::to_string(u) + " updated parameters");
+    }
 }
 
 }  // namespace meshtrain::plan

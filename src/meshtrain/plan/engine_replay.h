@@ -17,6 +17,7 @@
 
 #include "meshtrain/comm/comm_plan.h"
 #include "meshtrain/core/memory_replay.h"
+#include "meshtrain/parallel/grad_buckets.h"
 #include "meshtrain/parallel/layout_plan.h"
 #include "meshtrain/parallel/parallel_config.h"
 
@@ -59,8 +60,7 @@ class EngineReplay {
 
  private:
   struct Bucket {
-    std::vector<int> units;
-    int64_t begin = 0, end = 0;
+    parallel::BucketRange range;
     int ready = 0;
     SymTensor staging;
   };
@@ -68,6 +68,7 @@ class EngineReplay {
     bool in_flight = false;
     int64_t launched_at = 0;  // backward actions seen when it was launched
   };
+  std::pair<std::string, int> group_of(int u) const;  // the group unit u reduces over, and its size
   void add(const std::string& group, int size, comm::OpKind kind, int64_t bytes, comm::StepPhase phase,
            std::string what);
   void reap();

@@ -56,8 +56,9 @@ std::vector<std::string> unvalidated_parts(const StepInputs& in) {
     out.push_back("context parallelism is not replayed yet: each cp rank is replayed as a data-parallel replica "
                   "holding whole sequences (no ring K/V exchange)");
   if (in.mesh.ep > 1 || in.model.n_experts > 0)
-    out.push_back("mixture of experts and expert parallelism are not replayed yet: dense feed-forward layers "
-                  "stand in for them");
+    out.push_back("mixture of experts and expert parallelism: the experts' compute and all-to-all are not replayed "
+                  "yet (dense feed-forward layers stand in for them); the expert units' state, gradient reductions "
+                  "(over edp) and ZeRO are");
   return out;
 }
 

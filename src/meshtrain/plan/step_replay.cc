@@ -9,12 +9,6 @@ namespace meshtrain::plan {
 
 namespace {
 
-// Transformer::segment_units: the tied head also reads and writes unit 0.
-std::vector<int> segment_units(const model::ModelConfig& cfg, int s) {
-  if (s == int(cfg.n_layers) + 1 && cfg.tied_embeddings) return {s, 0};
-  return {s};
-}
-
 // Timeline entries a rank records (executor.cc record): one per compute
 // action, consecutive segments of one chunk action merged.
 int64_t timeline_entries(const parallel::Program& program) {
@@ -52,9 +46,8 @@ ModelGroupLists model_group_lists(const StepInputs& in, int rank, bool schedule_
 parallel::Program train_program(const parallel::LayoutPlan& plan, const StepInputs& in, bool validated) {
   const parallel::ParamPolicy policy{plan.shards().shards_params(), in.parallel.reshard_after_forward,
                                      in.parallel.overlap, in.parallel.reproducible};
-  const model::ModelConfig& cfg = plan.model_config();
   return parallel::expand(train_schedule(in), plan.coord("pp"), plan.chunks(),
-                          [&](int s) { return segment_units(cfg, s); }, policy, validated);
+                          [&](int s) { return plan.spec().segment_units(s); }, policy, validated);
 }
 
 parallel::Schedule train_schedule(const StepInputs& in) {
@@ -153,7 +146,7 @@ StepReplay replay_step(const StepInputs& in, int rank, int completion_lag, bool 
       case parallel::Op::Backward:
       case parallel::Op::BackwardInput: {
         engine.on_backward_action();
-        for (int u : segment_units(cfg, a.segment)) engine.prepare_grads(u);
+        for (int u : plan.spec().segment_units(a.segment)) engine.prepare_grads(u);
         SymTensor dy;
         if (a.segment < last) {
           dy = output_grads.at(key);
