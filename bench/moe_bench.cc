@@ -22,6 +22,7 @@
 #include "meshtrain/model/presets.h"
 #include "meshtrain/train/trainer.h"
 #include "random_tokens.h"
+#include "timed_steps.h"
 
 using namespace meshtrain;
 
@@ -67,19 +68,13 @@ Result run(const Layout& l, const data::TokenDataset& ds, int steps) {
   const train::TrainConfig cfg = config(l);
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
     train::Trainer t(cfg, ctx, ds, std::nullopt);
-    std::vector<double> times;
-    train::StepMetrics m;
-    for (int s = 0; s < steps + 1; ++s) {
-      ctx.world->barrier();
-      m = t.step();
-      if (s > 0) times.push_back(m.seconds);  // step 0 warms primitives and the allocator cache
-    }
+    const bench::StepMedians s =
+        bench::timed_steps(ctx, t, steps, [](const train::StepMetrics& m) { return m.comm_exposed_s; });
     if (ctx.rank != 0) return;
     std::lock_guard<std::mutex> lock(mu);
-    std::sort(times.begin(), times.end());
-    r.step_s = times[times.size() / 2];
-    r.tokens_per_s = double(m.computed_positions) / r.step_s;
-    r.moe = m.moe;
+    r.step_s = s.step_s;
+    r.tokens_per_s = double(s.last.computed_positions) / r.step_s;
+    r.moe = s.last.moe;
     const auto& tr = ctx.allocator->tracker();
     r.state_bytes = tr.current(MemCategory::Params) + tr.current(MemCategory::Grads) + tr.current(MemCategory::Optimizer);
   });

@@ -1,5 +1,5 @@
 // The step loop of the end-to-end benchmarks that run the trainer on the
-// threads backend (tp_bench, cp_bench): one warm-up step (primitives,
+// threads backend (tp_bench, cp_bench, moe_bench): one warm-up step (primitives,
 // allocator cache), then `steps` steps in lock step over the world, each
 // rank's medians of the step time, of the communication it waited for and
 // of computed positions per second.
