@@ -12,6 +12,7 @@
 #include "meshtrain/kernels/cpu/embedding.h"
 #include "meshtrain/kernels/cpu/isa.h"
 #include "meshtrain/kernels/cpu/norm.h"
+#include "meshtrain/kernels/cpu/packed_gemm.h"
 #include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
 #include "meshtrain/kernels/cpu/rope.h"
 #include "meshtrain/kernels/cpu/vocab_parallel.h"
@@ -29,6 +30,17 @@
       }                                                              \
       return scalar::fn<T>(__VA_ARGS__);                             \
     }                                                                \
+  } while (0)
+
+// Calls fn(args...) of the active level (functions that are not templates).
+#define MT_DISPATCH_LEVEL(fn, ...)                        \
+  do {                                                    \
+    switch (active_isa()) {                               \
+      case Isa::kAvx512: return avx512::fn(__VA_ARGS__);  \
+      case Isa::kAvx2: return avx2::fn(__VA_ARGS__);      \
+      case Isa::kScalar: break;                           \
+    }                                                     \
+    return scalar::fn(__VA_ARGS__);                       \
   } while (0)
 
 namespace meshtrain::kernels {
@@ -128,22 +140,15 @@ template <typename T>
 bool all_finite(const T* x, int64_t n) {
   MT_DISPATCH(all_finite, x, n);
 }
-void convert_f32_to_bf16(const float* x, uint16_t* y, int64_t n) {
-  switch (active_isa()) {
-    case Isa::kAvx512: return avx512::convert_f32_to_bf16(x, y, n);
-    case Isa::kAvx2: return avx2::convert_f32_to_bf16(x, y, n);
-    case Isa::kScalar: break;
-  }
-  return scalar::convert_f32_to_bf16(x, y, n);
+void convert_f32_to_bf16(const float* x, uint16_t* y, int64_t n) { MT_DISPATCH_LEVEL(convert_f32_to_bf16, x, y, n); }
+void convert_bf16_to_f32(const uint16_t* x, float* y, int64_t n) { MT_DISPATCH_LEVEL(convert_bf16_to_f32, x, y, n); }
+
+// ---- packed_gemm.h
+void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                     const float* B, float beta, float* C) {
+  MT_DISPATCH_LEVEL(packed_gemm_f32, trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
 }
-void convert_bf16_to_f32(const uint16_t* x, float* y, int64_t n) {
-  switch (active_isa()) {
-    case Isa::kAvx512: return avx512::convert_bf16_to_f32(x, y, n);
-    case Isa::kAvx2: return avx2::convert_bf16_to_f32(x, y, n);
-    case Isa::kScalar: break;
-  }
-  return scalar::convert_bf16_to_f32(x, y, n);
-}
+PackedGemmBlocking packed_gemm_blocking() { MT_DISPATCH_LEVEL(packed_gemm_blocking); }
 
 // ---- embedding.h
 template <typename T>

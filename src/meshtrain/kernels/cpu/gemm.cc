@@ -1,8 +1,9 @@
 // GEMM. Row-major: A [M,K] (or [K,M] when trans_a), B [K,N] (or [N,K] when
 // trans_b), C [M,N].  C = alpha * op(A) @ op(B) + beta * C.
-// f32 and bf16 go through oneDNN's matmul primitive; transposes are memory
+// f32 runs the packed GEMM (packed_gemm.h) or oneDNN (gemm_choice.cc picks);
+// bf16 goes through oneDNN's matmul primitive; transposes are memory
 // formats (ab / ba), alpha an output scale, beta a sum post-op. bf16 falls
-// back to widening + f32 where oneDNN has no bf16 matmul (probed once).
+// back to widening + the f32 GEMM where oneDNN has no bf16 matmul (probed once).
 // f64 is a blocked reference loop for gradient-check tests.
 #include "meshtrain/kernels/cpu/gemm.h"
 
@@ -24,6 +25,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/elementwise.h"
 #include "meshtrain/kernels/cpu/isa.h"
+#include "meshtrain/kernels/cpu/packed_gemm.h"
 #include "meshtrain/kernels/cpu/scratch.h"
 
 namespace meshtrain::kernels {
@@ -185,11 +187,17 @@ void invariant_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
   if (failure) std::rethrow_exception(failure);
 }
 
+// False when there is nothing to multiply (C was scaled by beta if K == 0).
+bool has_products(int64_t M, int64_t N, int64_t K, float beta, float* C) {
+  MT_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return false;
+  if (K == 0) scale_c(M, N, beta, C);
+  return K > 0;
+}
+
 void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
                  const void* B, float beta, float* C, bool bf16) {
-  MT_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
-  if (M == 0 || N == 0) return;
-  if (K == 0) return scale_c(M, N, beta, C);
+  if (!has_products(M, N, K, beta, C)) return;
   if (t_thread_invariant) return invariant_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, bf16);
   run_matmul(trans_a, trans_b, M, N, K, trans_a ? M : K, omp_get_max_threads(), alpha, A, B, beta, C, bf16);
 }
@@ -222,7 +230,14 @@ void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t
   if (b32.size() < size_t(K * N)) b32.resize(size_t(K * N));
   convert_bf16_to_f32(reinterpret_cast<const uint16_t*>(A), a32.data(), M * K);
   convert_bf16_to_f32(reinterpret_cast<const uint16_t*>(B), b32.data(), K * N);
-  onednn_gemm(trans_a, trans_b, M, N, K, alpha, a32.data(), b32.data(), beta, C, false);
+  gemm<float>(trans_a, trans_b, M, N, K, alpha, a32.data(), b32.data(), beta, C);
+}
+
+void gemm_f32_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float* A, const float* B, float beta, float* C) {
+  if (impl == GemmImpl::kOnednn) return onednn_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, false);
+  // Thread-count invariant by construction: reproducible mode needs no row blocks.
+  if (has_products(M, N, K, beta, C)) packed_gemm_f32(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
@@ -275,7 +290,7 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, const T* B, T beta,
           T* C) {
   if constexpr (std::is_same_v<T, float>)
-    onednn_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, false);
+    gemm_f32_using(active_gemm_impl(), trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
   else
     reference_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
 }

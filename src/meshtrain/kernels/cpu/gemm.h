@@ -1,13 +1,15 @@
-// GEMM through oneDNN (runtime ISA dispatch, fp32 and bf16); f64 through a
+// GEMM: f32 through the project's packed GEMM (packed_gemm.h) or oneDNN
+// (GemmImpl below), bf16 through oneDNN (runtime ISA dispatch); f64 through a
 // plain blocked loop (tests only). Row-major, contiguous operands.
 //   C[M,N] = alpha * op(A) @ op(B) + beta * C
 //   op(A) is [M,K]: A stored [M,K], or [K,M] when trans_a.
 //   op(B) is [K,N]: B stored [K,N], or [N,K] when trans_b.
 // A linear layer y = x W^T with W [out,in] is gemm(false, true, n, out, in, 1, x, W, 0, y).
-// Primitives are cached per thread by shape (creation is expensive).
+// oneDNN primitives are cached per thread by shape (creation is expensive).
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "meshtrain/core/dtype.h"
 
@@ -16,6 +18,27 @@ namespace meshtrain::kernels {
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, const T* B, T beta,
           T* C);
+
+// The f32 GEMM that gemm<float> runs (so also gemm_f16 and the widened bf16
+// fallback, which widen and call it):
+//   packed  packed_gemm.h, the default at the avx2 and avx512 levels
+//   onednn  oneDNN's matmul, the default at the scalar level
+// MESHTRAIN_GEMM=packed|onednn chooses one at every level (comparisons).
+enum class GemmImpl : int { kOnednn = 0, kPacked = 1 };
+GemmImpl active_gemm_impl();
+const char* gemm_impl_name(GemmImpl impl);  // "onednn" | "packed"
+// What MESHTRAIN_GEMM=`request` means at ISA level `isa_level` (isa.h's Isa
+// as an int): nullptr or "" -> the level's default; an unknown name ->
+// ConfigError naming the variable and the choices.
+GemmImpl resolve_gemm_request(const char* request, int isa_level);
+// gemm<float> through `impl`, whichever is active (benchmarks, tests).
+void gemm_f32_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float* A, const float* B, float beta, float* C);
+// What decides the GEMMs' bits here besides the ISA level: the f32 GEMM with
+// its blocking, and the oneDNN version (bf16), e.g. "packed 12x32 kc 256 +
+// oneDNN 2.6.3". For --version, bench headers and checkpoints' kernel
+// environment (a different value: no bitwise replay claim).
+std::string gemm_description();
 
 // bf16 inputs, f32 accumulate and output. Runs oneDNN's bf16 matmul where
 // the CPU has one (bf16_gemm_is_native()), else gemm_bf16_widened: the same
@@ -32,10 +55,11 @@ bool bf16_gemm_is_native();
 void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
                        const bf16* B, float beta, float* C);
 
-// Thread-count-invariant mode (training.reproducible, SPEC S9): the GEMMs
-// this thread calls compute C in fixed blocks of rows, each whole (all of K)
-// on one thread, so the bits do not depend on the OpenMP team size (oneDNN's
-// own parallel GEMM may split K by team size, as its AVX2 GEMM does). Per
+// Thread-count-invariant mode (training.reproducible, SPEC S9): the oneDNN
+// GEMMs this thread calls compute C in fixed blocks of rows, each whole (all
+// of K) on one thread, so the bits do not depend on the OpenMP team size
+// (oneDNN's own parallel GEMM may split K by team size, as its AVX2 GEMM
+// does). The packed GEMM is invariant by construction and ignores it. Per
 // calling thread: a threads-backend rank sets it for itself.
 void set_thread_invariant_gemm(bool on);
 bool thread_invariant_gemm();

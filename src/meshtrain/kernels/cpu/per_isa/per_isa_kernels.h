@@ -10,6 +10,7 @@
 #include "meshtrain/kernels/cpu/adamw.h"
 #include "meshtrain/kernels/cpu/attention.h"
 #include "meshtrain/kernels/cpu/cross_entropy.h"
+#include "meshtrain/kernels/cpu/packed_gemm.h"
 #include "meshtrain/kernels/cpu/rope.h"
 #include "meshtrain/kernels/cpu/vocab_parallel.h"
 
@@ -68,6 +69,8 @@
   template <typename T>                                                                                          \
   CrossEntropyResult vocab_ce_finish(const int32_t*, int64_t, int64_t, int64_t, const T*, const T*, const T*, T, \
                                      T*);                                                                        \
+  void packed_gemm_f32(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*);   \
+  PackedGemmBlocking packed_gemm_blocking();                                                                     \
   }
 
 MT_DECLARE_PER_ISA_KERNELS(scalar)

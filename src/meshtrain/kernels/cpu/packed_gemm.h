@@ -1,0 +1,25 @@
+// The project's own f32 GEMM, for the shapes of a training step: op(B) and
+// op(A) packed into cache-sized blocks, a register-blocked tile per ISA level
+// (AVX-512 12 x 32, AVX2 6 x 16, plain loops at the scalar level), threads
+// over rows of C. Same contract as gemm.h (row-major, transposes, alpha,
+// beta; beta == 0 never reads C). Its bits do not depend on the thread
+// count: each element is summed over k in fixed blocks of kc in order.
+// gemm<float> runs it at the avx2 and avx512 levels unless MESHTRAIN_GEMM
+// says otherwise (gemm.h).
+#pragma once
+
+#include <cstdint>
+
+namespace meshtrain::kernels {
+
+struct PackedGemmBlocking {
+  int64_t mr, nr;      // register tile: rows x columns of C
+  int64_t mc, kc, nc;  // packed blocks: A [mc x kc], B [kc x nc]
+};
+
+// At the active ISA level (isa.h).
+void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                     const float* B, float beta, float* C);
+PackedGemmBlocking packed_gemm_blocking();
+
+}  // namespace meshtrain::kernels

@@ -1,0 +1,170 @@
+// The packed GEMM's register tile (the micro-kernel) and its packing, per
+// ISA level. Internal to packed_gemm.cc, which has the blocking loops.
+//
+// Packed layouts (k-major, so the micro-kernel reads both streams forward):
+//   A block [mc x kc]: strips of kMR rows; strip s at s * kMR * kc, element
+//     (row r, k) at k * kMR + r. Rows past mc are zero.
+//   B block [kc x nc]: panels of kNR columns; panel p at p * kNR * kc,
+//     element (k, column c) at k * kNR + c. Columns past nc are zero.
+// The tile C[kMR x kNR] = alpha * sum_k a(r, k) b(k, c) + beta * C sums k in
+// order from 0 on every level, one FMA per term (scalar: multiply + add), so
+// an element's bits depend only on kc and its packed values, never on where
+// its tile lies or which thread runs it. Padding only feeds padded outputs.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "meshtrain/kernels/cpu/per_isa/isa_target.h"
+#include "meshtrain/kernels/cpu/per_isa/vec.h"
+
+MT_ISA_BEGIN
+namespace meshtrain::kernels::MT_ISA_NS::packed_gemm_detail {
+
+#if defined(MT_HAVE_VECF)
+// Rows x vectors of accumulators, plus kNV B vectors and one broadcast, fill
+// the register file: AVX-512 12 x 2 zmm (24 + 3 of 32), AVX2 6 x 2 ymm
+// (12 + 3 of 16). Per k: kMR broadcasts + kNV loads for kMR * kNV FMAs.
+inline constexpr int kMR = kLanes == 16 ? 12 : 6;
+inline constexpr int kNV = 2;
+inline constexpr int kNR = kNV * kLanes;
+// A packed B panel (kKC x kNR: 32 KiB on AVX-512, 16 KiB on AVX2) stays in
+// L1 while the A strips of an [kMC x kKC] block stream past it from L2.
+inline constexpr int64_t kKC = 256;
+inline constexpr int64_t kMC = kLanes == 16 ? 192 : 120;
+#else
+inline constexpr int kMR = 4;
+inline constexpr int kNR = 8;
+inline constexpr int64_t kKC = 256;
+inline constexpr int64_t kMC = 64;
+#endif
+// Columns per packed B block: bounds the shared B buffer (kKC x kNC floats).
+inline constexpr int64_t kNC = 2048;
+// Floats a pack may write past its block (the vector stores overlap forward).
+inline constexpr int64_t kPackSlack = 64;
+
+#if defined(MT_HAVE_VECF)
+inline VecF zeros() { return VecF{}; }
+// The first n lanes from p (n <= 0: zeros; n >= kLanes: a full load). Reads
+// nothing past them, so a tail at the end of a matrix never leaves it.
+inline VecF load_first(const float* p, int64_t n) {
+  if (n >= kLanes) return load(p);
+  return n <= 0 ? zeros() : load(p, tail_of(int(n)));
+}
+
+// C[kMR x kNR] (ldc) = alpha * op + beta * C; beta == 0 never reads C.
+inline void tile(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc,
+                 float alpha, float beta) {
+  VecF acc[kMR][kNV];
+#pragma GCC unroll 16
+  for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) acc[r][v] = zeros();
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; ++k) {
+    VecF bv[kNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) bv[v] = load(b + v * kLanes);
+#pragma GCC unroll 16
+    for (int r = 0; r < kMR; ++r) {
+      const VecF ar = broadcast(a[r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) acc[r][v] = fmadd(ar, bv[v], acc[r][v]);
+    }
+    a += kMR;
+    b += kNR;
+  }
+  const VecF va = broadcast(alpha), vb = broadcast(beta);
+#pragma GCC unroll 16
+  for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) {
+      float* p = c + r * ldc + v * kLanes;
+      store(p, beta == 0.0f ? acc[r][v] * va : fmadd(va, acc[r][v], vb * load(p)));
+    }
+}
+
+// A block rows [0, m) x k [0, kc) of op(A), op(A)(i, k) = a[i * rs + k * cs]
+// with (rs, cs) = (lda, 1), or (1, lda) for a transposed A.
+inline void pack_a(const float* a, int64_t lda, bool trans, int64_t m, int64_t kc, float* out) {
+  for (int64_t s = 0; s * kMR < m; ++s, out += kMR * kc) {
+    const int64_t rows = std::min<int64_t>(kMR, m - s * kMR);
+    const float* src = a + s * kMR * (trans ? 1 : lda);
+    if (trans) {  // the strip's rows of one k are contiguous
+      for (int64_t k = 0; k < kc; ++k) store(out + k * kMR, load_first(src + k * lda, rows));
+      continue;
+    }
+    for (int64_t k0 = 0; k0 < kc; k0 += kLanes) {  // kLanes x kLanes blocks, transposed in registers
+      const int64_t ks = std::min<int64_t>(kLanes, kc - k0);
+      VecF r[kLanes];
+      for (int j = 0; j < kLanes; ++j) r[j] = j < rows ? load_first(src + j * lda + k0, ks) : zeros();
+      transpose(r);
+      for (int64_t k = 0; k < ks; ++k) store(out + (k0 + k) * kMR, r[k]);  // kMR <= kLanes: overlaps forward
+    }
+  }
+}
+
+// Panels [p0, p1) of a B block k [0, kc) x columns [0, n) of op(B),
+// op(B)(k, j) = b[k * ldb + j], or b[j * ldb + k] for a transposed B.
+inline void pack_b(const float* b, int64_t ldb, bool trans, int64_t kc, int64_t n, int64_t p0, int64_t p1,
+                   float* out) {
+  for (int64_t p = p0; p < p1; ++p) {
+    float* dst = out + p * kNR * kc;
+    const int64_t j0 = p * kNR;
+    if (!trans) {  // a panel row is contiguous
+      for (int64_t k = 0; k < kc; ++k)
+#pragma GCC unroll 4
+        for (int v = 0; v < kNV; ++v)
+          store(dst + k * kNR + v * kLanes, load_first(b + k * ldb + j0 + v * kLanes, n - j0 - v * kLanes));
+      continue;
+    }
+    for (int64_t k0 = 0; k0 < kc; k0 += kLanes) {
+      const int64_t ks = std::min<int64_t>(kLanes, kc - k0);
+      for (int v = 0; v < kNV; ++v) {
+        VecF r[kLanes];
+        const int64_t jv = j0 + v * kLanes;
+        for (int j = 0; j < kLanes; ++j) r[j] = jv + j < n ? load_first(b + (jv + j) * ldb + k0, ks) : zeros();
+        transpose(r);
+        for (int64_t k = 0; k < ks; ++k) store(dst + (k0 + k) * kNR + v * kLanes, r[k]);
+      }
+    }
+  }
+}
+
+#else  // scalar level: the same layouts and sums in plain loops
+
+inline void tile(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc,
+                 float alpha, float beta) {
+  float acc[kMR][kNR] = {};
+  for (int64_t k = 0; k < kc; ++k, a += kMR, b += kNR)
+    for (int r = 0; r < kMR; ++r)
+      for (int j = 0; j < kNR; ++j) acc[r][j] += a[r] * b[j];
+  for (int r = 0; r < kMR; ++r)
+    for (int j = 0; j < kNR; ++j) {
+      float& x = c[r * ldc + j];
+      x = beta == 0.0f ? alpha * acc[r][j] : alpha * acc[r][j] + beta * x;
+    }
+}
+
+inline void pack_a(const float* a, int64_t lda, bool trans, int64_t m, int64_t kc, float* out) {
+  for (int64_t s = 0; s * kMR < m; ++s, out += kMR * kc)
+    for (int64_t k = 0; k < kc; ++k)
+      for (int r = 0; r < kMR; ++r) {
+        const int64_t i = s * kMR + r;
+        out[k * kMR + r] = i < m ? (trans ? a[k * lda + i] : a[i * lda + k]) : 0.0f;
+      }
+}
+
+inline void pack_b(const float* b, int64_t ldb, bool trans, int64_t kc, int64_t n, int64_t p0, int64_t p1,
+                   float* out) {
+  for (int64_t p = p0; p < p1; ++p)
+    for (int64_t k = 0; k < kc; ++k)
+      for (int c = 0; c < kNR; ++c) {
+        const int64_t j = p * kNR + c;
+        out[p * kNR * kc + k * kNR + c] = j < n ? (trans ? b[j * ldb + k] : b[k * ldb + j]) : 0.0f;
+      }
+}
+#endif
+
+}  // namespace meshtrain::kernels::MT_ISA_NS::packed_gemm_detail
+MT_ISA_END
