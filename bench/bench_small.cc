@@ -6,8 +6,9 @@
 // achieved GFLOP/s as a fraction of (a) the FMA peak measured in the same
 // run (at the active kernel ISA level: MESHTRAIN_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2
 // measures the AVX2 code and the AVX2 peak on an AVX-512 machine) and (b) the
-// GEMM library's rate on the same shapes, fp32 and bf16, with 1 and 2
-// threads, and peak memory per category. Also per core-second of CPU time
+// rate of the f32 GEMM the step runs (MESHTRAIN_GEMM) on the same shapes,
+// next to the other f32 GEMM (packed vs oneDNN) and the bf16 GEMM, with 1
+// and 2 threads, and peak memory per category. Also per core-second of CPU time
 // against the one-core FMA peak timed the same way: the figure that holds
 // when other processes share the cores (wall-clock fractions then do not).
 // --precision runs the step under another policy (bf16 / fp16 compute with
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,10 +71,9 @@ struct Rate {
   double gflop_per_core_s;   // per core-second of CPU time
 };
 
-// GEMM rate on the forward/backward shapes of one step (the library's best
-// achievable on this work); with bf16 inputs (fp32 accumulate) when
-// `bf16_inputs`.
-Rate gemm_rate_on_step_shapes(const model::ModelConfig& c, int64_t n, bool bf16_inputs) {
+// GEMM rate on the forward/backward shapes of one step: f32 through
+// `f32_impl`, or bf16 inputs (fp32 accumulate) when it is empty.
+Rate gemm_rate_on_step_shapes(const model::ModelConfig& c, int64_t n, std::optional<kernels::GemmImpl> f32_impl) {
   struct Lin { int64_t in, out; };
   const std::vector<Lin> lins = {{c.d_model, c.q_dim()}, {c.d_model, c.kv_dim()}, {c.q_dim(), c.d_model},
                                  {c.d_model, c.ffn_hidden}, {c.ffn_hidden, c.d_model}, {c.d_model, c.vocab_size}};
@@ -80,8 +81,8 @@ Rate gemm_rate_on_step_shapes(const model::ModelConfig& c, int64_t n, bool bf16_
   std::vector<bf16> xb(x.size(), bf16(0.01f)), wb(w.size(), bf16(0.02f)), yb(y.size(), bf16(0.03f));
   auto mm = [&](bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, const bf16* Ab, const float* B,
                 const bf16* Bb, float beta, float* C) {
-    if (bf16_inputs) kernels::gemm_bf16(ta, tb, M, N, K, 1.f, Ab, Bb, beta, C);
-    else kernels::gemm<float>(ta, tb, M, N, K, 1.f, A, B, beta, C);
+    if (f32_impl) kernels::gemm_f32_using(*f32_impl, ta, tb, M, N, K, 1.f, A, B, beta, C);
+    else kernels::gemm_bf16(ta, tb, M, N, K, 1.f, Ab, Bb, beta, C);
   };
   double flops = 0, seconds = 0, cpu_seconds = 0;
   for (int rep = 0; rep < 4; ++rep) {
@@ -93,7 +94,7 @@ Rate gemm_rate_on_step_shapes(const model::ModelConfig& c, int64_t n, bool bf16_
       mm(true, false, l.out, l.in, n, y.data(), yb.data(), x.data(), xb.data(), 1.f, w.data());   // dW
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       const double dc = process_cpu_seconds() - c0;
-      if (rep > 0) {  // first repetition creates the primitives
+      if (rep > 0) {  // the first repetition creates primitives and grows buffers
         seconds += dt;
         cpu_seconds += dc;
         flops += 3 * 2.0 * double(n) * double(l.in) * double(l.out);
@@ -141,8 +142,12 @@ int main(int argc, char** argv) {
   std::printf("bench-small: %s, seq %lld, micro-batch %lld, %s%s\n", cfg.describe().c_str(),
               static_cast<long long>(seq), static_cast<long long>(rows), policy.describe().c_str(),
               reproducible ? ", reproducible mode" : "");
-  std::printf("kernels: %s | GEMM: %s, bf16 GEMM %s\n", kernels::isa_description().c_str(),
-              kernels::gemm_library_version(), kernels::bf16_gemm_is_native() ? "native" : "widened to fp32");
+  const kernels::GemmImpl f32_gemm = kernels::active_gemm_impl();
+  const kernels::GemmImpl other_gemm =
+      f32_gemm == kernels::GemmImpl::kPacked ? kernels::GemmImpl::kOnednn : kernels::GemmImpl::kPacked;
+  std::printf("kernels: %s | GEMM: %s | f32 GEMM %s (MESHTRAIN_GEMM), bf16 GEMM %s\n",
+              kernels::isa_description().c_str(), kernels::gemm_description().c_str(),
+              kernels::gemm_impl_name(f32_gemm), kernels::bf16_gemm_is_native() ? "native" : "widened to fp32");
   std::printf("model FLOPs per token: %.1f MFLOP (6 x %lld matmul params + 12 L d T)\n", flops_per_token * 1e-6,
               static_cast<long long>(model::build_model_spec(cfg).matmul_params(cfg)));
   for (int threads : thread_counts) {
@@ -196,17 +201,24 @@ int main(int argc, char** argv) {
     const double cpu = median(cpu_times);
     const double core_peak = kernels::measure_fma_core_peak_gflops();
     const double gflop_per_core_s = flops_per_token * double(n) / cpu * 1e-9;
-    const Rate gemm = gemm_rate_on_step_shapes(cfg, n, false);
-    const Rate gemm_bf16 = gemm_rate_on_step_shapes(cfg, n, true);
+    const Rate gemm = gemm_rate_on_step_shapes(cfg, n, f32_gemm);
+    const Rate gemm_other = gemm_rate_on_step_shapes(cfg, n, other_gemm);
+    const Rate gemm_bf16 = gemm_rate_on_step_shapes(cfg, n, std::nullopt);
     std::printf("\nthreads %d: median step %.1f ms over %d steps | %.0f tokens/s | %.1f GFLOP/s\n", threads, t * 1e3,
                 steps, double(n) / t, gflops);
-    std::printf("  FMA peak %.1f GFLOP/s -> %.1f%% of peak | GEMM library on the step's shapes %.1f GFLOP/s -> %.1f%%\n",
-                peak, 100 * gflops / peak, gemm.gflops, 100 * gflops / gemm.gflops);
+    std::printf("  FMA peak %.1f GFLOP/s -> %.1f%% of peak | f32 GEMM (%s) on the step's shapes %.1f GFLOP/s = %.1f%% "
+                "of peak -> the step runs at %.1f%% of it\n",
+                peak, 100 * gflops / peak, kernels::gemm_impl_name(f32_gemm), gemm.gflops, 100 * gemm.gflops / peak,
+                100 * gflops / gemm.gflops);
+    std::printf("  f32 GEMM %s vs %s on the same shapes, same run: %.1f vs %.1f GFLOP/s = %.2fx (%.1f%% vs %.1f%% of "
+                "peak)\n",
+                kernels::gemm_impl_name(f32_gemm), kernels::gemm_impl_name(other_gemm), gemm.gflops, gemm_other.gflops,
+                gemm.gflops / gemm_other.gflops, 100 * gemm.gflops / peak, 100 * gemm_other.gflops / peak);
     std::printf("  CPU time: %.1f core-ms per step | %.0f tokens per core-second | %.1f GFLOP per core-second -> "
-                "%.1f%% of the per-core FMA peak %.1f, %.1f%% of the GEMM library's %.1f\n",
+                "%.1f%% of the per-core FMA peak %.1f, %.1f%% of the f32 GEMM's %.1f\n",
                 cpu * 1e3, double(n) / cpu, gflop_per_core_s, 100 * gflop_per_core_s / core_peak, core_peak,
                 100 * gflop_per_core_s / gemm.gflop_per_core_s, gemm.gflop_per_core_s);
-    std::printf("  GEMM library, bf16 inputs (fp32 accumulate) on the same shapes: %.1f GFLOP/s = %.2fx fp32 "
+    std::printf("  bf16 GEMM (fp32 accumulate) on the same shapes: %.1f GFLOP/s = %.2fx the f32 GEMM "
                 "(per core-second %.1f = %.2fx)\n",
                 gemm_bf16.gflops, gemm_bf16.gflops / gemm.gflops, gemm_bf16.gflop_per_core_s,
                 gemm_bf16.gflop_per_core_s / gemm.gflop_per_core_s);

@@ -3,6 +3,8 @@
 // 8 x 256 = 2048 tokens per micro-batch). GEMMs report FLOPS (2 M N K per
 // call), the other kernels bytes/s (compulsory traffic: each array read or
 // written once). Every benchmark takes the OpenMP team size as its last arg.
+// The f32 GEMMs run both implementations (packed and oneDNN, gemm.h: the
+// `impl` arg, 1 = packed); bf16 runs oneDNN (or its widened fallback).
 //
 //   build-kernels/bench/kernels_bench --benchmark_filter='Gemm'
 #include <benchmark/benchmark.h>
@@ -90,76 +92,94 @@ struct LinearBuffers {
 };
 
 template <typename In>
-void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const In* A, const In* B, float beta,
-              float* C) {
+void gemm_any(mk::GemmImpl impl, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const In* A,
+              const In* B, float beta, float* C) {
   if constexpr (std::is_same_v<In, float>)
-    mk::gemm<float>(ta, tb, M, N, K, alpha, A, B, beta, C);
+    mk::gemm_f32_using(impl, ta, tb, M, N, K, alpha, A, B, beta, C);
   else
     mk::gemm_bf16(ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
+// Args of the f32 GEMM benchmarks: implementation, then threads.
+std::vector<mk::GemmImpl> impls_of(bool f32) {
+  if (f32) return {mk::GemmImpl::kPacked, mk::GemmImpl::kOnednn};
+  return {mk::GemmImpl::kOnednn};
+}
+
 // The three GEMMs of a linear layer y = x W^T (gemm.h).
 template <typename In>
-void run_pass(const Linear& l, Pass p, LinearBuffers<In>& b) {
+void run_pass(const Linear& l, Pass p, LinearBuffers<In>& b, mk::GemmImpl impl) {
   switch (p) {
     case kForward:  // y = x W^T
-      gemm_any<In>(false, true, kTokens, l.out, l.in, 1.0f, b.x.data(), b.w.data(), 0.0f, b.y.data());
+      gemm_any<In>(impl, false, true, kTokens, l.out, l.in, 1.0f, b.x.data(), b.w.data(), 0.0f, b.y.data());
       break;
     case kGradInput:  // dx = dy W
-      gemm_any<In>(false, false, kTokens, l.in, l.out, 1.0f, b.dy.data(), b.w.data(), 0.0f, b.dx.data());
+      gemm_any<In>(impl, false, false, kTokens, l.in, l.out, 1.0f, b.dy.data(), b.w.data(), 0.0f, b.dx.data());
       break;
     case kGradWeight:  // dW += dy^T x
-      gemm_any<In>(true, false, l.out, l.in, kTokens, 1.0f, b.dy.data(), b.x.data(), 1.0f, b.dw.data());
+      gemm_any<In>(impl, true, false, l.out, l.in, kTokens, 1.0f, b.dy.data(), b.x.data(), 1.0f, b.dw.data());
       break;
   }
 }
 
-// Args: linear index, pass, threads.
+// Args: linear index, pass, implementation (f32), threads.
 template <typename In>
 void BM_Gemm(benchmark::State& state) {
   const Linear& l = kLinears[state.range(0)];
   const Pass p = Pass(state.range(1));
-  omp_set_num_threads(int(state.range(2)));
+  const mk::GemmImpl impl = mk::GemmImpl(state.range(2));
+  omp_set_num_threads(int(state.range(3)));
   LinearBuffers<In> b(l);
-  run_pass(l, p, b);  // primitive creation and first touch outside the timing
+  run_pass(l, p, b, impl);  // primitive creation, buffer growth and first touch outside the timing
   const long faults0 = minor_faults();
-  for (auto _ : state) run_pass(l, p, b);
+  for (auto _ : state) run_pass(l, p, b, impl);
   state.counters["FLOPS"] =
       benchmark::Counter(2.0 * double(kTokens) * double(l.in) * double(l.out), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["faults/iter"] =
       benchmark::Counter(double(minor_faults() - faults0), benchmark::Counter::kAvgIterations);
-  state.SetLabel(std::string(l.name) + "/" + kPassNames[p]);
+  state.SetLabel(std::string(l.name) + "/" + kPassNames[p] + "/" + mk::gemm_impl_name(impl));
 }
 
+template <typename In>
 void gemm_args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2})
-    for (int64_t li = 0; li < int64_t(std::size(kLinears)); ++li)
-      for (int p = 0; p < 3; ++p) b->Args({li, p, threads});
+    for (mk::GemmImpl impl : impls_of(std::is_same_v<In, float>))
+      for (int64_t li = 0; li < int64_t(std::size(kLinears)); ++li)
+        for (int p = 0; p < 3; ++p) b->Args({li, p, int64_t(impl), threads});
 }
-BENCHMARK_TEMPLATE(BM_Gemm, float)->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_Gemm, bf16)->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_Gemm, float)->Apply(gemm_args<float>)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_Gemm, bf16)->Apply(gemm_args<bf16>)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The whole GEMM mix of one layer plus the head, forward and backward: the
 // FLOP-weighted throughput a training step sees from its linear layers.
+// Args: implementation (f32), threads.
 template <typename In>
 void BM_GemmLayerMix(benchmark::State& state) {
-  omp_set_num_threads(int(state.range(0)));
+  const mk::GemmImpl impl = mk::GemmImpl(state.range(0));
+  omp_set_num_threads(int(state.range(1)));
   std::vector<LinearBuffers<In>> bufs;
   double flops = 0;
   for (const Linear& l : kLinears) bufs.emplace_back(l);
   auto run_all = [&] {
     for (size_t li = 0; li < std::size(kLinears); ++li)
       for (int rep = 0; rep < kLayerMix[li]; ++rep)
-        for (int p = 0; p < 3; ++p) run_pass(kLinears[li], Pass(p), bufs[li]);
+        for (int p = 0; p < 3; ++p) run_pass(kLinears[li], Pass(p), bufs[li], impl);
   };
   for (size_t li = 0; li < std::size(kLinears); ++li)
     flops += kLayerMix[li] * 3 * 2.0 * double(kTokens) * double(kLinears[li].in) * double(kLinears[li].out);
   run_all();
   for (auto _ : state) run_all();
   state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(mk::gemm_impl_name(impl));
 }
-BENCHMARK_TEMPLATE(BM_GemmLayerMix, float)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_GemmLayerMix, bf16)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+template <typename In>
+void mix_args(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2})
+    for (mk::GemmImpl impl : impls_of(std::is_same_v<In, float>)) b->Args({int64_t(impl), threads});
+}
+BENCHMARK_TEMPLATE(BM_GemmLayerMix, float)->Apply(mix_args<float>)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_GemmLayerMix, bf16)->Apply(mix_args<bf16>)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_FmaPeak(benchmark::State& state) {
   const int threads = int(state.range(0));

@@ -60,7 +60,7 @@ double relative_error(bool ta, bool tb, const Shape& s, double alpha, const Oper
 }
 
 // Shapes around the active level's blocking: tails of the register tile in
-// M and N, K = 1, primes, and sizes just past kc, mc and nc.
+// M and N, K = 1, primes, and sizes just past kc and nc.
 std::vector<Shape> shapes_for(const PackedGemmBlocking& b) {
   return {{1, 1, 1},
           {1, 7, 3},
@@ -69,7 +69,7 @@ std::vector<Shape> shapes_for(const PackedGemmBlocking& b) {
           {b.mr + 1, b.nr - 1, 17},
           {2 * b.mr - 1, 2 * b.nr + 1, 31},
           {37, 41, 43},
-          {b.mc + b.mr + 1, b.nr + 3, b.kc + 1},
+          {5 * b.mr + 1, b.nr + 3, b.kc + 1},
           {b.mr + 2, 3 * b.nr - 5, 2 * b.kc + 7},
           {3, b.nc + b.nr + 3, 19}};
 }
@@ -121,7 +121,7 @@ TEST(PackedGemm, SameBitsForOneTwoAndThreeThreads) {
   for (Isa level : test::runnable_levels()) {
     ScopedIsa scoped(level);
     const PackedGemmBlocking b = packed_gemm_blocking();
-    const Shape s{3 * b.mc + 5, 2 * b.nr + 7, 2 * b.kc + 9};
+    const Shape s{17 * b.mr + 5, b.nc + 2 * b.nr + 7, 2 * b.kc + 9};
     const Operands in = operands(s, 11);
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {

@@ -51,7 +51,7 @@ TEST(V1Checkpoint, ResumesBitwiseUnderTheLayoutThatWroteIt) {
   ASSERT_EQ(now.manifest().tensors.size(), old.tensors.size());
   const auto writer = nlohmann::json::parse(read_file(fixture / "step4_written_by.json"));
   const nlohmann::json here = {{"cpu", kernels::cpu_model_name()},
-                               {"gemm", kernels::gemm_library_version()},
+                               {"gemm", kernels::gemm_description()},
                                {"kernel_isa", kernels::isa_name(kernels::active_isa())}};
   const bool same_bits_expected = writer == here;
   if (!same_bits_expected)

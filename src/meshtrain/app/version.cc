@@ -4,6 +4,7 @@
 
 #include "meshtrain/app/git_version.h"  // generated at build time (cmake/git_version.cmake)
 #include "meshtrain/comm/mpi_world.h"
+#include "meshtrain/kernels/cpu/gemm.h"
 #include "meshtrain/kernels/cpu/isa.h"
 
 namespace meshtrain::app {
@@ -33,6 +34,8 @@ VersionInfo version_info() {
   v.isa_kernels = kernels::isa_description();
   v.isa_cpu = cpu_isa();
   v.cpu_model = kernels::cpu_model_name();
+  v.gemm = std::string("f32 ") + kernels::gemm_impl_name(kernels::active_gemm_impl()) + " (MESHTRAIN_GEMM chooses), " +
+           kernels::gemm_description() + ", bf16 " + (kernels::bf16_gemm_is_native() ? "native" : "widened to f32");
   const dnnl_version_t* d = dnnl_version();
   v.onednn = std::to_string(d->major) + "." + std::to_string(d->minor) + "." + std::to_string(d->patch) + " (" +
              d->hash + ")";
@@ -46,6 +49,7 @@ std::string version_text(const VersionInfo& v) {
          "build type: " + v.build_type + "\n" +
          "kernels: " + v.isa_kernels + ", chosen at run time (MESHTRAIN_ISA caps it)\n" +
          "CPU: " + v.cpu_model + ", " + v.isa_cpu + "\n" +
+         "GEMM: " + v.gemm + "\n" +
          "oneDNN: " + v.onednn + "\n" +
          "MPI: " + v.mpi + "\n";
 }

@@ -12,6 +12,7 @@ struct VersionInfo {
   std::string isa_kernels;  // the level the kernels run at (kernels/cpu/isa.h), and why
   std::string isa_cpu;      // what this CPU offers
   std::string cpu_model;
+  std::string gemm;  // which f32 GEMM runs and what its bits depend on (kernels/cpu/gemm.h)
   std::string onednn, mpi;
 };
 VersionInfo version_info();

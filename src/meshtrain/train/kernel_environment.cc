@@ -9,7 +9,7 @@ namespace meshtrain::train {
 nlohmann::json kernel_environment() {
   return {{"isa", kernels::isa_name(kernels::active_isa())},
           {"cpu", kernels::cpu_model_name()},
-          {"gemm", kernels::gemm_library_version()},
+          {"gemm", kernels::gemm_description()},
           {"threads", compute_threads()}};
 }
 
@@ -21,11 +21,12 @@ std::string kernel_environment_change(const nlohmann::json& recorded) {
     const std::string was = recorded.value(key, std::string()), is = now.at(key).get<std::string>();
     if (was != is) return std::string(what) + " " + was + " -> " + is;
   }
-  // Only the AVX-512 kernels (and oneDNN's AVX-512 GEMM) give the same bits
-  // for every thread count.
+  // Every kernel gives the same bits for any thread count except oneDNN's
+  // f32 GEMM below AVX-512 (its AVX2 GEMM splits K by team size); the packed
+  // GEMM never splits a sum.
   const int was = recorded.value("threads", 0), is = now.at("threads").get<int>();
-  if (now.at("isa") != "avx512" && was != is)
-    return "compute threads " + std::to_string(was) + " -> " + std::to_string(is) + " below AVX-512";
+  if (now.at("isa") != "avx512" && kernels::active_gemm_impl() == kernels::GemmImpl::kOnednn && was != is)
+    return "compute threads " + std::to_string(was) + " -> " + std::to_string(is) + " below AVX-512 with oneDNN's GEMM";
   return "";
 }
 

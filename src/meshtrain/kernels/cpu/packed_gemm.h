@@ -13,8 +13,8 @@
 namespace meshtrain::kernels {
 
 struct PackedGemmBlocking {
-  int64_t mr, nr;      // register tile: rows x columns of C
-  int64_t mc, kc, nc;  // packed blocks: A [mc x kc], B [kc x nc]
+  int64_t mr, nr;  // register tile: rows x columns of C
+  int64_t kc, nc;  // packed blocks: A [rows x kc], B [kc x nc] (nc from the L2 size)
 };
 
 // At the active ISA level (isa.h).

@@ -1,20 +1,24 @@
-// The packed f32 GEMM (packed_gemm.h): blocks of op(B) [kKC x kNC] are
-// packed once into a buffer the team shares, blocks of op(A) [kMC x kKC]
-// into each thread's own, and packed_gemm_tiles.h's register tile runs over
-// them. Loops, outermost first:
-//   columns jc (kNC) > k blocks pc (kKC, in order) > [pack B, shared]
-//   > this thread's rows ic (kMC) > [pack A] > panels jr (kNR) > strips ir (kMR).
+// The packed f32 GEMM (packed_gemm.h). Loops, outermost first:
+//   k blocks pc (kKC, in order) > [pack this thread's rows of op(A)]
+//   > column blocks jc (nc) > [pack op(B) block, shared by the team]
+//   > this thread's strips ir (kMR) > panels jr (kNR) > register tile.
+// An A strip (kMR x kKC) stays in L1 while the B panels of a block stream
+// past it from L2 (the B block is sized to half of L2), and successive tiles
+// walk along rows of C, which the hardware prefetchers follow.
 // Threads split the rows of C in whole kMR strips; every element is summed
 // over the same k blocks in the same order by whichever thread owns it, so
 // the bits never depend on the team size (reproducible mode needs nothing
-// more, SPEC S9). The buffers come from the calling thread's grow-only
-// scratch: repeated shapes touch no fresh pages.
+// more, SPEC S9), nor on nc (only kKC shapes a sum). The buffers come from
+// the calling thread's grow-only scratch: repeated shapes touch no fresh
+// pages.
 #include "meshtrain/kernels/cpu/packed_gemm.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include <unistd.h>
 
 #include "meshtrain/kernels/cpu/per_isa/isa_target.h"
 #include "meshtrain/kernels/cpu/per_isa/packed_gemm_tiles.h"
@@ -43,9 +47,20 @@ void edge_tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
   for (int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc, buf + r * kNR, size_t(n) * sizeof(float));
 }
 
+// Columns per packed B block: kKC x nc floats fill half of this core's L2
+// (so A strips, C and the next panels keep the other half).
+int64_t block_columns() {
+  static const int64_t nc = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const int64_t bytes = l2 > 0 ? int64_t(l2) / 2 : int64_t(256) << 10;
+    return std::clamp<int64_t>(bytes / (kKC * int64_t(sizeof(float))) / kNR * kNR, 4 * kNR, 64 * kNR);
+  }();
+  return nc;
+}
+
 }  // namespace
 
-PackedGemmBlocking packed_gemm_blocking() { return {kMR, kNR, kMC, kKC, kNC}; }
+PackedGemmBlocking packed_gemm_blocking() { return {kMR, kNR, kKC, block_columns()}; }
 
 void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                      const float* B, float beta, float* C) {
@@ -53,34 +68,34 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
   const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
   const double macs = double(M) * double(N) * double(K);
   const int team = macs < kParallelMinMacs || omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
-  const int64_t nc_max = std::min(kNC, (N + kNR - 1) / kNR * kNR), kc_max = std::min(kKC, K);
-  const int64_t a_floats = kMC * kc_max + kPackSlack, b_floats = nc_max * kc_max + kPackSlack;
+  const int64_t strips = (M + kMR - 1) / kMR, kc_max = std::min(kKC, K);
+  const int64_t nc_max = std::min(block_columns(), (N + kNR - 1) / kNR * kNR);
+  const int64_t b_floats = nc_max * kc_max + kPackSlack;
+  const int64_t a_floats = (strips + team - 1) / team * kMR * kc_max + kPackSlack;  // per thread
   thread_local Scratch scratch;
-  float* const b_pack = static_cast<float*>(scratch.get((size_t(b_floats) + size_t(team) * a_floats) * sizeof(float)));
-  const int64_t strips = (M + kMR - 1) / kMR;
+  float* const b_pack = static_cast<float*>(scratch.get(size_t(b_floats + team * a_floats) * sizeof(float)));
 
 #pragma omp parallel num_threads(team)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     float* const a_pack = b_pack + b_floats + t * a_floats;
     const int64_t row_begin = strips * t / nt * kMR, row_end = std::min(M, strips * (t + 1) / nt * kMR);
-    for (int64_t jc = 0; jc < N; jc += kNC) {
-      const int64_t nc = std::min(kNC, N - jc), panels = (nc + kNR - 1) / kNR;
-      for (int64_t pc = 0; pc < K; pc += kKC) {
-        const int64_t kc = std::min(kKC, K - pc);
+    const int64_t nc_block = nc_max;
+    for (int64_t pc = 0; pc < K; pc += kKC) {
+      const int64_t kc = std::min(kKC, K - pc);
+      const float beta_k = pc == 0 ? beta : 1.0f;  // later k blocks add to the sum so far
+      if (row_begin < row_end)
+        pack_a(trans_a ? A + pc * lda + row_begin : A + row_begin * lda + pc, lda, trans_a, row_end - row_begin, kc,
+               a_pack);
+      for (int64_t jc = 0; jc < N; jc += nc_block) {
+        const int64_t nc = std::min(nc_block, N - jc), panels = (nc + kNR - 1) / kNR;
         const float* b_block = trans_b ? B + jc * ldb + pc : B + pc * ldb + jc;
-#pragma omp for schedule(static)
-        for (int64_t p = 0; p < panels; ++p) pack_b(b_block, ldb, trans_b, kc, nc, p, p + 1, b_pack);
-        // (the loop's barrier: the whole B block is packed)
-        const float beta_k = pc == 0 ? beta : 1.0f;  // later k blocks add to the sum so far
-        for (int64_t ic = row_begin; ic < row_end; ic += kMC) {
-          const int64_t mc = std::min(kMC, row_end - ic);
-          pack_a(trans_a ? A + pc * lda + ic : A + ic * lda + pc, lda, trans_a, mc, kc, a_pack);
+        pack_b(b_block, ldb, trans_b, kc, nc, panels * t / nt, panels * (t + 1) / nt, b_pack);  // this thread's share
+#pragma omp barrier
+        for (int64_t ir = row_begin; ir < row_end; ir += kMR)
           for (int64_t jr = 0; jr < nc; jr += kNR)
-            for (int64_t ir = 0; ir < mc; ir += kMR)
-              edge_tile(kc, a_pack + ir * kc, b_pack + jr * kc, C + (ic + ir) * N + jc + jr, N,
-                        std::min<int64_t>(kMR, mc - ir), std::min<int64_t>(kNR, nc - jr), alpha, beta_k);
-        }
+            edge_tile(kc, a_pack + (ir - row_begin) * kc, b_pack + jr * kc, C + ir * N + jc + jr, N,
+                      std::min<int64_t>(kMR, row_end - ir), std::min<int64_t>(kNR, nc - jr), alpha, beta_k);
 #pragma omp barrier
       }
     }

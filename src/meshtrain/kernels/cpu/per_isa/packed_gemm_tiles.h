@@ -28,18 +28,18 @@ namespace meshtrain::kernels::MT_ISA_NS::packed_gemm_detail {
 inline constexpr int kMR = kLanes == 16 ? 12 : 6;
 inline constexpr int kNV = 2;
 inline constexpr int kNR = kNV * kLanes;
-// A packed B panel (kKC x kNR: 32 KiB on AVX-512, 16 KiB on AVX2) stays in
-// L1 while the A strips of an [kMC x kKC] block stream past it from L2.
-inline constexpr int64_t kKC = 256;
-inline constexpr int64_t kMC = kLanes == 16 ? 192 : 120;
+// k per block: an A strip (kMR x kKC, 24 KiB on AVX-512, 6 KiB on AVX2)
+// stays in half of L1 while B panels stream past it. The only blocking size
+// that shapes an element's sum (so its bits).
+inline constexpr int64_t kKC = kLanes == 16 ? 512 : 256;
 #else
 inline constexpr int kMR = 4;
 inline constexpr int kNR = 8;
 inline constexpr int64_t kKC = 256;
-inline constexpr int64_t kMC = 64;
 #endif
-// Columns per packed B block: bounds the shared B buffer (kKC x kNC floats).
-inline constexpr int64_t kNC = 2048;
+// Rows of a row-major operand a copying pack reads at a time (each once, in
+// order, across all strips or panels).
+inline constexpr int64_t kKBlock = 16;
 // Floats a pack may write past its block (the vector stores overlap forward).
 inline constexpr int64_t kPackSlack = 64;
 
@@ -52,8 +52,13 @@ inline VecF load_first(const float* p, int64_t n) {
   return n <= 0 ? zeros() : load(p, tail_of(int(n)));
 }
 
+// The B panel streams from L2: fetched this many k steps ahead.
+inline constexpr int64_t kPrefetchK = 16;
+
 // C[kMR x kNR] (ldc) = alpha * op + beta * C; beta == 0 never reads C.
-inline void tile(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc,
+// Not inlined: on its own the k loop keeps all accumulators and both B
+// vectors in registers (inlined into the edge handling, GCC spilled one).
+[[gnu::noinline]] inline void tile(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc,
                  float alpha, float beta) {
   VecF acc[kMR][kNV];
 #pragma GCC unroll 16
@@ -64,7 +69,10 @@ inline void tile(int64_t kc, const float* __restrict a, const float* __restrict 
   for (int64_t k = 0; k < kc; ++k) {
     VecF bv[kNV];
 #pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) bv[v] = load(b + v * kLanes);
+    for (int v = 0; v < kNV; ++v) {
+      __builtin_prefetch(b + kPrefetchK * kNR + v * kLanes, 0, 3);
+      bv[v] = load(b + v * kLanes);
+    }
 #pragma GCC unroll 16
     for (int r = 0; r < kMR; ++r) {
       const VecF ar = broadcast(a[r]);
@@ -87,13 +95,23 @@ inline void tile(int64_t kc, const float* __restrict a, const float* __restrict 
 // A block rows [0, m) x k [0, kc) of op(A), op(A)(i, k) = a[i * rs + k * cs]
 // with (rs, cs) = (lda, 1), or (1, lda) for a transposed A.
 inline void pack_a(const float* a, int64_t lda, bool trans, int64_t m, int64_t kc, float* out) {
-  for (int64_t s = 0; s * kMR < m; ++s, out += kMR * kc) {
+  const int64_t strips = (m + kMR - 1) / kMR;
+  if (trans) {  // a strip's values of one k are contiguous: rows of A read in order, kKBlock at a time
+    for (int64_t k0 = 0; k0 < kc; k0 += kKBlock)
+      for (int64_t s = 0; s < strips; ++s) {
+        const int64_t k1 = std::min(kc, k0 + kKBlock), rows = std::min<int64_t>(kMR, m - s * kMR);
+        float* dst = out + s * kMR * kc;
+        for (int64_t k = k0; k < k1; ++k) {
+          const VecF v = load_first(a + k * lda + s * kMR, rows);
+          if (k + 1 < kc) store(dst + k * kMR, v);  // overlaps the next k's slot, written next
+          else store(dst + k * kMR, v, tail_of(kMR));  // the strip's end: the next strip is written already
+        }
+      }
+    return;
+  }
+  for (int64_t s = 0; s < strips; ++s, out += kMR * kc) {
     const int64_t rows = std::min<int64_t>(kMR, m - s * kMR);
-    const float* src = a + s * kMR * (trans ? 1 : lda);
-    if (trans) {  // the strip's rows of one k are contiguous
-      for (int64_t k = 0; k < kc; ++k) store(out + k * kMR, load_first(src + k * lda, rows));
-      continue;
-    }
+    const float* src = a + s * kMR * lda;
     for (int64_t k0 = 0; k0 < kc; k0 += kLanes) {  // kLanes x kLanes blocks, transposed in registers
       const int64_t ks = std::min<int64_t>(kLanes, kc - k0);
       VecF r[kLanes];
@@ -108,16 +126,20 @@ inline void pack_a(const float* a, int64_t lda, bool trans, int64_t m, int64_t k
 // op(B)(k, j) = b[k * ldb + j], or b[j * ldb + k] for a transposed B.
 inline void pack_b(const float* b, int64_t ldb, bool trans, int64_t kc, int64_t n, int64_t p0, int64_t p1,
                    float* out) {
+  if (!trans) {  // a panel's values of one k are contiguous: rows of B read in order, kKBlock at a time
+    for (int64_t k0 = 0; k0 < kc; k0 += kKBlock)
+      for (int64_t p = p0; p < p1; ++p)
+        for (int64_t k = k0; k < std::min(kc, k0 + kKBlock); ++k)
+#pragma GCC unroll 4
+          for (int v = 0; v < kNV; ++v) {
+            const int64_t j = p * kNR + v * kLanes;
+            store(out + p * kNR * kc + k * kNR + v * kLanes, load_first(b + k * ldb + j, n - j));
+          }
+    return;
+  }
   for (int64_t p = p0; p < p1; ++p) {
     float* dst = out + p * kNR * kc;
     const int64_t j0 = p * kNR;
-    if (!trans) {  // a panel row is contiguous
-      for (int64_t k = 0; k < kc; ++k)
-#pragma GCC unroll 4
-        for (int v = 0; v < kNV; ++v)
-          store(dst + k * kNR + v * kLanes, load_first(b + k * ldb + j0 + v * kLanes, n - j0 - v * kLanes));
-      continue;
-    }
     for (int64_t k0 = 0; k0 < kc; k0 += kLanes) {
       const int64_t ks = std::min<int64_t>(kLanes, kc - k0);
       for (int v = 0; v < kNV; ++v) {
