@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <thread>
 
 #include "kernel_test_util.h"
@@ -120,35 +121,39 @@ TEST(Gemm, SameResultForOneAndTwoThreadsAndCachedRepeat) {
 }
 
 // Reproducible mode's GEMM: the same bits for every team size and every
-// transpose (the AVX2 rerun of this suite is where oneDNN's own GEMM would
-// differ), and within rounding of the plain GEMM.
+// transpose, for both f32 GEMMs (the packed one by construction, oneDNN's in
+// fixed row blocks: the AVX2 rerun of this suite is where oneDNN's own GEMM
+// would differ) and bf16, and within rounding of the plain GEMM.
 TEST(Gemm, ThreadInvariantModeGivesTheSameBitsForAnyTeamSize) {
   const int64_t M = 600, N = 96, K = 1000;  // K long enough to be split; M over two row blocks and not a multiple
   auto A = test::cast_vec<float>(random_vec(M * K, 21)), B = test::cast_vec<float>(random_vec(N * K, 22));
   std::vector<bf16> Ab(A.size()), Bb(B.size());
   for (size_t i = 0; i < A.size(); ++i) Ab[i] = bf16(A[i]);
   for (size_t i = 0; i < B.size(); ++i) Bb[i] = bf16(B[i]);
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      std::vector<std::vector<float>> runs;
-      for (int threads : {1, 2, 3}) {
-        std::vector<float> C(M * N, 0.5f), Cb(M * N, 0.5f);
-        test::with_threads(threads, [&] {
-          set_thread_invariant_gemm(true);
-          gemm<float>(ta, tb, M, N, K, 0.5f, A.data(), B.data(), 1.0f, C.data());
-          gemm_bf16(ta, tb, M, N, K, 1.0f, Ab.data(), Bb.data(), 0.0f, Cb.data());
-          set_thread_invariant_gemm(false);
-          return 0;
-        });
-        C.insert(C.end(), Cb.begin(), Cb.end());
-        runs.push_back(std::move(C));
+  for (GemmImpl impl : {GemmImpl::kPacked, GemmImpl::kOnednn})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        std::vector<std::vector<float>> runs;
+        for (int threads : {1, 2, 3}) {
+          std::vector<float> C(M * N, 0.5f), Cb(M * N, 0.5f);
+          test::with_threads(threads, [&] {
+            set_thread_invariant_gemm(true);
+            gemm_f32_using(impl, ta, tb, M, N, K, 0.5f, A.data(), B.data(), 1.0f, C.data());
+            gemm_bf16(ta, tb, M, N, K, 1.0f, Ab.data(), Bb.data(), 0.0f, Cb.data());
+            set_thread_invariant_gemm(false);
+            return 0;
+          });
+          C.insert(C.end(), Cb.begin(), Cb.end());
+          runs.push_back(std::move(C));
+        }
+        const std::string what = std::string(gemm_impl_name(impl)) + " ta " + std::to_string(ta) + " tb " +
+                                 std::to_string(tb);
+        EXPECT_EQ(runs[0], runs[1]) << what;
+        EXPECT_EQ(runs[0], runs[2]) << what;
+        std::vector<float> plain(M * N, 0.5f);
+        gemm_f32_using(impl, ta, tb, M, N, K, 0.5f, A.data(), B.data(), 1.0f, plain.data());
+        for (int64_t i = 0; i < M * N; ++i) ASSERT_NEAR(runs[0][size_t(i)], plain[size_t(i)], 1e-3) << what << " " << i;
       }
-      EXPECT_EQ(runs[0], runs[1]) << "ta " << ta << " tb " << tb;
-      EXPECT_EQ(runs[0], runs[2]) << "ta " << ta << " tb " << tb;
-      std::vector<float> plain(M * N, 0.5f);
-      gemm<float>(ta, tb, M, N, K, 0.5f, A.data(), B.data(), 1.0f, plain.data());
-      for (int64_t i = 0; i < M * N; ++i) ASSERT_NEAR(runs[0][size_t(i)], plain[size_t(i)], 1e-3) << i;
-    }
   EXPECT_FALSE(thread_invariant_gemm());
 }
 
@@ -174,6 +179,7 @@ TEST(Gemm, RepeatedCallsDoNotFaultFreshPages) {
       if (total) *total += faults() - before;
     };
     counted([&] { gemm<float>(ta, true, M, N, K, 1.0f, A.data(), B.data(), 1.0f, C.data()); });
+    counted([&] { gemm_f32_using(GemmImpl::kOnednn, ta, true, M, N, K, 1.0f, A.data(), B.data(), 1.0f, C.data()); });
     counted([&] { gemm_bf16(ta, true, M, N, K, 1.0f, Ab.data(), Bb.data(), 1.0f, C.data()); });
     counted([&] { gemm_bf16_widened(ta, true, M, N, K, 1.0f, Ab.data(), Bb.data(), 1.0f, C.data()); });
   };

@@ -25,7 +25,9 @@ TEST(KernelEnvironment, SameProcessMatchesAndEachFieldIsNamedWhenItChanges) {
   other["gemm"] = "oneDNN 1.0.0";
   EXPECT_NE(kernel_environment_change(other).find("GEMM library oneDNN 1.0.0 -> "), std::string::npos);
   other["gemm"] = "packed 4x4 kc 8 + " + std::string(kernels::gemm_library_version());  // other blocking: other bits
-  if (other["gemm"] != here["gemm"]) EXPECT_NE(kernel_environment_change(other).find("GEMM library packed 4x4"), std::string::npos);
+  if (other["gemm"] != here["gemm"]) {
+    EXPECT_NE(kernel_environment_change(other).find("GEMM library packed 4x4"), std::string::npos);
+  }
   other = here;
   other["isa"] = here.at("isa") == "scalar" ? "avx2" : "scalar";
   EXPECT_NE(kernel_environment_change(other).find("kernel ISA "), std::string::npos);
