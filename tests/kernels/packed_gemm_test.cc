@@ -53,8 +53,8 @@ double relative_error(bool ta, bool tb, const Shape& s, double alpha, const Oper
       }
       const double c = beta == 0 ? 0.0 : beta * double(in.c[i * s.n + j]);
       const double want = alpha * sum + c;
-      worst = std::max(worst, std::abs(double(got[i * s.n + j]) - want) /
-                                  (std::abs(alpha) * scale + std::abs(c) + 1e-30));
+      const double e = std::abs(double(got[i * s.n + j]) - want) / (std::abs(alpha) * scale + std::abs(c) + 1e-30);
+      if (!(e <= worst)) worst = e;  // NaN included
     }
   return worst;
 }
