@@ -158,7 +158,7 @@ TEST(CliVersion, NamesVersionCommitBuildIsaAndLibraries) {
     const Result r = run_cli(args);
     EXPECT_EQ(r.code, 0);
     EXPECT_EQ(r.out.rfind("meshtrain ", 0), 0u) << r.out;
-    for (const char* key : {"git commit: ", "build type: ", "kernels: ", "chosen at run time", "CPU: ", "GEMM: f32 ", "MESHTRAIN_GEMM",
+    for (const char* key : {"git commit: ", "build type: ", "kernels: ", "chosen at run time", "CPU: ", "GEMM: ", "(f32: ", "MESHTRAIN_GEMM",
                             "oneDNN: 2.", "MPI: "})
       EXPECT_TRUE(contains(r.out, key)) << key << "\n" << r.out;
   }

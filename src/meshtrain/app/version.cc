@@ -2,6 +2,9 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <exception>
+#include <string>
+
 #include "meshtrain/app/git_version.h"  // generated at build time (cmake/git_version.cmake)
 #include "meshtrain/comm/mpi_world.h"
 #include "meshtrain/kernels/cpu/gemm.h"
@@ -24,6 +27,17 @@ std::string cpu_isa() {
   return s;
 }
 
+// The value, or the error a bad MESHTRAIN_ISA / MESHTRAIN_GEMM raises: the
+// version still prints, naming the variable to fix.
+template <typename F>
+std::string or_error(F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
 }  // namespace
 
 VersionInfo version_info() {
@@ -31,11 +45,13 @@ VersionInfo version_info() {
   v.version = MESHTRAIN_VERSION;
   v.git_commit = MESHTRAIN_GIT_COMMIT;
   v.build_type = MESHTRAIN_BUILD_TYPE;
-  v.isa_kernels = kernels::isa_description();
+  v.isa_kernels = or_error([] { return kernels::isa_description(); });
   v.isa_cpu = cpu_isa();
   v.cpu_model = kernels::cpu_model_name();
-  v.gemm = std::string("f32 ") + kernels::gemm_impl_name(kernels::active_gemm_impl()) + " (MESHTRAIN_GEMM chooses), " +
-           kernels::gemm_description() + ", bf16 " + (kernels::bf16_gemm_is_native() ? "native" : "widened to f32");
+  v.gemm = or_error([] {
+    return kernels::gemm_description() + " (f32: " + kernels::gemm_impl_name(kernels::active_gemm_impl()) +
+           ", MESHTRAIN_GEMM chooses; bf16: " + (kernels::bf16_gemm_is_native() ? "native" : "widened to f32") + ")";
+  });
   const dnnl_version_t* d = dnnl_version();
   v.onednn = std::to_string(d->major) + "." + std::to_string(d->minor) + "." + std::to_string(d->patch) + " (" +
              d->hash + ")";
