@@ -8,7 +8,6 @@
 #include "meshtrain/kernels/cpu/packed_gemm.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/resource.h>
 
 #include <cmath>
@@ -46,8 +45,8 @@ double relative_error(bool ta, bool tb, const Shape& s, double alpha, const Oper
     for (int64_t j = 0; j < s.n; ++j) {
       double sum = 0, scale = 0;
       for (int64_t k = 0; k < s.k; ++k) {
-        const double t = double(ta ? in.a[k * s.m + i] : in.a[i * s.k + k]) *
-                         double(tb ? in.b[j * s.k + k] : in.b[k * s.n + j]);
+        const double t =
+            double(ta ? in.a[k * s.m + i] : in.a[i * s.k + k]) * double(tb ? in.b[j * s.k + k] : in.b[k * s.n + j]);
         sum += t;
         scale += std::abs(t);
       }
@@ -60,7 +59,8 @@ double relative_error(bool ta, bool tb, const Shape& s, double alpha, const Oper
 }
 
 // Shapes around the active level's blocking: tails of the register tile in
-// M and N, K = 1, primes, and sizes just past kc and nc.
+// M and N, K = 1, primes, sizes just past kc and nc, and many strips of
+// rows in one column block (packed a chunk of strips at a time).
 std::vector<Shape> shapes_for(const PackedGemmBlocking& b) {
   return {{1, 1, 1},
           {1, 7, 3},
@@ -71,7 +71,8 @@ std::vector<Shape> shapes_for(const PackedGemmBlocking& b) {
           {37, 41, 43},
           {5 * b.mr + 1, b.nr + 3, b.kc + 1},
           {b.mr + 2, 3 * b.nr - 5, 2 * b.kc + 7},
-          {3, b.nc + b.nr + 3, 19}};
+          {3, b.nc + b.nr + 3, 19},
+          {40 * b.mr + 7, b.nr + 1, 33}};
 }
 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -121,22 +122,24 @@ TEST(PackedGemm, SameBitsForOneTwoAndThreeThreads) {
   for (Isa level : test::runnable_levels()) {
     ScopedIsa scoped(level);
     const PackedGemmBlocking b = packed_gemm_blocking();
-    const Shape s{17 * b.mr + 5, b.nc + 2 * b.nr + 7, 2 * b.kc + 9};
-    const Operands in = operands(s, 11);
-    for (bool ta : {false, true})
-      for (bool tb : {false, true}) {
-        std::vector<std::vector<float>> runs;
-        for (int threads : {1, 2, 3}) {
-          std::vector<float> c = in.c;
-          test::with_threads(threads, [&] {
-            packed_gemm_f32(ta, tb, s.m, s.n, s.k, 0.75f, in.a.data(), in.b.data(), 1.0f, c.data());
-            return 0;
-          });
-          runs.push_back(std::move(c));
+    for (const Shape& s :
+         {Shape{17 * b.mr + 5, b.nc + 2 * b.nr + 7, 2 * b.kc + 9}, Shape{70 * b.mr + 5, 45, b.kc + 9}}) {
+      const Operands in = operands(s, 11);
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          std::vector<std::vector<float>> runs;
+          for (int threads : {1, 2, 3}) {
+            std::vector<float> c = in.c;
+            test::with_threads(threads, [&] {
+              packed_gemm_f32(ta, tb, s.m, s.n, s.k, 0.75f, in.a.data(), in.b.data(), 1.0f, c.data());
+              return 0;
+            });
+            runs.push_back(std::move(c));
+          }
+          EXPECT_EQ(runs[0], runs[1]) << isa_name(level) << " M=" << s.m << " ta=" << ta << " tb=" << tb;
+          EXPECT_EQ(runs[0], runs[2]) << isa_name(level) << " M=" << s.m << " ta=" << ta << " tb=" << tb;
         }
-        EXPECT_EQ(runs[0], runs[1]) << isa_name(level) << " ta=" << ta << " tb=" << tb;
-        EXPECT_EQ(runs[0], runs[2]) << isa_name(level) << " ta=" << ta << " tb=" << tb;
-      }
+    }
   }
 }
 
@@ -195,8 +198,7 @@ TEST(PackedGemm, GemmFloatRunsTheActiveImplementation) {
     }
     std::vector<float> via_gemm(size_t(s.m * s.n)), direct(via_gemm.size());
     gemm<float>(false, true, s.m, s.n, s.k, 1.0f, in.a.data(), in.b.data(), 0.0f, via_gemm.data());
-    gemm_f32_using(active_gemm_impl(), false, true, s.m, s.n, s.k, 1.0f, in.a.data(), in.b.data(), 0.0f,
-                   direct.data());
+    gemm_f32_using(active_gemm_impl(), false, true, s.m, s.n, s.k, 1.0f, in.a.data(), in.b.data(), 0.0f, direct.data());
     EXPECT_EQ(via_gemm, direct) << isa_name(level);
     const std::string d = gemm_description();
     EXPECT_EQ(d.rfind("packed ", 0) == 0, active_gemm_impl() == GemmImpl::kPacked) << d;

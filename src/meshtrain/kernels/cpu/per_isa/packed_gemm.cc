@@ -2,6 +2,8 @@
 //   k blocks pc (kKC, in order) > [pack this thread's rows of op(A)]
 //   > column blocks jc (nc) > [pack op(B) block, shared by the team]
 //   > this thread's strips ir (kMR) > panels jr (kNR) > register tile.
+// With one column block (N <= nc) a thread packs its rows 16 strips at a
+// time instead, right before their tiles, so its buffer stays small.
 // An A strip (kMR x kKC) stays in L1 while the B panels of a block stream
 // past it from L2 (the B block is sized to half of L2), and successive tiles
 // walk along rows of C, which the hardware prefetchers follow.
@@ -14,11 +16,10 @@
 #include "meshtrain/kernels/cpu/packed_gemm.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-
-#include <unistd.h>
 
 #include "meshtrain/kernels/cpu/per_isa/isa_target.h"
 #include "meshtrain/kernels/cpu/per_isa/packed_gemm_tiles.h"
@@ -30,6 +31,10 @@ namespace meshtrain::kernels::MT_ISA_NS {
 namespace {
 
 using namespace packed_gemm_detail;
+
+// A strips a thread packs at a time when there is one column block (their
+// tiles follow at once, from L2).
+constexpr int64_t kChunkStrips = 16;
 
 // Below this many multiply-adds one thread does it all (a fork/join and
 // shared packing cost more than they save).
@@ -70,8 +75,15 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
   const int team = macs < kParallelMinMacs || omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
   const int64_t strips = (M + kMR - 1) / kMR, kc_max = std::min(kKC, K);
   const int64_t nc_max = std::min(block_columns(), (N + kNR - 1) / kNR * kNR);
+  // One column block: each A strip is used once per k block, so a thread
+  // packs kChunkStrips at a time right before their tiles (its buffer stays
+  // small whatever M is). Several: its rows are packed once per k block and
+  // reused by every column block.
+  const bool one_block = N <= nc_max;
+  const int64_t thread_strips = (strips + team - 1) / team;
   const int64_t b_floats = nc_max * kc_max + kPackSlack;
-  const int64_t a_floats = (strips + team - 1) / team * kMR * kc_max + kPackSlack;  // per thread
+  const int64_t a_floats =
+      (one_block ? std::min(thread_strips, kChunkStrips) : thread_strips) * kMR * kc_max + kPackSlack;  // per thread
   thread_local Scratch scratch;
   float* const b_pack = static_cast<float*>(scratch.get(size_t(b_floats + team * a_floats) * sizeof(float)));
 
@@ -84,18 +96,24 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
     for (int64_t pc = 0; pc < K; pc += kKC) {
       const int64_t kc = std::min(kKC, K - pc);
       const float beta_k = pc == 0 ? beta : 1.0f;  // later k blocks add to the sum so far
-      if (row_begin < row_end)
-        pack_a(trans_a ? A + pc * lda + row_begin : A + row_begin * lda + pc, lda, trans_a, row_end - row_begin, kc,
-               a_pack);
+      auto pack_rows = [&](int64_t i0, int64_t i1) {
+        pack_a(trans_a ? A + pc * lda + i0 : A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, a_pack);
+      };
+      if (!one_block && row_begin < row_end) pack_rows(row_begin, row_end);
       for (int64_t jc = 0; jc < N; jc += nc_block) {
         const int64_t nc = std::min(nc_block, N - jc), panels = (nc + kNR - 1) / kNR;
         const float* b_block = trans_b ? B + jc * ldb + pc : B + pc * ldb + jc;
         pack_b(b_block, ldb, trans_b, kc, nc, panels * t / nt, panels * (t + 1) / nt, b_pack);  // this thread's share
 #pragma omp barrier
-        for (int64_t ir = row_begin; ir < row_end; ir += kMR)
-          for (int64_t jr = 0; jr < nc; jr += kNR)
-            edge_tile(kc, a_pack + (ir - row_begin) * kc, b_pack + jr * kc, C + ir * N + jc + jr, N,
-                      std::min<int64_t>(kMR, row_end - ir), std::min<int64_t>(kNR, nc - jr), alpha, beta_k);
+        const int64_t chunk_rows = one_block ? kChunkStrips * kMR : row_end - row_begin;
+        for (int64_t ic = row_begin; ic < row_end; ic += chunk_rows) {
+          const int64_t ic_end = std::min(row_end, ic + chunk_rows), packed_from = one_block ? ic : row_begin;
+          if (one_block) pack_rows(ic, ic_end);
+          for (int64_t ir = ic; ir < ic_end; ir += kMR)
+            for (int64_t jr = 0; jr < nc; jr += kNR)
+              edge_tile(kc, a_pack + (ir - packed_from) * kc, b_pack + jr * kc, C + ir * N + jc + jr, N,
+                        std::min<int64_t>(kMR, row_end - ir), std::min<int64_t>(kNR, nc - jr), alpha, beta_k);
+        }
 #pragma omp barrier
       }
     }
