@@ -26,16 +26,7 @@ std::vector<double> on_layout(train::TrainConfig cfg, const std::string& layout,
                               const std::function<void(train::Trainer&)>& act) {
   const train::Layout l = train::parse_layout(layout);
   cfg.training.grad_accum = 2 / l.dp;
-  cfg = train::with_layout(cfg, l);
-  std::vector<double> params;
-  std::mutex mu;
-  with_trainers(cfg, ds, std::nullopt, [&](train::Trainer& t) {
-    act(t);
-    auto p = parallel::gather_global_values(t.engine(), t.context().group({"pp", "tp"}), false);
-    std::lock_guard<std::mutex> lock(mu);
-    if (t.context().rank == 0) params = std::move(p);
-  });
-  return params;
+  return params_after(train::with_layout(cfg, l), ds, act);
 }
 
 }  // namespace
@@ -59,15 +50,9 @@ TEST(ContextParallelCheckpoint, SavedAtCpTwoLoadsAtOneAndFourAndSavesTheSameChec
                                                                                      {"cp4_zero3", "cp=4,zero=3"}}) {
     SCOPED_TRACE(name);
     cfg.metrics.run_dir = (root / name).string();
-    const auto loaded = on_layout(cfg, layout, ds, [&](train::Trainer& t) {
-      const std::string claim = t.restore(checkpoint::CheckpointReader::open(dir("cp2")));
-      EXPECT_EQ(claim.rfind("numerically close", 0), 0u) << claim << " (another cp sums in another order)";
-      EXPECT_EQ(t.steps_done(), 2);
-      t.save_checkpoint();
-    });
-    EXPECT_EQ(loaded, trained) << "the restored parameters are the saved ones";
-    const auto diff = checkpoint::compare_checkpoints(saved, checkpoint::CheckpointReader::open(dir(name)));
-    EXPECT_TRUE(diff.identical()) << diff.str();
+    // Another cp sums in another order.
+    expect_resaved_identically([&, l = layout](const auto& act) { return on_layout(cfg, l, ds, act); }, dir("cp2"),
+                               dir(name), "numerically close", 2, trained, saved);
   }
 
   auto continued = [&](const std::string& l, const std::string& run) {

@@ -62,15 +62,8 @@ TEST(MoeCheckpoint, SavedAtEpTwoResumedAtOneAndFour) {
            {"ep1", {1, 1, 0}}, {"ep4_zero3", {4, 4, 3}}, {"dp4_ep2_zero1", {4, 2, 1}}}) {
     SCOPED_TRACE(name);
     cfg.metrics.run_dir = (root / name).string();
-    const std::vector<double> loaded = with_layout(cfg, layout, ds, [&](train::Trainer& t) {
-      const std::string claim = t.restore(checkpoint::CheckpointReader::open(dir("ep2")));
-      EXPECT_EQ(claim.rfind("numerically close", 0), 0u) << claim;
-      EXPECT_EQ(t.steps_done(), 2);
-      t.save_checkpoint();
-    });
-    EXPECT_EQ(loaded, trained) << "the restored parameters are the saved ones";
-    const auto diff = checkpoint::compare_checkpoints(saved, checkpoint::CheckpointReader::open(dir(name)));
-    EXPECT_TRUE(diff.identical()) << diff.str();
+    expect_resaved_identically([&, l = layout](const auto& act) { return with_layout(cfg, l, ds, act); }, dir("ep2"),
+                               dir(name), "numerically close", 2, trained, saved);
   }
 
   auto continued = [&](const Layout& l, const std::string& run) {

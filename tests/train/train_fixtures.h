@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "meshtrain/checkpoint/compare.h"
 #include "meshtrain/checkpoint/reader.h"
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/core/rng.h"
@@ -148,6 +149,29 @@ inline std::vector<double> params_after(const train::TrainConfig& cfg, const dat
     if (t.context().rank == 0) params = std::move(p);
   });
   return params;
+}
+
+// A checkpoint resharded (SPEC S9): `run(act)` runs one layout's ranks
+// with `act` and returns the whole parameters after it (params_after on
+// that layout, the run directory set). Restores the checkpoint in `from`,
+// whose claim must start with `claim` and which must hold `steps` steps,
+// and saves it again into `to`: the restored parameters are `trained` and
+// the new checkpoint is `saved`, bit for bit. Returns the comparison.
+using LayoutRun = std::function<std::vector<double>(const std::function<void(train::Trainer&)>&)>;
+inline checkpoint::CheckpointDiff expect_resaved_identically(const LayoutRun& run, const std::string& from,
+                                                             const std::string& to, const std::string& claim,
+                                                             int64_t steps, const std::vector<double>& trained,
+                                                             const checkpoint::CheckpointReader& saved) {
+  const std::vector<double> loaded = run([&](train::Trainer& t) {
+    const std::string got = t.restore(checkpoint::CheckpointReader::open(from));
+    EXPECT_EQ(got.rfind(claim, 0), 0u) << got;
+    EXPECT_EQ(t.steps_done(), steps);
+    t.save_checkpoint();
+  });
+  EXPECT_EQ(loaded, trained) << "the restored parameters are the saved ones";
+  const auto diff = checkpoint::compare_checkpoints(saved, checkpoint::CheckpointReader::open(to));
+  EXPECT_TRUE(diff.identical()) << diff.str();
+  return diff;
 }
 
 // One rank's parameters after `steps` updates on the global window of `cfg`

@@ -36,9 +36,12 @@ MoeLayer::MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::st
   first_expert_ = part.ep_rank * per_rank;
   for (int64_t e = first_expert_; e < first_expert_ + per_rank; ++e)
     experts_.emplace_back(cfg, params, prefix + ".experts." + std::to_string(e));
+  // The experts' unit is the one of the block's segment marked experts (param_spec.h).
   params_ = &params;
-  expert_unit_ = params.spec().find(prefix + ".experts." + std::to_string(first_expert_) + "." +
-                                    (cfg.mlp == MlpKind::SwiGLU ? "gate_proj" : "fc_in") + ".weight").unit;
+  const ModelSpec& spec = params.spec();
+  for (int u : spec.segment_units(spec.units[size_t(router_.weight->spec->unit)].segment))
+    if (spec.units[size_t(u)].experts) expert_unit_ = u;
+  MT_CHECK(expert_unit_ >= 0, prefix, ": no unit of routed experts in the block's segment");
   if (cfg.moe_shared_expert) shared_ = std::make_unique<Mlp>(cfg, params, prefix + ".shared_expert");
 }
 

@@ -54,7 +54,7 @@ class MoeLayer {
   std::vector<Mlp> experts_;  // this rank's: global index first_expert_ + i
   int64_t first_expert_ = 0;
   ParameterStore* params_ = nullptr;
-  int expert_unit_ = 0;  // the unit holding this rank's experts
+  int expert_unit_ = -1;  // the unit holding this rank's experts
   const Mlp& local_expert(int64_t global_index) const { return experts_[size_t(global_index - first_expert_)]; }
   std::unique_ptr<Mlp> shared_;
   comm::ProcessGroup* ep_;

@@ -33,10 +33,6 @@ ShardPlan::ShardPlan(std::shared_ptr<const model::ModelSpec> spec, int dp_size, 
   }
 }
 
-bool ShardPlan::has_expert_units() const {
-  return std::any_of(units_.begin(), units_.end(), [](const UnitShard& s) { return s.experts && s.padded > 0; });
-}
-
 std::vector<int> ShardPlan::segment_order() const {
   std::vector<int> order(units_.size());
   for (size_t u = 0; u < order.size(); ++u) order[u] = int(u);

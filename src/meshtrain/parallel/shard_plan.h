@@ -73,7 +73,6 @@ class ShardPlan {
     return {int64_t(s.group_rank) * s.shard, int64_t(s.group_rank + 1) * s.shard};
   }
   int64_t padded_total() const;  // sum of padded unit sizes
-  bool has_expert_units() const;
   // Units in the order their segments run forward, a block's experts after
   // the block: the order of the flat gradient buffer (reversed: the order
   // backward completes them, so DDP buckets are contiguous ranges).
