@@ -65,10 +65,14 @@ MoeLayer::Saved MoeLayer::forward(const kernels::KernelTable& k, const Tensor& x
   const int64_t buffer_rows = expert_rows_bucket(std::max<int64_t>(r.begin[size_t(E)], 1));
   s.x_experts = activation(alloc, xn.dtype(), {buffer_rows, d});
   s.y_experts = activation(alloc, acc_, {buffer_rows, d});
-  k.fill(s.x_experts, 0.0);  // padding rows stay zero: they compute, never combine
-  for (int64_t e = 0; e < E; ++e)
-    k.gather_rows(xn, r.rows_of_expert.data() + r.begin[size_t(e)], r.count[size_t(e)],
-                  s.x_experts.slice(r.begin[size_t(e)], r.begin[size_t(e + 1)]));
+  // Each block's kept rows are gathered; only its padding rows (and the
+  // buffer's tail) are zeroed: they compute, never combine.
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t b = r.begin[size_t(e)], kept = r.count[size_t(e)];
+    k.gather_rows(xn, r.rows_of_expert.data() + b, kept, s.x_experts.slice(b, r.begin[size_t(e + 1)]));
+    if (b + kept < r.begin[size_t(e + 1)]) k.fill(s.x_experts.slice(b + kept, r.begin[size_t(e + 1)]), 0.0);
+  }
+  if (r.begin[size_t(E)] < buffer_rows) k.fill(s.x_experts.slice(r.begin[size_t(E)], buffer_rows), 0.0);
   auto exchange = std::make_shared<ExpertExchange>(ep_, r.begin, E);
   s.exchange = exchange;
   s.x_blocks = exchange->dispatch(s.x_experts, alloc, MemCategory::Activations);

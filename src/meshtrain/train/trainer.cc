@@ -26,10 +26,6 @@ TrainConfig validated(TrainConfig cfg) {
   return cfg;
 }
 
-// Sequence parallelism splits every row's positions over the tp ranks,
-// context parallelism into 2 cp chunks.
-int64_t seq_multiple(const TrainConfig& cfg) { return sequence_multiple(cfg); }
-
 }  // namespace
 
 parallel::LayoutOptions layout_options(const TrainConfig& cfg) {
@@ -55,7 +51,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
       val_(std::move(val_data)),
       schedule_(cfg_.optimizer, cfg_.training.steps),
       scaler_(cfg_.training.loss_scale, cfg_.precision().needs_loss_scaling()),
-      loader_(train_, loader_config(cfg_.data, seq_multiple(cfg_))),
+      loader_(train_, loader_config(cfg_.data, sequence_multiple(cfg_))),
       shard_(ctx.mesh.shape().cp, ctx.mesh.coord("cp")) {
   MT_REQUIRE(ConfigError, dp_.size() == cfg_.parallel.dp, "parallel.dp = ", cfg_.parallel.dp,
              " but the mesh's dp axis has ", dp_.size(), " ranks");
@@ -229,7 +225,7 @@ void Trainer::record_pipeline(StepMetrics& m) {
 EvalResult Trainer::evaluate() {
   EvalResult r;
   if (!val_) return r;
-  data::ValidationIterator it(*val_, data::parse_batch_mode(cfg_.data.mode), cfg_.data.seq_len, seq_multiple(cfg_));
+  data::ValidationIterator it(*val_, data::parse_batch_mode(cfg_.data.mode), cfg_.data.seq_len, sequence_multiple(cfg_));
   data::Batch b;
   const int64_t B = cfg_.training.micro_batch, R = dp_.size();
   const int64_t limit = cfg_.training.eval_rows;
