@@ -10,6 +10,9 @@
 #include <random>
 #include <thread>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "harness.h"
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/comm/mesh.h"
@@ -64,6 +67,29 @@ TEST(ThreadsDeterminism, SumIsBitwiseTheSerialRankOrderedSum) {
       }
     });
   }
+}
+
+// A data-parallel group of one reduces every step: in place, that is the
+// identity, so the buffer is not even written (a read-only page proves it;
+// writing it would fault). Out of place, recv gets send's bits.
+TEST(ThreadsGroupOfOne, InPlaceCollectivesDoNotTouchTheBuffer) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE)), n = page / sizeof(float);
+  void* mem = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* buf = static_cast<float*>(mem);
+  const std::vector<float> values = random_floats(0, n);
+  std::memcpy(buf, values.data(), page);
+  ASSERT_EQ(mprotect(mem, page, PROT_READ), 0);
+  testing::for_each_rank(1, [&](ProcessGroup& g) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) g.all_reduce(buf, n, DType::F32, op);
+    g.reduce_scatter(buf, buf, n, DType::F32);
+    g.all_gather(buf, buf, n, DType::F32);
+    std::vector<float> out(n);
+    g.all_reduce(buf, out.data(), n, DType::F32, ReduceOp::Avg);
+    EXPECT_EQ(std::memcmp(out.data(), values.data(), page), 0);
+  });
+  EXPECT_EQ(std::memcmp(buf, values.data(), page), 0);
+  munmap(mem, page);
 }
 
 // Runs fn on R ranks of a fresh world with a short timeout and returns

@@ -139,10 +139,16 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
 #pragma omp parallel for collapse(2) schedule(dynamic) if (par)
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t hk = 0; hk < Hk; ++hk) {
-      const size_t tile_elems = static_cast<size_t>(D) * kBk;
-      T* kt = thread_scratch<T>(2 * tile_elems + 2 * kBq * kBk + group * qs.len);
+      // K, Q and dO tiles are GEMM operands read row by row: packed into
+      // contiguous [rows, D] first (their rows are 1-2 KiB apart and would
+      // alias in a few L1 sets), like kt and vt, the transposed K and V.
+      const size_t tile_elems = static_cast<size_t>(D) * kBk, qtile_elems = static_cast<size_t>(D) * kBq;
+      T* kt = thread_scratch<T>(3 * tile_elems + 2 * qtile_elems + 2 * kBq * kBk + group * qs.len);
       T* vt = kt + tile_elems;
-      T* P = vt + tile_elems;
+      T* kp = vt + tile_elems;
+      T* qp = kp + tile_elems;
+      T* dop = qp + qtile_elems;
+      T* P = dop + qtile_elems;
       T* dS = P + kBq * kBk;
       T* delta = dS + kBq * kBk;  // [group, qs.len]
       for (int64_t g = 0; g < group; ++g)
@@ -171,14 +177,20 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
             const TileKind kind = classify(geo);
             if (kind == TileKind::kSkip) continue;
             if (!transposed) {
-              transpose_tile(kr.k + j0 * kr.ldk, kr.ldk, nk, D, kt);
-              transpose_tile(kr.v + j0 * kr.ldk, kr.ldk, nk, D, vt);
+              transpose_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, kt, kBk);
+              transpose_rows(kr.v + j0 * kr.ldk, kr.ldk, nk, D, vt, kBk);
+              pack_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, kp);
               transposed = true;
             }
-            const T* do_t = dout + (qt.q - q);
+            pack_rows(qt.q, ldq, qt.nq, D, qp);
+            pack_rows(dout + (qt.q - q), ldq, qt.nq, D, dop);
             T* dq_t = dq + (qt.q - q);
             const int Di = static_cast<int>(D);
-            tile_gemm<T>(qt.nq, nk, Di, qt.q, ldq, 1, kt, kBk, P, kBk, false);
+            // Query i sees key j when j < i + below, i.e. i >= j - below + 1 (causality).
+            const int64_t below = geo.qp0 - geo.kp0 + 1;
+            const CausalTrim keys_below{CausalTrim::kColsBelow, below}, k_keys_below{CausalTrim::kKBelow, below},
+                queries_from{CausalTrim::kKFrom, 1 - below};
+            tile_gemm<T>(qt.nq, nk, Di, qp, D, 1, kt, kBk, P, kBk, false, keys_below);
             scale_and_mask(P, geo, kind, scale);
             for (int i = 0; i < qt.nq; ++i) {
               const T m = lse[(b * H + h) * qs.len + i0 + i];
@@ -190,19 +202,20 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
               exp_row(p, nk, m);
             }
             // dV += P^T dO
-            tile_gemm<T>(nk, Di, qt.nq, P, 1, kBk, do_t, ldq, dv_b + j0 * kr.ldk, kr.ldk, true);
-            // dP = dO V^T; dS = scale * P * (dP - D_i)
-            tile_gemm<T>(qt.nq, nk, Di, do_t, ldq, 1, vt, kBk, dS, kBk, false);
+            tile_gemm<T>(nk, Di, qt.nq, P, 1, kBk, dop, D, dv_b + j0 * kr.ldk, kr.ldk, true, queries_from);
+            // dP = dO V^T; dS = scale * P * (dP - D_i), exactly 0 where P is
+            // (dP is not computed for every masked pair)
+            tile_gemm<T>(qt.nq, nk, Di, dop, D, 1, vt, kBk, dS, kBk, false, keys_below);
             for (int i = 0; i < qt.nq; ++i) {
               const T di = delta[g * qs.len + i0 + i];
               T* ds = dS + i * kBk;
               const T* p = P + i * kBk;
 #pragma omp simd
-              for (int j = 0; j < nk; ++j) ds[j] = scale * p[j] * (ds[j] - di);
+              for (int j = 0; j < nk; ++j) ds[j] = p[j] == T(0) ? T(0) : scale * p[j] * (ds[j] - di);
             }
             // dQ += dS K; dK += dS^T Q
-            tile_gemm<T>(qt.nq, Di, nk, dS, kBk, 1, kr.k + j0 * kr.ldk, kr.ldk, dq_t, ldq, true);
-            tile_gemm<T>(nk, Di, qt.nq, dS, 1, kBk, qt.q, ldq, dk_b + j0 * kr.ldk, kr.ldk, true);
+            tile_gemm<T>(qt.nq, Di, nk, dS, kBk, 1, kp, D, dq_t, ldq, true, k_keys_below);
+            tile_gemm<T>(nk, Di, qt.nq, dS, 1, kBk, qp, D, dk_b + j0 * kr.ldk, kr.ldk, true, queries_from);
           }
         }
       }

@@ -105,25 +105,54 @@ constexpr std::array<std::array<MicroFn, kMicroVecs>, kMicroRows> micro_table(st
 }
 #endif
 
+// Causal trim of a tile GEMM: the products a causal mask discards are
+// skipped, never computed. Row r of C needs only the columns (or the k
+// terms) on the legal side of r + offset:
+//   kColsFrom  c >= r + offset     kColsBelow  c < r + offset
+//   kKFrom     p >= r + offset     kKBelow     p < r + offset
+// Trimmed columns of C are left as they were (the mask that follows
+// overwrites them); trimmed k terms are exact zeros (masked probabilities),
+// so each sum is the same bits with or without them. Trimming works in
+// whole register blocks (kMicroRows rows, kLanes columns), so some masked
+// products are still computed. The plain loops compute everything.
+struct CausalTrim {
+  enum Kind { kNone, kColsFrom, kColsBelow, kKFrom, kKBelow } kind = kNone;
+  int64_t offset = 0;
+};
+
 template <typename T>
 void tile_gemm(int m, int n, int k, const T* A, int64_t a_rs, int64_t a_cs, const T* B, int64_t ldb, T* C,
-               int64_t ldc, bool accumulate) {
+               int64_t ldc, bool accumulate, CausalTrim trim = {}) {
 #if defined(MT_HAVE_VECF)
   if constexpr (std::is_same_v<T, float>) {
     static constexpr auto kMicro = micro_table(std::make_integer_sequence<int, kMicroRows>{});
     constexpr int kCols = kMicroVecs * kLanes;
     for (int j0 = 0; j0 < n; j0 += kCols) {
       const int cols = std::min(kCols, n - j0);
-      const int nv = (cols + kLanes - 1) / kLanes;
-      const Tail tail = tail_of(cols - kLanes * (nv - 1));
       for (int i0 = 0; i0 < m; i0 += kMicroRows) {
         const int rows = std::min(kMicroRows, m - i0);
-        kMicro[rows - 1][nv - 1](k, A + i0 * a_rs, a_rs, a_cs, B + j0, ldb, C + i0 * ldc + j0, ldc, tail, accumulate);
+        // Columns [c0, c1) of this chunk and k terms [p0, p1) the block needs.
+        int64_t c0 = 0, c1 = cols, p0 = 0, p1 = k;
+        const int64_t first = i0 + trim.offset, last = i0 + rows - 1 + trim.offset;  // rows' bounds
+        switch (trim.kind) {
+          case CausalTrim::kNone: break;
+          case CausalTrim::kColsFrom: c0 = std::clamp<int64_t>((first - j0) / kLanes * kLanes, 0, cols); break;
+          case CausalTrim::kColsBelow: c1 = std::clamp<int64_t>(last - j0, 0, cols); break;
+          case CausalTrim::kKFrom: p0 = std::clamp<int64_t>(first, 0, k); break;
+          case CausalTrim::kKBelow: p1 = std::clamp<int64_t>(last, 0, k); break;
+        }
+        if (c0 >= c1) continue;
+        const int nv = static_cast<int>((c1 - c0 + kLanes - 1) / kLanes);
+        const int width = static_cast<int>(std::min<int64_t>(cols - c0, int64_t(nv) * kLanes));
+        const Tail tail = tail_of(width - kLanes * (nv - 1));
+        kMicro[rows - 1][nv - 1](static_cast<int>(std::max<int64_t>(0, p1 - p0)), A + i0 * a_rs + p0 * a_cs, a_rs,
+                                 a_cs, B + p0 * ldb + j0 + c0, ldb, C + i0 * ldc + j0 + c0, ldc, tail, accumulate);
       }
     }
     return;
   }
 #endif
+  (void)trim;
   tile_gemm_loops(m, n, k, A, a_rs, a_cs, B, ldb, C, ldc, accumulate);
 }
 
@@ -141,21 +170,58 @@ T exp_row(T* s, int n, T m) {
   return sum;
 }
 
-// Transposed tile St [nk, ld] (one row per key, one column per query):
+// The transposed tile St [nk, ld] (one row per key, one column per query)
+// is walked kColChunk columns at a time, every key row in order, so each
+// column's running max or sum stays in registers while the rows stream
+// past. W = kColChunk for whole chunks (a constant trip count the compiler
+// keeps in one or two vectors), W = 0 for the last, narrower one.
+constexpr int kColChunk = 16;
+
+template <typename F>
+void for_column_chunks(int nq, F&& chunk) {
+  int i0 = 0;
+  for (; i0 + kColChunk <= nq; i0 += kColChunk) chunk(i0, std::integral_constant<int, kColChunk>{}, kColChunk);
+  if (i0 < nq) chunk(i0, std::integral_constant<int, 0>{}, nq - i0);
+}
+
+// mcol[i] = max_j St[j][i].
+template <typename T>
+void max_cols(const T* St, int64_t ld, int nk, int nq, T* mcol) {
+  for_column_chunks(nq, [&](int i0, auto w_const, int w_run) {
+    constexpr int W = decltype(w_const)::value;
+    const int w = W ? W : w_run;
+    T m[kColChunk];
+    std::fill(m, m + kColChunk, kNegInf<T>);
+    for (int j = 0; j < nk; ++j) {
+      const T* s = St + j * ld + i0;
+#pragma omp simd
+      for (int i = 0; i < w; ++i) m[i] = s[i] > m[i] ? s[i] : m[i];
+    }
+    std::copy(m, m + w, mcol + i0);
+  });
+}
+
 // St[j][i] = e^{St[j][i] - m[i]} (exactly 0 where -inf, i.e. masked), and
-// colsum[i] = sum_j St[j][i]. Columns whose m is -inf are all masked.
+// colsum[i] = sum_j St[j][i] in key order. Columns whose m is -inf are all
+// masked.
 template <typename T>
 void exp_cols(T* St, int64_t ld, int nk, int nq, const T* m, T* colsum) {
-  std::fill(colsum, colsum + nq, T(0));
-  for (int j = 0; j < nk; ++j) {
-    T* row = St + j * ld;
+  for_column_chunks(nq, [&](int i0, auto w_const, int w_run) {
+    constexpr int W = decltype(w_const)::value;
+    const int w = W ? W : w_run;
+    T sum[kColChunk] = {}, mc[kColChunk] = {};
+    std::copy(m + i0, m + i0 + w, mc);
+    for (int j = 0; j < nk; ++j) {
+      T* row = St + j * ld + i0;
 #pragma omp simd
-    for (int i = 0; i < nq; ++i) {
-      const T p = row[i] == kNegInf<T> ? T(0) : exp_t(row[i] - m[i]);
-      row[i] = p;
-      colsum[i] += p;
+      for (int i = 0; i < w; ++i) {
+        const T p = row[i] == kNegInf<T> ? T(0) : exp_t(row[i] - mc[i]);
+        row[i] = p;
+        sum[i] += p;
+      }
     }
-  }
+    std::copy(sum, sum + w, colsum + i0);
+  });
 }
 
 }  // namespace meshtrain::kernels::MT_ISA_NS::attention_detail

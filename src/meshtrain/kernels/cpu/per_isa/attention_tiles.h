@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/attention.h"
@@ -60,11 +61,14 @@ void scale_and_mask(T* S, const TileGeom& g, TileKind kind, T scale) {
       continue;
     }
     const int64_t jlim = g.qp0 + i - g.kp0;  // last causally legal key index
-    const int32_t sq = g.qseg ? g.qseg[i] : 0;
-    for (int j = 0; j < g.nk; ++j) {
-      const bool legal = j <= jlim && (!g.qseg || g.kseg[j] == sq);
-      s[j] = legal ? s[j] * scale : kNegInf<T>;
+    if (!g.qseg) {
+#pragma omp simd
+      for (int j = 0; j < g.nk; ++j) s[j] = j <= jlim ? s[j] * scale : kNegInf<T>;
+      continue;
     }
+    const int32_t sq = g.qseg[i];
+#pragma omp simd
+    for (int j = 0; j < g.nk; ++j) s[j] = j <= jlim && g.kseg[j] == sq ? s[j] * scale : kNegInf<T>;
   }
 }
 
@@ -86,19 +90,26 @@ void scale_and_mask_t(T* St, const TileGeom& g, TileKind kind, T scale) {
       continue;
     }
     const int64_t ilo = g.kp0 + j - g.qp0;  // first query that may see key j
-    const int32_t sk = g.kseg ? g.kseg[j] : 0;
-    for (int i = 0; i < g.nq; ++i) {
-      const bool legal = i >= ilo && (!g.kseg || g.qseg[i] == sk);
-      s[i] = legal ? s[i] * scale : kNegInf<T>;
+    if (!g.kseg) {
+#pragma omp simd
+      for (int i = 0; i < g.nq; ++i) s[i] = i >= ilo ? s[i] * scale : kNegInf<T>;
+      continue;
     }
+    const int32_t sk = g.kseg[j];
+#pragma omp simd
+    for (int i = 0; i < g.nq; ++i) s[i] = i >= ilo && g.qseg[i] == sk ? s[i] * scale : kNegInf<T>;
   }
 }
 
-// Transposes a K/V tile [nk rows, ld] into Kt [D, kBk].
+// Transposes n rows of a Q/K/V tile [n, ld] into [D, ldt] (register blocks
+// for f32; the rows are 1-2 KiB apart, so element-wise stores crawl).
 template <typename T>
-void transpose_tile(const T* k, int64_t ld, int nk, int64_t D, T* kt) {
-  for (int j = 0; j < nk; ++j)
-    for (int64_t d = 0; d < D; ++d) kt[d * kBk + j] = k[j * ld + d];
+void transpose_rows(const T* x, int64_t ld, int n, int64_t D, T* xt, int64_t ldt) {
+#if defined(MT_HAVE_VECF)
+  if constexpr (std::is_same_v<T, float>) return transpose_block(x, ld, n, static_cast<int>(D), xt, ldt);
+#endif
+  for (int j = 0; j < n; ++j)
+    for (int64_t d = 0; d < D; ++d) xt[d * ldt + j] = x[j * ld + d];
 }
 
 // Everything a fold over one (batch row, query head, query tile) needs.
@@ -133,22 +144,18 @@ void fold_query_tile(int64_t D, const QueryTile<T>& qt, const KeyRange<T>& kr, T
   T* mcol = St + kBq * kBk;
   T* mnew = mcol + kBq;
   T* colsum = mnew + kBq;
-  for (int i = 0; i < qt.nq; ++i)
-    for (int64_t d = 0; d < D; ++d) qtr[d * kBq + i] = qt.q[i * qt.ldq + d];
+  transpose_rows(qt.q, qt.ldq, qt.nq, D, qtr, kBq);
   for (int64_t j0 = 0; j0 < kr.nkeys; j0 += kBk) {
     const TileGeom g{qt.qp0, qt.nq, qt.qseg, kr.kp0 + j0, static_cast<int>(std::min<int64_t>(kBk, kr.nkeys - j0)),
                      kr.kseg ? kr.kseg + j0 : nullptr};
     if (g.kp0 > g.qp0 + g.nq - 1) break;  // keys only move further right
     const TileKind kind = classify(g);
     if (kind == TileKind::kSkip) continue;
-    tile_gemm<T>(g.nk, g.nq, static_cast<int>(D), kr.k + j0 * kr.ldk, kr.ldk, 1, qtr, kBq, St, kBq, false);
+    // Query i sees key j of this tile when i >= j + kp0 - qp0 (causality).
+    tile_gemm<T>(g.nk, g.nq, static_cast<int>(D), kr.k + j0 * kr.ldk, kr.ldk, 1, qtr, kBq, St, kBq, false,
+                 {CausalTrim::kColsFrom, g.kp0 - g.qp0});
     scale_and_mask_t(St, g, kind, scale);
-    std::fill(mcol, mcol + g.nq, kNegInf<T>);
-    for (int j = 0; j < g.nk; ++j) {
-      const T* s = St + j * kBq;
-#pragma omp simd
-      for (int i = 0; i < g.nq; ++i) mcol[i] = s[i] > mcol[i] ? s[i] : mcol[i];
-    }
+    max_cols(St, kBq, g.nk, g.nq, mcol);
     for (int i = 0; i < g.nq; ++i) mnew[i] = std::max(a[i], mcol[i]);
     exp_cols(St, kBq, g.nk, g.nq, mnew, colsum);
     T* alpha = mcol;  // rescale factors e^{a - mnew}, 0 when a = -inf; vectorized
@@ -166,7 +173,8 @@ void fold_query_tile(int64_t D, const QueryTile<T>& qt, const KeyRange<T>& kr, T
       }
     }
     pack_rows(kr.v + j0 * kr.ldk, kr.ldk, g.nk, D, vp);
-    tile_gemm<T>(g.nq, static_cast<int>(D), g.nk, St, 1, kBq, vp, D, o, D, true);
+    tile_gemm<T>(g.nq, static_cast<int>(D), g.nk, St, 1, kBq, vp, D, o, D, true,
+                 {CausalTrim::kKBelow, g.qp0 - g.kp0 + 1});
   }
 }
 

@@ -115,6 +115,23 @@ inline void transpose(VecF r[8]) {
 #endif
 #pragma GCC diagnostic pop
 
+// dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols, in kLanes x
+// kLanes register blocks (masked at the edges; nothing outside is touched).
+inline void transpose_block(const float* src, int64_t lds, int rows, int cols, float* dst, int64_t ldd) {
+  for (int r0 = 0; r0 < rows; r0 += kLanes) {
+    const int nr = rows - r0 < kLanes ? rows - r0 : kLanes;
+    const Tail row_tail = tail_of(nr);
+    for (int c0 = 0; c0 < cols; c0 += kLanes) {
+      const int nc = cols - c0 < kLanes ? cols - c0 : kLanes;
+      const Tail col_tail = tail_of(nc);
+      VecF v[kLanes];
+      for (int j = 0; j < kLanes; ++j) v[j] = j < nr ? load(src + (r0 + j) * lds + c0, col_tail) : VecF{};
+      transpose(v);
+      for (int c = 0; c < nc; ++c) store(dst + (c0 + c) * ldd + r0, v[c], row_tail);
+    }
+  }
+}
+
 }  // namespace meshtrain::kernels::MT_ISA_NS
 MT_ISA_END
 
