@@ -40,6 +40,9 @@ class KernelTable {
   // Sum of squares in f64 over canonical blocks (elementwise.h kSumBlock):
   // the same value for any thread count.
   virtual double sum_squares(const Tensor& x) const = 0;
+  // out[i] = sum_squares of block i of x (blocks of `block` elements, the
+  // last one shorter), the blocks computed in parallel.
+  virtual void block_sum_squares(const Tensor& x, int64_t block, double* out) const = 0;
   virtual bool all_finite(const Tensor& x) const = 0;
 
   // ---- layers ----

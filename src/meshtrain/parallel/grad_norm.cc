@@ -9,13 +9,14 @@ namespace meshtrain::parallel {
 namespace {
 
 // Sum of squares of block [b, e) of unit u's owned gradient `g` (flat
-// offsets within the unit), skipping parameters this copy does not count.
+// offsets within the unit), skipping parameters this copy does not count;
+// `whole` is the block's sum over every element.
 double block_sum(const LayoutPlan& plan, const kernels::KernelTable& k, int u, const Tensor& g, int64_t owned_begin,
-                 int64_t b, int64_t e) {
+                 int64_t b, int64_t e, double whole) {
   const auto pieces = plan.shards().pieces_in(u, b, e);
   const bool all_counted = std::all_of(pieces.begin(), pieces.end(),
                                        [&](const OwnedPiece& p) { return plan.param(p.param).counts_in_norm; });
-  if (all_counted) return k.sum_squares(g.flat_slice(b - owned_begin, e - owned_begin));
+  if (all_counted) return whole;
   double s = 0;
   for (const OwnedPiece& p : pieces)
     if (plan.param(p.param).counts_in_norm) {
@@ -41,8 +42,12 @@ double sum_squares_of(const LayoutPlan& plan, const std::function<Tensor(int)>& 
     const Tensor g = owned_grad(u);
     const kernels::KernelTable& k = kernels::kernels_for(g);
     const int64_t ob = shards.unit(u).owned_begin;
-    for (int64_t b = ob; b < shards.unit(u).owned_end; b += kNormBlock)
-      local.push_back(block_sum(plan, k, u, g, ob, b, b + kNormBlock));
+    // Every block's sum at once (in parallel), then the blocks holding
+    // parameters the norm skips are summed again piece by piece.
+    std::vector<double> whole(size_t((owned_numel(u) + kNormBlock - 1) / kNormBlock));
+    k.block_sum_squares(g.flat_slice(0, owned_numel(u)), kNormBlock, whole.data());
+    for (int64_t b = ob, i = 0; b < shards.unit(u).owned_end; b += kNormBlock, ++i)
+      local.push_back(block_sum(plan, k, u, g, ob, b, b + kNormBlock, whole[size_t(i)]));
   }
   // This rank's units' blocks in canonical order: unit by unit, blocks in
   // global order (rank-major inside a unit over dp), identical to the

@@ -175,7 +175,7 @@ class CpuKernels final : public KernelTable {
 
   void copy(const Tensor& dst, const Tensor& src) const override {
     same_numel(dst, src, "copy");
-    if (dst.numel() > 0 && dst.raw() != src.raw()) std::memcpy(dst.raw(), src.raw(), dst.nbytes());
+    if (dst.numel() > 0 && dst.raw() != src.raw()) parallel_copy_bytes(dst.raw(), src.raw(), dst.nbytes());
   }
 
   void gather_rows(const Tensor& src, const int32_t* rows, int64_t count, const Tensor& dst) const override {
@@ -204,7 +204,7 @@ class CpuKernels final : public KernelTable {
 
   void fill(const Tensor& y, double value) const override {
     if (value == 0.0) {
-      if (y.numel() > 0) std::memset(y.raw(), 0, y.nbytes());
+      if (y.numel() > 0) parallel_zero_bytes(y.raw(), y.nbytes());
       return;
     }
     with_float_type(y.dtype(), [&](auto z) {
@@ -224,6 +224,14 @@ class CpuKernels final : public KernelTable {
     return with_float_type(x.dtype(), [&](auto z) {
       using T = decltype(z);
       return kernels::sum_squares<T>(ptr<T>(x), x.numel());
+    });
+  }
+
+  void block_sum_squares(const Tensor& x, int64_t block, double* out) const override {
+    MT_CHECK(block > 0, "block_sum_squares needs a positive block");
+    with_float_type(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::block_sum_squares<T>(ptr<T>(x), x.numel(), block, out);
     });
   }
 

@@ -136,6 +136,15 @@ template <typename T>
 double sum_squares(const T* x, int64_t n) {
   MT_DISPATCH(sum_squares, x, n);
 }
+// Not an ISA kernel: the dispatched sum_squares per block, blocks over the
+// team (each block's sum runs on one thread, as it would called alone).
+template <typename T>
+void block_sum_squares(const T* x, int64_t n, int64_t block, double* out) {
+  const int64_t blocks = (n + block - 1) / block;
+  parallel_range(blocks, n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[i] = sum_squares(x + i * block, std::min(block, n - i * block));
+  });
+}
 template <typename T>
 bool all_finite(const T* x, int64_t n) {
   MT_DISPATCH(all_finite, x, n);
@@ -238,6 +247,7 @@ CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t n, int64_t Vl
   template void axpy<T>(T*, T, const T*, int64_t);                                                                 \
   template void fill<T>(T*, T, int64_t);                                                                           \
   template double sum_squares<T>(const T*, int64_t);                                                               \
+  template void block_sum_squares<T>(const T*, int64_t, int64_t, double*);                                        \
   template bool all_finite<T>(const T*, int64_t);                                                                  \
   template void embedding_forward<T>(const int32_t*, int64_t, const T*, int64_t, int64_t, T*);                     \
   template void embedding_backward<T>(const int32_t*, int64_t, const T*, int64_t, int64_t, T*);                    \

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace meshtrain::kernels {
 
@@ -19,6 +20,9 @@ template <typename T> void fill(T* y, T value, int64_t n);
 // block sums added in index order. The global grad norm is built from these.
 inline constexpr int64_t kSumBlock = 4096;
 template <typename T> double sum_squares(const T* x, int64_t n);
+// out[i] = sum_squares(x + i * block, min(block, n - i * block)) for every
+// block, the blocks spread over the team.
+template <typename T> void block_sum_squares(const T* x, int64_t n, int64_t block, double* out);
 // True if every element is finite.
 template <typename T> bool all_finite(const T* x, int64_t n);
 void convert_f32_to_bf16(const float* x, uint16_t* y, int64_t n);
@@ -48,6 +52,25 @@ inline void parallel_range(int64_t n, int64_t work, F&& f) {
     const int64_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
     if (b < e) f(b, e);
   }
+}
+
+// memcpy / memset split over the team in contiguous pieces (one core's
+// stream is latency-bound well below what two reach together).
+inline void parallel_copy_bytes(void* dst, const void* src, size_t bytes) {
+  constexpr int64_t kPiece = 4096;
+  const int64_t pieces = int64_t((bytes + kPiece - 1) / kPiece);
+  parallel_range(pieces, int64_t(bytes / sizeof(float)), [&](int64_t b, int64_t e) {
+    const size_t from = size_t(b * kPiece), to = std::min(bytes, size_t(e * kPiece));
+    std::memcpy(static_cast<char*>(dst) + from, static_cast<const char*>(src) + from, to - from);
+  });
+}
+inline void parallel_zero_bytes(void* dst, size_t bytes) {
+  constexpr int64_t kPiece = 4096;
+  const int64_t pieces = int64_t((bytes + kPiece - 1) / kPiece);
+  parallel_range(pieces, int64_t(bytes / sizeof(float)), [&](int64_t b, int64_t e) {
+    const size_t from = size_t(b * kPiece), to = std::min(bytes, size_t(e * kPiece));
+    std::memset(static_cast<char*>(dst) + from, 0, to - from);
+  });
 }
 
 // exp(x) for float in plain arithmetic so `#pragma omp simd` loops vectorize

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/kernels/cpu/elementwise.h"
 #include "meshtrain/kernels/cpu/per_isa/attention_tiles.h"
 #include "meshtrain/kernels/cpu/per_isa/isa_target.h"
 #include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
@@ -228,9 +229,9 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
   check_shape(s);
   const int64_t nq = s.batch * s.seq * s.q_heads * s.head_dim;
   const int64_t nk = s.batch * s.seq * s.kv_heads * s.head_dim;
-  std::memset(dq, 0, sizeof(T) * nq);
-  std::memset(dk, 0, sizeof(T) * nk);
-  std::memset(dv, 0, sizeof(T) * nk);
+  parallel_zero_bytes(dq, sizeof(T) * nq);
+  parallel_zero_bytes(dk, sizeof(T) * nk);
+  parallel_zero_bytes(dv, sizeof(T) * nk);
   const AttentionSpan sp{s.seq, 0, seg};
   MT_ISA_NS::attention_partial_backward(s, q, sp, k, v, sp, scale, out, lse, dout, dq, dk, dv);
 }

@@ -6,7 +6,8 @@
 // time instead, right before their tiles, so its buffer stays small.
 // An A strip (kMR x kKC) stays in L1 while the B panels of a block stream
 // past it from L2 (the B block is sized to half of L2), and successive tiles
-// walk along rows of C, which the hardware prefetchers follow.
+// walk along rows of C, which the hardware prefetchers follow; the next
+// tile's C lines are requested (for writing) while a tile computes.
 // Threads split the rows of C in whole kMR strips; every element is summed
 // over the same k blocks in the same order by whichever thread owns it, so
 // the bits never depend on the team size (reproducible mode needs nothing
@@ -50,6 +51,14 @@ void edge_tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
     for (int64_t r = 0; r < m; ++r) std::memcpy(buf + r * kNR, c + r * ldc, size_t(n) * sizeof(float));
   tile(kc, a, b, buf, kNR, alpha, beta);
   for (int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc, buf + r * kNR, size_t(n) * sizeof(float));
+}
+
+// Asks for the lines of the C tile at c (rows x kNR, ldc) with intent to
+// write: fetched while the tile before it computes, its stores find them in
+// cache instead of waiting on memory.
+void prefetch_c_tile(const float* c, int64_t ldc, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t v = 0; v < kNR; v += 64 / int64_t(sizeof(float))) __builtin_prefetch(c + r * ldc + v, 1, 3);
 }
 
 // Columns per packed B block: kKC x nc floats fill half of this core's L2
@@ -110,9 +119,13 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
           const int64_t ic_end = std::min(row_end, ic + chunk_rows), packed_from = one_block ? ic : row_begin;
           if (one_block) pack_rows(ic, ic_end);
           for (int64_t ir = ic; ir < ic_end; ir += kMR)
-            for (int64_t jr = 0; jr < nc; jr += kNR)
+            for (int64_t jr = 0; jr < nc; jr += kNR) {
+              const int64_t next_ir = jr + kNR < nc ? ir : ir + kMR, next_jr = jr + kNR < nc ? jr + kNR : 0;
+              if (next_ir < ic_end)
+                prefetch_c_tile(C + next_ir * N + jc + next_jr, N, std::min<int64_t>(kMR, row_end - next_ir));
               edge_tile(kc, a_pack + (ir - packed_from) * kc, b_pack + jr * kc, C + ir * N + jc + jr, N,
                         std::min<int64_t>(kMR, row_end - ir), std::min<int64_t>(kNR, nc - jr), alpha, beta_k);
+            }
         }
 #pragma omp barrier
       }
