@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -58,6 +59,46 @@ TEST(Elementwise, SumSquaresIndependentOfThreadCount) {
   auto xd = test::cast_vec<double>(x);
   EXPECT_EQ(test::with_threads(1, [&] { return sum_squares(xd.data(), n); }),
             test::with_threads(2, [&] { return sum_squares(xd.data(), n); }));
+}
+
+// Each block's sum is the bits sum_squares gives that block alone, for
+// any thread count (the grad norm's blocks are summed this way).
+TEST(Elementwise, BlockSumSquaresIsEachBlocksSumSquares) {
+  const int64_t block = kSumBlock, n = 37 * block + 123;  // a ragged last block
+  auto x = random_vec<float>(n, 5, -2, 2);
+  const int64_t blocks = (n + block - 1) / block;
+  for (int threads : {1, 2, 3}) {
+    std::vector<double> got(size_t(blocks), -1.0);
+    test::with_threads(threads, [&] {
+      block_sum_squares(x.data(), n, block, got.data());
+      return 0;
+    });
+    for (int64_t i = 0; i < blocks; ++i)
+      ASSERT_EQ(got[size_t(i)], sum_squares(x.data() + i * block, std::min(block, n - i * block)))
+          << "block " << i << " at " << threads << " threads";
+  }
+}
+
+// The team's copy and zero-fill write exactly the bytes asked for.
+TEST(Elementwise, ParallelCopyAndZeroTouchExactlyTheirBytes) {
+  for (size_t bytes : {size_t(0), size_t(1), size_t(4095), size_t(4097), size_t(1) << 20, (size_t(3) << 20) + 13}) {
+    std::vector<unsigned char> src(bytes + 2), dst(bytes + 2, 0xAB);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 1);
+    test::with_threads(2, [&] {
+      parallel_copy_bytes(dst.data() + 1, src.data() + 1, bytes);
+      return 0;
+    });
+    ASSERT_EQ(dst[0], 0xAB);
+    ASSERT_EQ(dst[bytes + 1], 0xAB);
+    ASSERT_TRUE(std::equal(src.begin() + 1, src.begin() + 1 + long(bytes), dst.begin() + 1)) << bytes;
+    test::with_threads(2, [&] {
+      parallel_zero_bytes(dst.data() + 1, bytes);
+      return 0;
+    });
+    ASSERT_EQ(dst[0], 0xAB);
+    ASSERT_EQ(dst[bytes + 1], 0xAB);
+    ASSERT_TRUE(std::all_of(dst.begin() + 1, dst.begin() + 1 + long(bytes), [](unsigned char c) { return c == 0; }));
+  }
 }
 
 TEST(Elementwise, AllFinite) {
