@@ -100,7 +100,10 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     float* const a_pack = b_pack + b_floats + t * a_floats;
-    const int64_t row_begin = strips * t / nt * kMR, row_end = std::min(M, strips * (t + 1) / nt * kMR);
+    // Strips [ceil(S t / nt), ceil(S (t + 1) / nt)): an odd strip goes to the
+    // lower threads; thread 0 arrives first (the others wake up to join it).
+    const int64_t row_begin = (strips * t + nt - 1) / nt * kMR;
+    const int64_t row_end = std::min(M, (strips * (t + 1) + nt - 1) / nt * kMR);
     const int64_t nc_block = nc_max;
     for (int64_t pc = 0; pc < K; pc += kKC) {
       const int64_t kc = std::min(kKC, K - pc);
