@@ -2,13 +2,11 @@
 // against central differences (f64), and the residual add they fuse.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "meshtrain/core/rng.h"
 #include "meshtrain/kernels/kernel_table.h"
 #include "meshtrain/model/attention_layer.h"
-#include "meshtrain/model/layers.h"
 #include "meshtrain/model/mlp_layer.h"
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/model/param_spec.h"
@@ -133,52 +131,6 @@ TEST(Layers, DeferredWeightGradsRunCallsInTheirPlace) {
   model::WeightGrads now;
   now.call([&] { seen.push_back(-1); });
   EXPECT_EQ(seen.size(), 3u);
-}
-
-// After mark_grads_unwritten a gradient holds last window's values but
-// counts as zero: the first weight-gradient GEMM overwrites it, an
-// accumulating writer (a norm's dw) zeroes it first, and
-// zero_unwritten_grads zeroes the ones no writer reached.
-TEST(Layers, UnwrittenGradientsCountAsZero) {
-  auto c = tiny_llama();
-  c.finalize();
-  auto alloc = CachingAllocator::create();
-  const auto& k = kernels::kernels_for(Device::Cpu);
-  model::ParameterStore ps(model::build_model_spec(c), PrecisionPolicy::uniform(DType::F64), alloc);
-  ps.initialize(c.seed);
-  model::Mlp mlp(c, ps, "model.layers.1.mlp");
-  model::Norm norm{model::NormKind::RMSNorm, &ps.find("model.layers.1.post_attention_layernorm.weight"), nullptr,
-                   c.d_model, 1e-5};
-  const Tensor& gate = ps.find("model.layers.1.mlp.gate_proj.weight").grad;
-  const Tensor& norm_w = norm.weight->grad;
-  const Tensor& q_proj = ps.find("model.layers.1.self_attn.q_proj.weight").grad;
-  const int64_t n = 5, d = c.d_model;
-  std::vector<double> x(size_t(n * d)), y(size_t(n * d)), dy(size_t(n * d), 0.3), dx(size_t(n * d));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1 * double(i % 7) - 0.2;
-  auto backward = [&] {
-    model::WeightGrads wg;
-    std::fill(y.begin(), y.end(), 0.0);
-    const auto saved = mlp.forward(k, wrap(x, n, d), wrap(y, n, d), false, alloc);
-    mlp.backward(k, wrap(x, n, d), saved, wrap(dy, n, d), false, wrap(dx, n, d), wg, alloc);
-    const auto stats = norm.forward(k, wrap(x, n, d), wrap(y, n, d), alloc);
-    norm.backward(k, wrap(x, n, d), stats, wrap(dy, n, d), wrap(dx, n, d));
-  };
-  auto values = [](const Tensor& t) { return std::vector<double>(t.data<double>(), t.data<double>() + t.numel()); };
-  ps.zero_grads();
-  backward();
-  const auto gate_once = values(gate), norm_once = values(norm_w);
-  const int unit = ps.find("model.layers.1.mlp.gate_proj.weight").spec->unit;
-  k.fill(ps.unit_grads(unit), 7.0);  // last window's values
-  ps.mark_grads_unwritten();
-  backward();
-  EXPECT_EQ(values(gate), gate_once);
-  EXPECT_EQ(values(norm_w), norm_once);
-  EXPECT_EQ(values(q_proj), std::vector<double>(size_t(q_proj.numel()), 7.0)) << "zeroed only when asked";
-  ps.zero_unwritten_grads(unit);
-  EXPECT_EQ(values(q_proj), std::vector<double>(size_t(q_proj.numel()), 0.0));
-  EXPECT_EQ(values(gate), gate_once) << "written gradients are kept";
-  backward();  // the window's second micro-batch adds (in another order: 1e-12)
-  for (size_t i = 0; i < gate_once.size(); ++i) ASSERT_NEAR(values(gate)[i], 2 * gate_once[i], 1e-12);
 }
 
 TEST(Layers, ModelConfigDerivesDefaults) {

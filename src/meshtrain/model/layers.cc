@@ -20,21 +20,9 @@ void Linear::backward_input(const kernels::KernelTable& k, const Tensor& dy, con
   k.gemm(false, false, 1.0, dy, weight->value, accumulate_dx ? 1.0 : 0.0, dx);
 }
 
-namespace {
-
-// Before an accumulating writer (+=): a gradient not written this window
-// is zeroed first.
-const Tensor& grad_to_accumulate(const kernels::KernelTable& k, const Parameter& p) {
-  if (p.take_unwritten_grad()) k.fill(p.grad, 0.0);
-  return p.grad;
-}
-
-}  // namespace
-
 void Linear::backward_weight(const kernels::KernelTable& k, const Tensor& x, const Tensor& dy) const {
-  // The window's first weight gradient overwrites (beta = 0), later ones add.
-  k.gemm(true, false, 1.0, dy, x, weight->take_unwritten_grad() ? 0.0 : 1.0, weight->grad);
-  if (bias) k.bias_grad(grad_to_accumulate(k, *bias), dy);
+  k.gemm(true, false, 1.0, dy, x, 1.0, weight->grad);
+  if (bias) k.bias_grad(bias->grad, dy);
 }
 
 Norm::Stats Norm::forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y,
@@ -49,8 +37,7 @@ Norm::Stats Norm::forward(const kernels::KernelTable& k, const Tensor& x, const 
 
 void Norm::backward(const kernels::KernelTable& k, const Tensor& x, const Stats& s, const Tensor& dy,
                     const Tensor& dx) const {
-  k.norm_backward(x, weight->value, s.mean, s.rstd, dy, dx, grad_to_accumulate(k, *weight),
-                  bias ? grad_to_accumulate(k, *bias) : Tensor());
+  k.norm_backward(x, weight->value, s.mean, s.rstd, dy, dx, weight->grad, bias ? bias->grad : Tensor());
 }
 
 Tensor WeightGrads::keep(const kernels::KernelTable& k, const Tensor& t, bool changes) const {
@@ -77,7 +64,7 @@ void WeightGrads::linear(const kernels::KernelTable& k, const Linear& l, const T
 }
 
 void WeightGrads::bias(const kernels::KernelTable& k, const Parameter& bias, const Tensor& dy, bool dy_changes) {
-  if (!defer_) return k.bias_grad(grad_to_accumulate(k, bias), dy);
+  if (!defer_) return k.bias_grad(bias.grad, dy);
   Job j;
   j.bias = &bias;
   j.dy = keep(k, dy, dy_changes);
@@ -87,7 +74,7 @@ void WeightGrads::bias(const kernels::KernelTable& k, const Parameter& bias, con
 
 void WeightGrads::embedding(const kernels::KernelTable& k, const Parameter& table, const int32_t* ids,
                             const Tensor& dout, bool dout_changes, int64_t vocab_begin) {
-  if (!defer_) return k.embedding_slice_backward(ids, dout, vocab_begin, grad_to_accumulate(k, table));
+  if (!defer_) return k.embedding_slice_backward(ids, dout, vocab_begin, table.grad);
   Job j;
   j.table = &table;
   j.ids = ids;
@@ -111,9 +98,9 @@ void WeightGrads::run(const kernels::KernelTable& k) {
     else if (j.linear)
       j.linear->backward_weight(k, j.x, j.dy);
     else if (j.bias)
-      k.bias_grad(grad_to_accumulate(k, *j.bias), j.dy);
+      k.bias_grad(j.bias->grad, j.dy);
     else
-      k.embedding_slice_backward(j.ids, j.dy, j.vocab_begin, grad_to_accumulate(k, *j.table));
+      k.embedding_slice_backward(j.ids, j.dy, j.vocab_begin, j.table->grad);
   }
   jobs_.clear();
 }

@@ -73,7 +73,6 @@ void ParameterStore::bind(int u, const Tensor& flat, Tensor Parameter::*field, s
     const ParamSpec& p = spec_.params[size_t(i)];
     params_[size_t(i)].*field =
         flat.defined() ? flat.flat_slice(p.unit_offset, p.unit_offset + p.numel()).view(p.shape) : Tensor();
-    if (field == &Parameter::grad) params_[size_t(i)].grad_unwritten = false;  // a new buffer holds what it holds
   }
 }
 
@@ -88,18 +87,6 @@ void ParameterStore::initialize(uint64_t seed) {
 void ParameterStore::zero_grads() {
   for (auto& g : unit_grads_)
     if (g.defined()) kernels::kernels_for(g).fill(g, 0.0);
-  for (auto& p : params_) p.grad_unwritten = false;
-}
-
-void ParameterStore::mark_grads_unwritten() {
-  for (auto& p : params_) p.grad_unwritten = p.grad.defined();
-}
-
-void ParameterStore::zero_unwritten_grads(int u) {
-  for (int i : spec_.units[size_t(u)].params) {
-    const Parameter& p = params_[size_t(i)];
-    if (p.take_unwritten_grad()) kernels::kernels_for(p.grad).fill(p.grad, 0.0);
-  }
 }
 
 Parameter* ParameterStore::find_or_null(const std::string& name) {

@@ -24,17 +24,6 @@ struct Parameter {
   const ParamSpec* spec = nullptr;
   Tensor value;  // view into the unit's flat value buffer
   Tensor grad;   // view into the unit's flat grad buffer
-  // The window's gradient is not written yet and `grad` still holds the
-  // last window's values (ParameterStore::mark_grads_unwritten): the first
-  // writer overwrites, a GEMM with beta = 0 instead of a 122 MiB memset
-  // plus reading zeros back; accumulating writers zero it first.
-  mutable bool grad_unwritten = false;
-  // True once per window: the caller writes the whole gradient.
-  bool take_unwritten_grad() const {
-    const bool unwritten = grad_unwritten;
-    grad_unwritten = false;
-    return unwritten;
-  }
 };
 
 class ParameterStore {
@@ -46,11 +35,6 @@ class ParameterStore {
 
   void initialize(uint64_t seed);  // every bound value buffer
   void zero_grads();               // every bound grad buffer
-  // Instead of zeroing: every bound gradient counts as zero until written
-  // (writers: layers.cc); zero_unwritten_grads(u) zeroes those of unit u no
-  // writer reached, before anything reads the unit's gradients.
-  void mark_grads_unwritten();
-  void zero_unwritten_grads(int u);
 
   // Points unit `u`'s parameter views at `flat` (numel >= the unit's; extra
   // elements are padding). An undefined tensor unbinds.

@@ -128,10 +128,7 @@ void DataParallel::begin_window() {
   tp_sums_.reset_stats();
   if (buckets_) buckets_->begin_window();
   if (sharded_) sharded_->begin_window();
-  // The flat gradients are not zeroed: each counts as zero until its first
-  // writer overwrites it (model/parameters.h); reduce_grads zeroes those no
-  // writer reached. Padding is never written and stays zero.
-  if (flat_grads_.defined()) model_.params().mark_grads_unwritten();
+  if (flat_grads_.defined()) kernels::kernels_for(flat_grads_).fill(flat_grads_, 0.0);
 }
 
 void DataParallel::gather(int u) {
@@ -167,7 +164,6 @@ void DataParallel::close_leaf(int u) {
 
 void DataParallel::reduce_grads(int u) {
   if (tree_) return reduce_tree(u);
-  model_.params().zero_unwritten_grads(u);
   if (tp_sums_.any(u)) {
     prepare_grads(u);  // bound (ZeRO-2/3: a unit no backward touched still sums its zeros)
     tp_sums_.reduce(u, model_.params().unit_grads(u));
@@ -198,9 +194,6 @@ void DataParallel::reduce_tree(int u) {
 }
 
 void DataParallel::finish_grads() {
-  // A unit no reduce_grads reached still holds zeros, not last window's values.
-  if (flat_grads_.defined())
-    for (int u = 0; u < nu_; ++u) model_.params().zero_unwritten_grads(u);
   if (buckets_) buckets_->wait_all();
   else sharded_->wait_all();
   // Averaging divides by the group's size: an expert unit's group (edp) is
