@@ -34,12 +34,7 @@ std::vector<double> with_layout(train::TrainConfig cfg, const Layout& l, const d
 }  // namespace
 
 TEST(MoeCheckpoint, SavedAtEpTwoResumedAtOneAndFour) {
-  auto cfg = tiny_train_config();
-  cfg.model.n_experts = 4;
-  cfg.model.experts_top_k = 2;
-  cfg.model.moe_capacity_factor = 1.0;
-  cfg.model.ffn_hidden = 16;
-  cfg.training.threads = 1;
+  auto cfg = tiny_moe_config(2, false, 1.0);
   const auto ds = varied_documents(48, 7);
   const fs::path root = fresh_dir("mt-moe-ckpt");
   auto dir = [&](const std::string& run) { return (root / run / "checkpoints").string(); };
@@ -86,13 +81,7 @@ TEST(MoeCheckpoint, SavedAtEpTwoResumedAtOneAndFour) {
 }
 
 TEST(MoeCheckpoint, ReproducibleModeResumesAtAnotherEpBitForBit) {
-  auto cfg = tiny_train_config();
-  cfg.model.n_experts = 4;
-  cfg.model.experts_top_k = 2;
-  cfg.model.moe_capacity_factor = 1.0;
-  cfg.model.moe_shared_expert = true;
-  cfg.model.ffn_hidden = 16;
-  cfg.training.threads = 1;
+  auto cfg = tiny_moe_config(2, true, 1.0);
   cfg.training.reproducible = true;
   cfg.training.micro_batch = 1;
   const auto ds = varied_documents(48, 7);

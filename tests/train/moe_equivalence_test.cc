@@ -25,17 +25,11 @@ namespace {
 constexpr double kTolerance = 1e-4;
 
 train::TrainConfig moe_config(int64_t top_k, bool shared, double capacity) {
-  auto cfg = tiny_train_config();
-  cfg.model.n_experts = 4;
-  cfg.model.experts_top_k = top_k;
-  cfg.model.moe_shared_expert = shared;
-  cfg.model.moe_capacity_factor = capacity;
+  auto cfg = tiny_moe_config(top_k, shared, capacity);
   cfg.model.moe_aux_loss_coeff = 0.05;
-  cfg.model.ffn_hidden = 16;
   cfg.optimizer.lr = 1e-3;
   cfg.training.micro_batch = 2;
   cfg.training.grad_accum = 2;
-  cfg.training.threads = 1;  // tiny matrices: one compute thread per rank
   return cfg;
 }
 

@@ -21,16 +21,10 @@ using namespace meshtrain::testing;
 namespace {
 
 train::TrainConfig model_config(double capacity) {
-  auto cfg = tiny_train_config();
-  cfg.model.n_experts = 4;
-  cfg.model.experts_top_k = 2;
-  cfg.model.moe_capacity_factor = capacity;
-  cfg.model.moe_shared_expert = true;
-  cfg.model.ffn_hidden = 16;
+  auto cfg = tiny_moe_config(2, true, capacity);
   cfg.optimizer.lr = 1e-3;
   cfg.training.micro_batch = 2;
   cfg.training.grad_accum = 2;
-  cfg.training.threads = 1;
   return cfg;
 }
 

@@ -79,6 +79,19 @@ inline train::TrainConfig tiny_train_config() {
   return c;
 }
 
+// The MoE tests' model: tiny_train_config with 4 routed experts of ffn 16,
+// one compute thread per rank (tiny matrices).
+inline train::TrainConfig tiny_moe_config(int64_t top_k, bool shared, double capacity) {
+  auto cfg = tiny_train_config();
+  cfg.model.n_experts = 4;
+  cfg.model.experts_top_k = top_k;
+  cfg.model.moe_shared_expert = shared;
+  cfg.model.moe_capacity_factor = capacity;
+  cfg.model.ffn_hidden = 16;
+  cfg.training.threads = 1;
+  return cfg;
+}
+
 // A model and 32-position packed rows for context parallelism (2 x cp
 // chunks up to cp = 16): 4 query heads over 2 KV heads, 2 rows per
 // micro-batch, 2 micro-batches, one compute thread per rank.

@@ -172,12 +172,6 @@ void for_each_range(GroupShared& shared, int me, size_t count, size_t es, F&& fn
 
 void run_collective_body(GroupShared& shared, int me, const OpDesc& d, const void* send) {
   const int R = shared.size();
-  // One member with its result already in place (a data-parallel group of
-  // one every step): reducing, scattering or gathering a single source into
-  // itself is the identity, bit for bit for every op and dtype.
-  const bool in_place_kind =
-      d.kind == OpKind::AllReduce || d.kind == OpKind::ReduceScatter || d.kind == OpKind::AllGather;
-  if (R == 1 && in_place_kind && send == d.recv) return;
   const size_t es = dtype_size(d.dtype);
   auto at = [es](const void* p, size_t elems) { return static_cast<const char*>(p) + elems * es; };
   auto at_mut = [es](void* p, size_t elems) { return static_cast<char*>(p) + elems * es; };

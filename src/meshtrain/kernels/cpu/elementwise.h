@@ -34,6 +34,11 @@ void convert_bf16_to_f32(const uint16_t* x, float* y, int64_t n);
 // thread: an OpenMP fork/join costs more than it saves.
 inline constexpr int64_t kParallelMin = 32768;
 
+// Whether n items of `work` elements in all are worth a fork/join here.
+inline bool worth_a_team(int64_t n, int64_t work) {
+  return work >= kParallelMin && n >= 2 && omp_get_max_threads() > 1 && !omp_in_parallel();
+}
+
 // Calls f(begin, end) on disjoint ranges covering [0, n). `work` is the total
 // element count touched; small work runs f(0, n) inline with no fork/join.
 // Ranges are static and contiguous (so per-item results never depend on the
@@ -41,7 +46,7 @@ inline constexpr int64_t kParallelMin = 32768;
 template <typename F>
 inline void parallel_range(int64_t n, int64_t work, F&& f) {
   if (n <= 0) return;
-  if (work < kParallelMin || n < 2 || omp_get_max_threads() == 1 || omp_in_parallel()) {
+  if (!worth_a_team(n, work)) {
     f(int64_t(0), n);
     return;
   }
@@ -54,23 +59,24 @@ inline void parallel_range(int64_t n, int64_t work, F&& f) {
   }
 }
 
-// memcpy / memset split over the team in contiguous pieces (one core's
-// stream is latency-bound well below what two reach together).
-inline void parallel_copy_bytes(void* dst, const void* src, size_t bytes) {
+// memcpy / memset split over the team in contiguous 4 KiB-aligned byte
+// ranges [from, to), one per thread (one core's stream is latency-bound
+// well below what two reach together).
+template <typename F>
+void for_byte_ranges(size_t bytes, F&& f) {
   constexpr int64_t kPiece = 4096;
   const int64_t pieces = int64_t((bytes + kPiece - 1) / kPiece);
   parallel_range(pieces, int64_t(bytes / sizeof(float)), [&](int64_t b, int64_t e) {
-    const size_t from = size_t(b * kPiece), to = std::min(bytes, size_t(e * kPiece));
+    f(size_t(b * kPiece), std::min(bytes, size_t(e * kPiece)));
+  });
+}
+inline void parallel_copy_bytes(void* dst, const void* src, size_t bytes) {
+  for_byte_ranges(bytes, [&](size_t from, size_t to) {
     std::memcpy(static_cast<char*>(dst) + from, static_cast<const char*>(src) + from, to - from);
   });
 }
 inline void parallel_zero_bytes(void* dst, size_t bytes) {
-  constexpr int64_t kPiece = 4096;
-  const int64_t pieces = int64_t((bytes + kPiece - 1) / kPiece);
-  parallel_range(pieces, int64_t(bytes / sizeof(float)), [&](int64_t b, int64_t e) {
-    const size_t from = size_t(b * kPiece), to = std::min(bytes, size_t(e * kPiece));
-    std::memset(static_cast<char*>(dst) + from, 0, to - from);
-  });
+  for_byte_ranges(bytes, [&](size_t from, size_t to) { std::memset(static_cast<char*>(dst) + from, 0, to - from); });
 }
 
 // exp(x) for float in plain arithmetic so `#pragma omp simd` loops vectorize

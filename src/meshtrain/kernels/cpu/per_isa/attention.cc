@@ -125,9 +125,6 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
       }
 }
 
-// Q and dO of a (batch row, kv head) task packed whole up to this size.
-constexpr size_t kWholeGroupBytes = size_t(512) << 10;
-
 // FlashAttention-2 style backward. One task per (batch row, kv head) owns dk,
 // dv of that head and dq of its query heads, so nothing is shared between
 // threads; P is recomputed from lse and D_i = rowsum(dout_i * out_i).
@@ -146,29 +143,23 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
       // K, Q and dO tiles are GEMM operands read row by row: packed into
       // contiguous [rows, D] first (their rows are 1-2 KiB apart and would
       // alias in a few L1 sets), like kt and vt, the transposed K and V.
-      // Q and dO of the whole group are packed once when they fit in L2
-      // (a query tile meets every key tile before it), else tile by tile.
-      const size_t tile_elems = static_cast<size_t>(D) * kBk, qtile_elems = static_cast<size_t>(D) * kBq;
+      // Q and dO of the whole group are packed once per task (a query tile
+      // meets every key tile before it).
+      const size_t tile_elems = static_cast<size_t>(D) * kBk;
       const size_t group_elems = static_cast<size_t>(group * qs.len * D);
-      const bool whole_group = 2 * group_elems * sizeof(T) <= kWholeGroupBytes;
-      const size_t q_elems = whole_group ? group_elems : qtile_elems;
-      T* kt = thread_scratch<T>(3 * tile_elems + 2 * q_elems + 2 * kBq * kBk + group * qs.len);
+      T* kt = thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * qs.len);
       T* vt = kt + tile_elems;
       T* kp = vt + tile_elems;
-      T* qp = kp + tile_elems;  // [group, qs.len, D] or one tile [kBq, D]
-      T* dop = qp + q_elems;
-      T* P = dop + q_elems;
+      T* qp = kp + tile_elems;  // [group, qs.len, D]
+      T* dop = qp + group_elems;
+      T* P = dop + group_elems;
       T* dS = P + kBq * kBk;
       T* delta = dS + kBq * kBk;  // [group, qs.len]
-      if (whole_group)
-        for (int64_t g = 0; g < group; ++g) {
-          const int64_t first_row = b * qs.len * ldq + (hk * group + g) * D;
-          for (int64_t t0 = 0; t0 < qs.len; t0 += kBq) {
-            const int n = static_cast<int>(std::min<int64_t>(kBq, qs.len - t0));
-            pack_rows(q + first_row + t0 * ldq, ldq, n, D, qp + (g * qs.len + t0) * D);
-            pack_rows(dout + first_row + t0 * ldq, ldq, n, D, dop + (g * qs.len + t0) * D);
-          }
-        }
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t first_row = b * qs.len * ldq + (hk * group + g) * D;
+        pack_rows(q + first_row, ldq, static_cast<int>(qs.len), D, qp + g * qs.len * D);
+        pack_rows(dout + first_row, ldq, static_cast<int>(qs.len), D, dop + g * qs.len * D);
+      }
       for (int64_t g = 0; g < group; ++g)
         for (int64_t t = 0; t < qs.len; ++t) {
           const int64_t off = (b * qs.len + t) * ldq + (hk * group + g) * D;
@@ -200,15 +191,8 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
               pack_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, kp);
               transposed = true;
             }
-            const T* qtile = qp;
-            const T* dotile = dop;
-            if (whole_group) {
-              qtile = qp + (g * qs.len + i0) * D;
-              dotile = dop + (g * qs.len + i0) * D;
-            } else {
-              pack_rows(qt.q, ldq, qt.nq, D, qp);
-              pack_rows(dout + (qt.q - q), ldq, qt.nq, D, dop);
-            }
+            const T* qtile = qp + (g * qs.len + i0) * D;
+            const T* dotile = dop + (g * qs.len + i0) * D;
             T* dq_t = dq + (qt.q - q);
             const int Di = static_cast<int>(D);
             // Query i sees key j when j < i + below, i.e. i >= j - below + 1 (causality).

@@ -45,8 +45,7 @@ constexpr int64_t kBackwardRows = 64;
 // with one thread it is rows then columns, block after block.
 template <typename Rows, typename Cols>
 void backward_by_row_blocks(int64_t n, int64_t d, Rows&& rows, Cols&& cols) {
-  const bool par = n * d >= kParallelMin && omp_get_max_threads() > 1 && !omp_in_parallel();
-#pragma omp parallel if (par)
+#pragma omp parallel if (worth_a_team(n, n * d))
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t c0 = d * t / nt, c1 = d * (t + 1) / nt;

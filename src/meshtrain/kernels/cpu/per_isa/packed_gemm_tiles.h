@@ -92,6 +92,13 @@ inline constexpr int64_t kPrefetchK = 16;
     }
 }
 
+// Entries [used, ld) of rows 0 .. k - 1 of a packed strip or panel (row
+// length ld): the padding past the matrix's edge is zero.
+inline void zero_padding(float* out, int64_t ld, int64_t used, int64_t k) {
+  if (used < ld)
+    for (int64_t i = 0; i < k; ++i) std::fill(out + i * ld + used, out + (i + 1) * ld, 0.0f);
+}
+
 // A block rows [0, m) x k [0, kc) of op(A), op(A)(i, k) = a[i * rs + k * cs]
 // with (rs, cs) = (lda, 1), or (1, lda) for a transposed A.
 inline void pack_a(const float* a, int64_t lda, bool trans, int64_t m, int64_t kc, float* out) {
@@ -109,16 +116,10 @@ inline void pack_a(const float* a, int64_t lda, bool trans, int64_t m, int64_t k
       }
     return;
   }
-  for (int64_t s = 0; s < strips; ++s, out += kMR * kc) {
+  for (int64_t s = 0; s < strips; ++s, out += kMR * kc) {  // register transposes (vec.h)
     const int64_t rows = std::min<int64_t>(kMR, m - s * kMR);
-    const float* src = a + s * kMR * lda;
-    for (int64_t k0 = 0; k0 < kc; k0 += kLanes) {  // kLanes x kLanes blocks, transposed in registers
-      const int64_t ks = std::min<int64_t>(kLanes, kc - k0);
-      VecF r[kLanes];
-      for (int j = 0; j < kLanes; ++j) r[j] = j < rows ? load_first(src + j * lda + k0, ks) : zeros();
-      transpose(r);
-      for (int64_t k = 0; k < ks; ++k) store(out + (k0 + k) * kMR, r[k]);  // kMR <= kLanes: overlaps forward
-    }
+    transpose_block(a + s * kMR * lda, lda, int(rows), int(kc), out, kMR);
+    zero_padding(out, kMR, rows, kc);
   }
 }
 
@@ -137,19 +138,10 @@ inline void pack_b(const float* b, int64_t ldb, bool trans, int64_t kc, int64_t 
           }
     return;
   }
-  for (int64_t p = p0; p < p1; ++p) {
-    float* dst = out + p * kNR * kc;
-    const int64_t j0 = p * kNR;
-    for (int64_t k0 = 0; k0 < kc; k0 += kLanes) {
-      const int64_t ks = std::min<int64_t>(kLanes, kc - k0);
-      for (int v = 0; v < kNV; ++v) {
-        VecF r[kLanes];
-        const int64_t jv = j0 + v * kLanes;
-        for (int j = 0; j < kLanes; ++j) r[j] = jv + j < n ? load_first(b + (jv + j) * ldb + k0, ks) : zeros();
-        transpose(r);
-        for (int64_t k = 0; k < ks; ++k) store(dst + (k0 + k) * kNR + v * kLanes, r[k]);
-      }
-    }
+  for (int64_t p = p0; p < p1; ++p) {  // register transposes (vec.h)
+    const int64_t cols = std::min<int64_t>(kNR, n - p * kNR);
+    transpose_block(b + p * kNR * ldb, ldb, int(cols), int(kc), out + p * kNR * kc, kNR);
+    zero_padding(out + p * kNR * kc, kNR, cols, kc);
   }
 }
 
