@@ -4,16 +4,14 @@
 #include <new>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/host_pages.h"
 
 namespace meshtrain {
 
 namespace {
 
-void* host_allocate(size_t bytes) { return std::aligned_alloc(64, bytes); }
-void host_release(void* p) { std::free(p); }
-
 std::mutex registry_mu;
-DeviceMemory registry[2] = {{host_allocate, host_release}, {}};
+DeviceMemory registry[2] = {{allocate_host_pages, release_host_pages}, {}};
 
 }  // namespace
 

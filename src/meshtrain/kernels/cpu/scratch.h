@@ -1,10 +1,12 @@
-// Grow-only, 4096-byte aligned scratch memory shared by one thread's GEMM
-// primitives: repeated calls reuse pages that are already faulted in.
+// Grow-only scratch memory shared by one thread's GEMM primitives (64-byte
+// aligned, huge pages from 2 MiB: host_pages.h): repeated calls reuse pages
+// that are already faulted in.
 #pragma once
 
 #include <cstdlib>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/host_pages.h"
 
 namespace meshtrain::kernels {
 
@@ -13,18 +15,18 @@ class Scratch {
   Scratch() = default;
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { std::free(ptr_); }
+  ~Scratch() { release_host_pages(ptr_); }
 
   // At least `need` bytes. The size is recorded only once the allocation
   // succeeded: after a failure the old buffer is gone and the next call
   // allocates again (never a null or too small buffer).
   void* get(size_t need) {
     if (need > bytes_ || !ptr_) {
-      std::free(ptr_);
+      release_host_pages(ptr_);
       ptr_ = nullptr;
       bytes_ = 0;
       const size_t rounded = (need + 4095) / 4096 * 4096;
-      void* p = rounded >= need ? std::aligned_alloc(4096, rounded) : nullptr;
+      void* p = rounded >= need ? allocate_host_pages(rounded) : nullptr;
       MT_REQUIRE(InternalError, p != nullptr, "gemm scratchpad allocation of ", need, " bytes failed");
       ptr_ = p;
       bytes_ = rounded;
