@@ -1,5 +1,5 @@
-// The GEMM scratchpad: grow-only reuse, and a failed allocation never
-// leaves a null or undersized buffer behind.
+// The GEMM scratchpad: grow-only reuse, whole huge pages for big buffers,
+// and a failed allocation never leaves a null or undersized buffer behind.
 #include "meshtrain/kernels/cpu/scratch.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +20,22 @@ TEST(Scratch, GrowsOnlyAndReusesTheBuffer) {
   ASSERT_NE(b, nullptr);
   EXPECT_GE(s.bytes(), 10000u);
   std::memset(b, 1, 10000);
+}
+
+// The packed GEMM streams its panels through every tile: from half a huge
+// page on, the buffer is whole huge pages on a huge-page boundary.
+TEST(Scratch, BigBuffersAreWholeHugePages) {
+  Scratch s;
+  ASSERT_NE(s.get(kHugePageBytes / 2 - 1), nullptr);
+  EXPECT_EQ(s.bytes(), kHugePageBytes / 2);  // below: 4 KiB pages
+  void* p = s.get(kHugePageBytes / 2 + 1);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(s.bytes(), kHugePageBytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kHugePageBytes, 0u);
+  p = s.get(kHugePageBytes + 1);
+  EXPECT_EQ(s.bytes(), 2 * kHugePageBytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kHugePageBytes, 0u);
+  std::memset(p, 1, s.bytes());
 }
 
 TEST(Scratch, AFailedAllocationIsNotRecordedAsTheSize) {

@@ -25,7 +25,10 @@ class Scratch {
       release_host_pages(ptr_);
       ptr_ = nullptr;
       bytes_ = 0;
-      const size_t rounded = (need + 4095) / 4096 * 4096;
+      // From half a huge page on, whole huge pages (the packed GEMM's panels
+      // are streamed through every tile: one TLB entry instead of hundreds).
+      const size_t unit = need >= kHugePageBytes / 2 ? kHugePageBytes : 4096;
+      const size_t rounded = (need + unit - 1) / unit * unit;
       void* p = rounded >= need ? allocate_host_pages(rounded) : nullptr;
       MT_REQUIRE(InternalError, p != nullptr, "gemm scratchpad allocation of ", need, " bytes failed");
       ptr_ = p;
