@@ -1,6 +1,5 @@
 #include "meshtrain/core/allocator.h"
 
-#include <cstdlib>
 #include <new>
 
 #include "meshtrain/core/error.h"

@@ -1,9 +1,9 @@
 // Grow-only scratch memory shared by one thread's GEMM primitives (64-byte
-// aligned, huge pages from 2 MiB: host_pages.h): repeated calls reuse pages
-// that are already faulted in.
+// aligned; from 1 MiB on, whole huge pages: host_pages.h): repeated calls
+// reuse pages that are already faulted in.
 #pragma once
 
-#include <cstdlib>
+#include <cstddef>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/host_pages.h"
