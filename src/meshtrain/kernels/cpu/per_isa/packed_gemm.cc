@@ -7,7 +7,7 @@
 // An A strip (kMR x kKC) stays in L1 while the B panels of a block stream
 // past it from L2 (the B block is sized to half of L2), and successive tiles
 // walk along rows of C, which the hardware prefetchers follow; the next
-// tile's C lines are requested (for writing) while a tile computes.
+// tile's C lines are prefetched while a tile computes.
 // Threads split the rows of C in whole kMR strips; every element is summed
 // over the same k blocks in the same order by whichever thread owns it, so
 // the bits never depend on the team size (reproducible mode needs nothing
@@ -53,9 +53,10 @@ void edge_tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
   for (int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc, buf + r * kNR, size_t(n) * sizeof(float));
 }
 
-// Asks for the lines of the C tile at c (rows x kNR, ldc) with intent to
-// write: fetched while the tile before it computes, its stores find them in
-// cache instead of waiting on memory.
+// Prefetches the lines of the C tile at c (rows x kNR, ldc) while the tile
+// before it computes, so its stores find them in cache instead of waiting
+// on memory. The write hint becomes PREFETCHW only where the level's target
+// has it (none of ours enables it: a plain prefetch).
 void prefetch_c_tile(const float* c, int64_t ldc, int64_t rows) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t v = 0; v < kNR; v += 64 / int64_t(sizeof(float))) __builtin_prefetch(c + r * ldc + v, 1, 3);
