@@ -2,9 +2,10 @@
 // per_isa/packed_gemm_tiles.h, cpu/packed_gemm.h and cpu/gemm_choice.cc:
 // the packed f32 GEMM at every ISA level against a naive f64 loop (odd
 // shapes, tails in every dimension, sizes straddling the blocks, all four
-// transposes, alpha, beta, beta = 0 over NaN), its bitwise thread-count
-// invariance, no fresh page faults on repeated calls, and which f32 GEMM
-// gemm<float> runs (MESHTRAIN_GEMM).
+// transposes, alpha, beta, beta = 0 over NaN), its bitwise invariance to
+// the thread count and to how the operands are stored, no fresh page
+// faults on repeated calls, and which f32 GEMM gemm<float> runs
+// (MESHTRAIN_GEMM).
 #include "meshtrain/kernels/cpu/packed_gemm.h"
 
 #include <gtest/gtest.h>
@@ -139,6 +140,39 @@ TEST(PackedGemm, SameBitsForOneTwoAndThreeThreads) {
           EXPECT_EQ(runs[0], runs[1]) << isa_name(level) << " M=" << s.m << " ta=" << ta << " tb=" << tb;
           EXPECT_EQ(runs[0], runs[2]) << isa_name(level) << " M=" << s.m << " ta=" << ta << " tb=" << tb;
         }
+    }
+  }
+}
+
+// op(A) and op(B) give the same bits whichever way they are stored: a
+// row-major op(A) is read in place by the tiles, a transposed one is
+// packed, and both must sum each element over the same k in the same order
+// (checkpoint digests and the reproducibility notes rely on it).
+std::vector<float> transposed(const std::vector<float>& x, int64_t rows, int64_t cols) {
+  std::vector<float> t(x.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) t[j * rows + i] = x[i * cols + j];
+  return t;
+}
+
+TEST(PackedGemm, SameBitsWhicheverWayTheOperandsAreStored) {
+  for (Isa level : test::runnable_levels()) {
+    ScopedIsa scoped(level);
+    const PackedGemmBlocking b = packed_gemm_blocking();
+    for (const Shape& s : {Shape{17 * b.mr + 5, b.nc + 2 * b.nr + 7, 2 * b.kc + 9}, Shape{70 * b.mr + 5, 45, 37},
+                           Shape{b.mr - 1, b.nr, b.kc + 1}}) {
+      const Operands in = operands(s, 13);  // op(A) [M,K] and op(B) [K,N], row-major
+      const std::vector<float> at = transposed(in.a, s.m, s.k), bt = transposed(in.b, s.k, s.n);
+      std::vector<std::vector<float>> runs;
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          std::vector<float> c = in.c;
+          packed_gemm_f32(ta, tb, s.m, s.n, s.k, 0.75f, (ta ? at : in.a).data(), (tb ? bt : in.b).data(), 0.5f,
+                          c.data());
+          runs.push_back(std::move(c));
+        }
+      for (size_t i = 1; i < runs.size(); ++i)
+        EXPECT_EQ(runs[0], runs[i]) << isa_name(level) << " M=" << s.m << " transposes " << i;
     }
   }
 }

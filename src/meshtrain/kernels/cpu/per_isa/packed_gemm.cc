@@ -4,6 +4,7 @@
 //   > this thread's strips ir (kMR) > panels jr (kNR) > register tile.
 // With one column block (N <= nc) a thread packs its rows 16 strips at a
 // time instead, right before their tiles, so its buffer stays small.
+// A row-major op(A) is not packed at all: the tiles read its rows in place.
 // An A strip (kMR x kKC) stays in L1 while the B panels of a block stream
 // past it from L2 (the B block is sized to half of L2), and successive tiles
 // walk along rows of C, which the hardware prefetchers follow; the next
@@ -41,15 +42,27 @@ constexpr int64_t kChunkStrips = 16;
 // shared packing cost more than they save).
 constexpr double kParallelMinMacs = 1 << 21;
 
+// A tile's strip of op(A): packed (lda 0), or kMR rows of a row-major
+// op(A) read in place, lda apart.
+struct StripA {
+  const float* a;
+  int64_t lda;
+};
+
+void any_tile(int64_t kc, StripA a, const float* b, float* c, int64_t ldc, float alpha, float beta) {
+  if (a.lda) return tile<true>(kc, a.a, a.lda, b, c, ldc, alpha, beta);
+  tile<false>(kc, a.a, 0, b, c, ldc, alpha, beta);
+}
+
 // C tile at (rows m <= kMR, columns n <= kNR); partial tiles run the same
 // full tile on a copy, so edge elements get the same arithmetic.
-void edge_tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n, float alpha,
+void edge_tile(int64_t kc, StripA a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n, float alpha,
                float beta) {
-  if (m == kMR && n == kNR) return tile(kc, a, b, c, ldc, alpha, beta);
+  if (m == kMR && n == kNR) return any_tile(kc, a, b, c, ldc, alpha, beta);
   alignas(64) float buf[kMR * kNR] = {};
   if (beta != 0.0f)
     for (int64_t r = 0; r < m; ++r) std::memcpy(buf + r * kNR, c + r * ldc, size_t(n) * sizeof(float));
-  tile(kc, a, b, buf, kNR, alpha, beta);
+  any_tile(kc, a, b, buf, kNR, alpha, beta);
   for (int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc, buf + r * kNR, size_t(n) * sizeof(float));
 }
 
@@ -90,10 +103,16 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
   // small whatever M is). Several: its rows are packed once per k block and
   // reused by every column block.
   const bool one_block = N <= nc_max;
+  // A row-major op(A) is not packed: a tile broadcasts from its rows in
+  // place, the same values in the same order (so the same bits), without
+  // the transposing pass through memory. Only a partial last strip is
+  // packed (its padding rows are zero). A transposed op(A) is packed: read
+  // in place its strip is one short piece of kc rows, too many lines.
+  const bool in_place_a = !trans_a;
   const int64_t thread_strips = (strips + team - 1) / team;
   const int64_t b_floats = nc_max * kc_max + kPackSlack;
-  const int64_t a_floats =
-      (one_block ? std::min(thread_strips, kChunkStrips) : thread_strips) * kMR * kc_max + kPackSlack;  // per thread
+  const int64_t a_strips = in_place_a ? 1 : one_block ? std::min(thread_strips, kChunkStrips) : thread_strips;
+  const int64_t a_floats = a_strips * kMR * kc_max + kPackSlack;  // per thread
   thread_local Scratch scratch;
   float* const b_pack = static_cast<float*>(scratch.get(size_t(b_floats + team * a_floats) * sizeof(float)));
 
@@ -112,7 +131,7 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
       auto pack_rows = [&](int64_t i0, int64_t i1) {
         pack_a(trans_a ? A + pc * lda + i0 : A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, a_pack);
       };
-      if (!one_block && row_begin < row_end) pack_rows(row_begin, row_end);
+      if (!one_block && !in_place_a && row_begin < row_end) pack_rows(row_begin, row_end);
       for (int64_t jc = 0; jc < N; jc += nc_block) {
         const int64_t nc = std::min(nc_block, N - jc), panels = (nc + kNR - 1) / kNR;
         const float* b_block = trans_b ? B + jc * ldb + pc : B + pc * ldb + jc;
@@ -121,15 +140,23 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
         const int64_t chunk_rows = one_block ? kChunkStrips * kMR : row_end - row_begin;
         for (int64_t ic = row_begin; ic < row_end; ic += chunk_rows) {
           const int64_t ic_end = std::min(row_end, ic + chunk_rows), packed_from = one_block ? ic : row_begin;
-          if (one_block) pack_rows(ic, ic_end);
-          for (int64_t ir = ic; ir < ic_end; ir += kMR)
+          if (one_block && !in_place_a) pack_rows(ic, ic_end);
+          for (int64_t ir = ic; ir < ic_end; ir += kMR) {
+            StripA strip{a_pack + (ir - packed_from) * kc, 0};
+            if (in_place_a && ir + kMR <= M) {
+              strip = {A + ir * lda + pc, lda};
+            } else if (in_place_a) {
+              pack_rows(ir, row_end);
+              strip = {a_pack, 0};
+            }
             for (int64_t jr = 0; jr < nc; jr += kNR) {
               const int64_t next_ir = jr + kNR < nc ? ir : ir + kMR, next_jr = jr + kNR < nc ? jr + kNR : 0;
               if (next_ir < ic_end)
                 prefetch_c_tile(C + next_ir * N + jc + next_jr, N, std::min<int64_t>(kMR, row_end - next_ir));
-              edge_tile(kc, a_pack + (ir - packed_from) * kc, b_pack + jr * kc, C + ir * N + jc + jr, N,
-                        std::min<int64_t>(kMR, row_end - ir), std::min<int64_t>(kNR, nc - jr), alpha, beta_k);
+              edge_tile(kc, strip, b_pack + jr * kc, C + ir * N + jc + jr, N, std::min<int64_t>(kMR, row_end - ir),
+                        std::min<int64_t>(kNR, nc - jr), alpha, beta_k);
             }
+          }
         }
 #pragma omp barrier
       }

@@ -8,8 +8,9 @@
 //     element (k, column c) at k * kNR + c. Columns past nc are zero.
 // The tile C[kMR x kNR] = alpha * sum_k a(r, k) b(k, c) + beta * C sums k in
 // order from 0 on every level, one FMA per term (scalar: multiply + add), so
-// an element's bits depend only on kc and its packed values, never on where
-// its tile lies or which thread runs it. Padding only feeds padded outputs.
+// an element's bits depend only on kc and its values, never on where its
+// tile lies, which thread runs it or whether its A strip was packed (a
+// row-major op(A) is read in place). Padding only feeds padded outputs.
 #pragma once
 
 #include <algorithm>
@@ -56,10 +57,13 @@ inline VecF load_first(const float* p, int64_t n) {
 inline constexpr int64_t kPrefetchK = 16;
 
 // C[kMR x kNR] (ldc) = alpha * op + beta * C; beta == 0 never reads C.
+// The A strip is packed (a), or with kInPlaceA the kMR rows of a row-major
+// op(A) at a, lda apart: the same values in the same order either way.
 // Not inlined: on its own the k loop keeps all accumulators and both B
 // vectors in registers (inlined into the edge handling, GCC spilled one).
-[[gnu::noinline]] inline void tile(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc,
-                 float alpha, float beta) {
+template <bool kInPlaceA>
+[[gnu::noinline]] inline void tile(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* c,
+                                   int64_t ldc, float alpha, float beta) {
   VecF acc[kMR][kNV];
 #pragma GCC unroll 16
   for (int r = 0; r < kMR; ++r)
@@ -75,11 +79,11 @@ inline constexpr int64_t kPrefetchK = 16;
     }
 #pragma GCC unroll 16
     for (int r = 0; r < kMR; ++r) {
-      const VecF ar = broadcast(a[r]);
+      const VecF ar = broadcast(kInPlaceA ? a[r * lda] : a[r]);
 #pragma GCC unroll 4
       for (int v = 0; v < kNV; ++v) acc[r][v] = fmadd(ar, bv[v], acc[r][v]);
     }
-    a += kMR;
+    a += kInPlaceA ? 1 : kMR;
     b += kNR;
   }
   const VecF va = broadcast(alpha), vb = broadcast(beta);
@@ -147,12 +151,13 @@ inline void pack_b(const float* b, int64_t ldb, bool trans, int64_t kc, int64_t 
 
 #else  // scalar level: the same layouts and sums in plain loops
 
-inline void tile(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc,
+template <bool kInPlaceA>
+inline void tile(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* c, int64_t ldc,
                  float alpha, float beta) {
   float acc[kMR][kNR] = {};
-  for (int64_t k = 0; k < kc; ++k, a += kMR, b += kNR)
+  for (int64_t k = 0; k < kc; ++k, a += kInPlaceA ? 1 : kMR, b += kNR)
     for (int r = 0; r < kMR; ++r)
-      for (int j = 0; j < kNR; ++j) acc[r][j] += a[r] * b[j];
+      for (int j = 0; j < kNR; ++j) acc[r][j] += (kInPlaceA ? a[r * lda] : a[r]) * b[j];
   for (int r = 0; r < kMR; ++r)
     for (int j = 0; j < kNR; ++j) {
       float& x = c[r * ldc + j];
