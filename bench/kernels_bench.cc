@@ -277,6 +277,20 @@ void BM_LayerNormForward(benchmark::State& state) {
 }
 MT_BENCH_THREADS(BM_LayerNormForward);
 
+void BM_LayerNormBackward(benchmark::State& state) {
+  set_threads(state);
+  auto x = random_floats(kTokens * kModel, 1), w = random_floats(kModel, 2), b = random_floats(kModel, 3),
+       dy = random_floats(kTokens * kModel, 4);
+  std::vector<float> y(x.size()), m(static_cast<size_t>(kTokens)), r(static_cast<size_t>(kTokens)), dx(x.size()),
+      dw(static_cast<size_t>(kModel)), db(static_cast<size_t>(kModel));
+  mk::layernorm_forward(x.data(), w.data(), b.data(), kTokens, kModel, 1e-5f, y.data(), m.data(), r.data());
+  for (auto _ : state)
+    mk::layernorm_backward(x.data(), w.data(), m.data(), r.data(), dy.data(), kTokens, kModel, dx.data(), dw.data(),
+                           db.data());
+  bytes(state, 4.0 * 4 * kTokens * kModel);  // x, dy, dx read + dx written
+}
+MT_BENCH_THREADS(BM_LayerNormBackward);
+
 void BM_RopeForward(benchmark::State& state) {
   set_threads(state);
   auto table = mk::make_rope_table(256, kHeadDim, 10000.0);
