@@ -167,7 +167,7 @@ std::vector<Case> cases() {
       {{2, 150, 8, 2, 64}, {40, 1, 70, 39}},  // packed documents incl. a one-token one, GQA 4
       {{1, 200, 2, 1, 80}, {64, 64, 72}},     // documents aligned with tiles (whole tiles skipped), D > 64
       {{1, 257, 4, 4, 32}, {257}},            // one explicit document
-      {{1, 700, 4, 1, 64}, {300, 400}},       // a long row: Q and dO of a kv group past L2
+      {{1, 700, 4, 1, 64}, {300, 400}},       // a long row: the backward packs its kv group in 2-3 spans
   };
 }
 

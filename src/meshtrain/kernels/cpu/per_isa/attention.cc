@@ -128,6 +128,18 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
 // FlashAttention-2 style backward. One task per (batch row, kv head) owns dk,
 // dv of that head and dq of its query heads, so nothing is shared between
 // threads; P is recomputed from lse and D_i = rowsum(dout_i * out_i).
+//
+// K, Q and dO tiles are GEMM operands read row by row: packed into
+// contiguous [rows, D] first (their rows are 1-2 KiB apart and would alias
+// in a few L1 sets), like kt and vt, the transposed K and V. Q and dO of
+// the kv group are packed once per span of queries (a query tile meets
+// every key tile before it); a span's packed Q and dO fit in
+// kPackedGroupBytes, so the thread's scratch stays bounded whatever the
+// sequence. Sums keep their order within a span: dq over key tiles, dk and
+// dv over (query head, query tile); spans add to dk and dv one after the
+// other, and a sequence of one span has the bits of a whole-group pack.
+constexpr size_t kPackedGroupBytes = size_t(1) << 20;
+
 template <typename T>
 void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSpan qs, const T* k, const T* v,
                                 AttentionSpan ks, T scale, const T* out, const T* lse, const T* dout, T* dq, T* dk,
@@ -136,95 +148,96 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
   check_spans(qs, ks);
   const int64_t H = s.q_heads, Hk = s.kv_heads, D = s.head_dim, group = H / Hk;
   const int64_t ldq = H * D;
+  const int64_t span_rows = std::max<int64_t>(
+      kBq, static_cast<int64_t>(kPackedGroupBytes / (2 * sizeof(T) * size_t(group * D))) / kBq * kBq);
   const bool par = attention_macs(s, qs.len, ks.len) > kParallelMacs;
 #pragma omp parallel for collapse(2) schedule(dynamic) if (par)
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t hk = 0; hk < Hk; ++hk) {
-      // K, Q and dO tiles are GEMM operands read row by row: packed into
-      // contiguous [rows, D] first (their rows are 1-2 KiB apart and would
-      // alias in a few L1 sets), like kt and vt, the transposed K and V.
-      // Q and dO of the whole group are packed once per task (a query tile
-      // meets every key tile before it).
       const size_t tile_elems = static_cast<size_t>(D) * kBk;
-      const size_t group_elems = static_cast<size_t>(group * qs.len * D);
-      T* kt = thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * qs.len);
+      const int64_t span_max = std::min(span_rows, qs.len);
+      const size_t group_elems = static_cast<size_t>(group * span_max * D);
+      T* kt = thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * span_max);
       T* vt = kt + tile_elems;
       T* kp = vt + tile_elems;
-      T* qp = kp + tile_elems;  // [group, qs.len, D]
+      T* qp = kp + tile_elems;  // [group, span, D]
       T* dop = qp + group_elems;
       T* P = dop + group_elems;
       T* dS = P + kBq * kBk;
-      T* delta = dS + kBq * kBk;  // [group, qs.len]
-      for (int64_t g = 0; g < group; ++g) {
-        const int64_t first_row = b * qs.len * ldq + (hk * group + g) * D;
-        pack_rows(q + first_row, ldq, static_cast<int>(qs.len), D, qp + g * qs.len * D);
-        pack_rows(dout + first_row, ldq, static_cast<int>(qs.len), D, dop + g * qs.len * D);
-      }
-      for (int64_t g = 0; g < group; ++g)
-        for (int64_t t = 0; t < qs.len; ++t) {
-          const int64_t off = (b * qs.len + t) * ldq + (hk * group + g) * D;
-          T acc = 0;
-#pragma omp simd reduction(+ : acc)
-          for (int64_t d = 0; d < D; ++d) acc += dout[off + d] * out[off + d];
-          delta[g * qs.len + t] = acc;
-        }
+      T* delta = dS + kBq * kBk;  // [group, span]
       const KeyRange<T> kr = key_range(s, k, v, ks, b, hk);
       T* dk_b = dk + (kr.k - k);
       T* dv_b = dv + (kr.k - k);
-      for (int64_t j0 = 0; j0 < ks.len; j0 += kBk) {
-        const int nk = static_cast<int>(std::min<int64_t>(kBk, ks.len - j0));
-        const int64_t kp0 = ks.pos0 + j0;
-        if (kp0 > qs.pos0 + qs.len - 1) break;  // no query sees these keys
-        bool transposed = false;
+      for (int64_t s0 = 0; s0 < qs.len; s0 += span_rows) {
+        const int64_t span = std::min(span_rows, qs.len - s0);
         for (int64_t g = 0; g < group; ++g) {
-          const int64_t h = hk * group + g;
-          // First query tile that can see key tile j0.
-          const int64_t first = std::max<int64_t>(0, (kp0 - qs.pos0) / kBq * kBq);
-          for (int64_t i0 = first; i0 < qs.len; i0 += kBq) {
-            const QueryTile<T> qt = query_tile(s, q, qs, b, h, i0);
-            const TileGeom geo{qt.qp0, qt.nq, qt.qseg, kp0, nk, kr.kseg ? kr.kseg + j0 : nullptr};
-            const TileKind kind = classify(geo);
-            if (kind == TileKind::kSkip) continue;
-            if (!transposed) {
-              transpose_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, kt, kBk);
-              transpose_rows(kr.v + j0 * kr.ldk, kr.ldk, nk, D, vt, kBk);
-              pack_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, kp);
-              transposed = true;
-            }
-            const T* qtile = qp + (g * qs.len + i0) * D;
-            const T* dotile = dop + (g * qs.len + i0) * D;
-            T* dq_t = dq + (qt.q - q);
-            const int Di = static_cast<int>(D);
-            // Query i sees key j when j < i + below, i.e. i >= j - below + 1 (causality).
-            const int64_t below = geo.qp0 - geo.kp0 + 1;
-            const CausalTrim keys_below{CausalTrim::kColsBelow, below}, k_keys_below{CausalTrim::kKBelow, below},
-                queries_from{CausalTrim::kKFrom, 1 - below};
-            tile_gemm<T>(qt.nq, nk, Di, qtile, D, 1, kt, kBk, P, kBk, false, keys_below);
-            scale_and_mask(P, geo, kind, scale);
-            for (int i = 0; i < qt.nq; ++i) {
-              const T m = lse[(b * H + h) * qs.len + i0 + i];
-              T* p = P + i * kBk;
-              if (m == kNegInf<T>) {  // row without a legal key: no gradient
-                std::fill(p, p + nk, T(0));
-                continue;
+          const int64_t first_row = (b * qs.len + s0) * ldq + (hk * group + g) * D;
+          pack_rows(q + first_row, ldq, static_cast<int>(span), D, qp + g * span * D);
+          pack_rows(dout + first_row, ldq, static_cast<int>(span), D, dop + g * span * D);
+        }
+        for (int64_t g = 0; g < group; ++g)
+          for (int64_t t = 0; t < span; ++t) {
+            const int64_t off = (b * qs.len + s0 + t) * ldq + (hk * group + g) * D;
+            T acc = 0;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t d = 0; d < D; ++d) acc += dout[off + d] * out[off + d];
+            delta[g * span + t] = acc;
+          }
+        for (int64_t j0 = 0; j0 < ks.len; j0 += kBk) {
+          const int nk = static_cast<int>(std::min<int64_t>(kBk, ks.len - j0));
+          const int64_t kp0 = ks.pos0 + j0;
+          if (kp0 > qs.pos0 + s0 + span - 1) break;  // no query of the span sees these keys
+          bool transposed = false;
+          for (int64_t g = 0; g < group; ++g) {
+            const int64_t h = hk * group + g;
+            // First query tile of the span that can see key tile j0.
+            const int64_t first = std::max<int64_t>(s0, (kp0 - qs.pos0) / kBq * kBq);
+            for (int64_t i0 = first; i0 < s0 + span; i0 += kBq) {
+              const QueryTile<T> qt = query_tile(s, q, qs, b, h, i0);
+              const TileGeom geo{qt.qp0, qt.nq, qt.qseg, kp0, nk, kr.kseg ? kr.kseg + j0 : nullptr};
+              const TileKind kind = classify(geo);
+              if (kind == TileKind::kSkip) continue;
+              if (!transposed) {
+                transpose_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, kt, kBk);
+                transpose_rows(kr.v + j0 * kr.ldk, kr.ldk, nk, D, vt, kBk);
+                pack_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, kp);
+                transposed = true;
               }
-              exp_row(p, nk, m);
-            }
-            // dV += P^T dO
-            tile_gemm<T>(nk, Di, qt.nq, P, 1, kBk, dotile, D, dv_b + j0 * kr.ldk, kr.ldk, true, queries_from);
-            // dP = dO V^T; dS = scale * P * (dP - D_i), exactly 0 where P is
-            // (dP is not computed for every masked pair)
-            tile_gemm<T>(qt.nq, nk, Di, dotile, D, 1, vt, kBk, dS, kBk, false, keys_below);
-            for (int i = 0; i < qt.nq; ++i) {
-              const T di = delta[g * qs.len + i0 + i];
-              T* ds = dS + i * kBk;
-              const T* p = P + i * kBk;
+              const T* qtile = qp + (g * span + i0 - s0) * D;
+              const T* dotile = dop + (g * span + i0 - s0) * D;
+              T* dq_t = dq + (qt.q - q);
+              const int Di = static_cast<int>(D);
+              // Query i sees key j when j < i + below, i.e. i >= j - below + 1 (causality).
+              const int64_t below = geo.qp0 - geo.kp0 + 1;
+              const CausalTrim keys_below{CausalTrim::kColsBelow, below}, k_keys_below{CausalTrim::kKBelow, below},
+                  queries_from{CausalTrim::kKFrom, 1 - below};
+              tile_gemm<T>(qt.nq, nk, Di, qtile, D, 1, kt, kBk, P, kBk, false, keys_below);
+              scale_and_mask(P, geo, kind, scale);
+              for (int i = 0; i < qt.nq; ++i) {
+                const T m = lse[(b * H + h) * qs.len + i0 + i];
+                T* p = P + i * kBk;
+                if (m == kNegInf<T>) {  // row without a legal key: no gradient
+                  std::fill(p, p + nk, T(0));
+                  continue;
+                }
+                exp_row(p, nk, m);
+              }
+              // dV += P^T dO
+              tile_gemm<T>(nk, Di, qt.nq, P, 1, kBk, dotile, D, dv_b + j0 * kr.ldk, kr.ldk, true, queries_from);
+              // dP = dO V^T; dS = scale * P * (dP - D_i), exactly 0 where P is
+              // (dP is not computed for every masked pair)
+              tile_gemm<T>(qt.nq, nk, Di, dotile, D, 1, vt, kBk, dS, kBk, false, keys_below);
+              for (int i = 0; i < qt.nq; ++i) {
+                const T di = delta[g * span + i0 - s0 + i];
+                T* ds = dS + i * kBk;
+                const T* p = P + i * kBk;
 #pragma omp simd
-              for (int j = 0; j < nk; ++j) ds[j] = p[j] == T(0) ? T(0) : scale * p[j] * (ds[j] - di);
+                for (int j = 0; j < nk; ++j) ds[j] = p[j] == T(0) ? T(0) : scale * p[j] * (ds[j] - di);
+              }
+              // dQ += dS K; dK += dS^T Q
+              tile_gemm<T>(qt.nq, Di, nk, dS, kBk, 1, kp, D, dq_t, ldq, true, k_keys_below);
+              tile_gemm<T>(nk, Di, qt.nq, dS, 1, kBk, qtile, D, dk_b + j0 * kr.ldk, kr.ldk, true, queries_from);
             }
-            // dQ += dS K; dK += dS^T Q
-            tile_gemm<T>(qt.nq, Di, nk, dS, kBk, 1, kp, D, dq_t, ldq, true, k_keys_below);
-            tile_gemm<T>(nk, Di, qt.nq, dS, 1, kBk, qtile, D, dk_b + j0 * kr.ldk, kr.ldk, true, queries_from);
           }
         }
       }
