@@ -103,12 +103,16 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
   // small whatever M is). Several: its rows are packed once per k block and
   // reused by every column block.
   const bool one_block = N <= nc_max;
-  // A row-major op(A) is not packed: a tile broadcasts from its rows in
-  // place, the same values in the same order (so the same bits), without
-  // the transposing pass through memory. Only a partial last strip is
-  // packed (its padding rows are zero). A transposed op(A) is packed: read
-  // in place its strip is one short piece of kc rows, too many lines.
-  const bool in_place_a = !trans_a;
+  // A row-major op(A) used by one column block is not packed: a tile
+  // broadcasts from its rows in place, the same values in the same order
+  // (so the same bits), without the transposing pass through memory. Only a
+  // partial last strip is packed (its padding rows are zero). Packed stay: a
+  // transposed op(A) (in place, a strip is one short piece of each of kc
+  // rows: too many lines), an op(A) that several column blocks reuse (the
+  // packed strips are contiguous), and rows a multiple of 4 KiB apart (a
+  // strip's rows would all fall in the same L1 sets).
+  constexpr int64_t kAliasFloats = 4096 / int64_t(sizeof(float));
+  const bool in_place_a = !trans_a && one_block && lda % kAliasFloats != 0;
   const int64_t thread_strips = (strips + team - 1) / team;
   const int64_t b_floats = nc_max * kc_max + kPackSlack;
   const int64_t a_strips = in_place_a ? 1 : one_block ? std::min(thread_strips, kChunkStrips) : thread_strips;
