@@ -4,7 +4,8 @@
 //   > this thread's strips ir (kMR) > panels jr (kNR) > register tile.
 // With one column block (N <= nc) a thread packs its rows 16 strips at a
 // time instead, right before their tiles, so its buffer stays small.
-// A row-major op(A) is not packed at all: the tiles read its rows in place.
+// A row-major op(A) of one column block is not packed: the tiles read its
+// rows in place (unless they are a multiple of 4 KiB apart).
 // An A strip (kMR x kKC) stays in L1 while the B panels of a block stream
 // past it from L2 (the B block is sized to half of L2), and successive tiles
 // walk along rows of C, which the hardware prefetchers follow; the next

@@ -10,7 +10,7 @@
 // order from 0 on every level, one FMA per term (scalar: multiply + add), so
 // an element's bits depend only on kc and its values, never on where its
 // tile lies, which thread runs it or whether its A strip was packed (a
-// row-major op(A) is read in place). Padding only feeds padded outputs.
+// row-major op(A) may be read in place). Padding only feeds padded outputs.
 #pragma once
 
 #include <algorithm>
