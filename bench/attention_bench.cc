@@ -1,5 +1,6 @@
 // Causal attention forward/backward at the end-to-end model's shape
-// (B=8, T=256, Hq=8, Hkv=4, D=64, f32) with 1 and 2 OpenMP threads.
+// (B=8, T=256, Hq=8, Hkv=4, D=64, f32) with 1 and 2 OpenMP threads, and the
+// backward of one long row.
 // FLOPs: 4 * B * Hq * T^2 * D / 2 for the causal forward, 2.5x that for backward.
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -89,6 +90,22 @@ void BM_AttentionForwardBackward(benchmark::State& st) {
   st.counters["GFLOP/s"] =
       benchmark::Counter(3.5 * p.fwd_flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
+
+// One long row (T = 8192, Hq = 8, Hkv = 2, D = 128): the backward packs its
+// kv group's Q and dO per span of queries (attention.cc, kPackedGroupBytes).
+// args: threads
+void BM_AttentionBackwardLongRow(benchmark::State& st) {
+  omp_set_num_threads(static_cast<int>(st.range(0)));
+  Problem p(1, 8192, 8, 2, 128, 0);
+  p.forward();
+  for (auto _ : st) {
+    p.backward();
+    benchmark::DoNotOptimize(p.dq.data());
+  }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.5 * p.fwd_flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionBackwardLongRow)->ArgNames({"threads"})->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // GFLOP/s counts the dense causal FLOPs even with documents (skipped tiles
 // show up as a higher rate).
