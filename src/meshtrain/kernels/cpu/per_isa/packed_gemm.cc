@@ -136,7 +136,7 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
       auto pack_rows = [&](int64_t i0, int64_t i1) {
         pack_a(trans_a ? A + pc * lda + i0 : A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, a_pack);
       };
-      if (!one_block && !in_place_a && row_begin < row_end) pack_rows(row_begin, row_end);
+      if (!one_block && row_begin < row_end) pack_rows(row_begin, row_end);
       for (int64_t jc = 0; jc < N; jc += nc_block) {
         const int64_t nc = std::min(nc_block, N - jc), panels = (nc + kNR - 1) / kNR;
         const float* b_block = trans_b ? B + jc * ldb + pc : B + pc * ldb + jc;
