@@ -140,6 +140,27 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
 // other, and a sequence of one span has the bits of a whole-group pack.
 constexpr size_t kPackedGroupBytes = size_t(1) << 20;
 
+// Q and dO of kv head hk's query heads, query rows [s0, s0 + span) of batch
+// row b, packed into qp and dop ([group, span, D]), and their
+// D_i = rowsum(dO_i * O_i) into delta ([group, span]).
+template <typename T>
+void pack_query_span(const AttentionShape& s, int64_t qs_len, const T* q, const T* out, const T* dout, int64_t b,
+                     int64_t hk, int64_t s0, int64_t span, T* qp, T* dop, T* delta) {
+  const int64_t D = s.head_dim, group = s.q_heads / s.kv_heads, ldq = s.q_heads * D;
+  for (int64_t g = 0; g < group; ++g) {
+    const int64_t first_row = (b * qs_len + s0) * ldq + (hk * group + g) * D;
+    pack_rows(q + first_row, ldq, static_cast<int>(span), D, qp + g * span * D);
+    pack_rows(dout + first_row, ldq, static_cast<int>(span), D, dop + g * span * D);
+    for (int64_t t = 0; t < span; ++t) {
+      const int64_t off = first_row + t * ldq;
+      T acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t d = 0; d < D; ++d) acc += dout[off + d] * out[off + d];
+      delta[g * span + t] = acc;
+    }
+  }
+}
+
 template <typename T>
 void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSpan qs, const T* k, const T* v,
                                 AttentionSpan ks, T scale, const T* out, const T* lse, const T* dout, T* dq, T* dk,
@@ -150,13 +171,13 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
   const int64_t ldq = H * D;
   const int64_t span_rows = std::max<int64_t>(
       kBq, static_cast<int64_t>(kPackedGroupBytes / (2 * sizeof(T) * size_t(group * D))) / kBq * kBq);
+  const int64_t span_max = std::min(span_rows, qs.len);
+  const size_t tile_elems = static_cast<size_t>(D) * kBk;
+  const size_t group_elems = static_cast<size_t>(group * span_max * D);
   const bool par = attention_macs(s, qs.len, ks.len) > kParallelMacs;
 #pragma omp parallel for collapse(2) schedule(dynamic) if (par)
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t hk = 0; hk < Hk; ++hk) {
-      const size_t tile_elems = static_cast<size_t>(D) * kBk;
-      const int64_t span_max = std::min(span_rows, qs.len);
-      const size_t group_elems = static_cast<size_t>(group * span_max * D);
       T* kt = thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * span_max);
       T* vt = kt + tile_elems;
       T* kp = vt + tile_elems;
@@ -170,19 +191,7 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
       T* dv_b = dv + (kr.k - k);
       for (int64_t s0 = 0; s0 < qs.len; s0 += span_rows) {
         const int64_t span = std::min(span_rows, qs.len - s0);
-        for (int64_t g = 0; g < group; ++g) {
-          const int64_t first_row = (b * qs.len + s0) * ldq + (hk * group + g) * D;
-          pack_rows(q + first_row, ldq, static_cast<int>(span), D, qp + g * span * D);
-          pack_rows(dout + first_row, ldq, static_cast<int>(span), D, dop + g * span * D);
-        }
-        for (int64_t g = 0; g < group; ++g)
-          for (int64_t t = 0; t < span; ++t) {
-            const int64_t off = (b * qs.len + s0 + t) * ldq + (hk * group + g) * D;
-            T acc = 0;
-#pragma omp simd reduction(+ : acc)
-            for (int64_t d = 0; d < D; ++d) acc += dout[off + d] * out[off + d];
-            delta[g * span + t] = acc;
-          }
+        pack_query_span(s, qs.len, q, out, dout, b, hk, s0, span, qp, dop, delta);
         for (int64_t j0 = 0; j0 < ks.len; j0 += kBk) {
           const int nk = static_cast<int>(std::min<int64_t>(kBk, ks.len - j0));
           const int64_t kp0 = ks.pos0 + j0;

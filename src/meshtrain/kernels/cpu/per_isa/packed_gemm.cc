@@ -147,12 +147,15 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
           const int64_t ic_end = std::min(row_end, ic + chunk_rows), packed_from = one_block ? ic : row_begin;
           if (one_block && !in_place_a) pack_rows(ic, ic_end);
           for (int64_t ir = ic; ir < ic_end; ir += kMR) {
+            // In place, or packed: a chunk's strip, or an in-place op(A)'s partial last strip.
             StripA strip{a_pack + (ir - packed_from) * kc, 0};
-            if (in_place_a && ir + kMR <= M) {
-              strip = {A + ir * lda + pc, lda};
-            } else if (in_place_a) {
-              pack_rows(ir, row_end);
-              strip = {a_pack, 0};
+            if (in_place_a) {
+              if (ir + kMR <= M) {
+                strip = {A + ir * lda + pc, lda};
+              } else {
+                pack_rows(ir, row_end);
+                strip = {a_pack, 0};
+              }
             }
             for (int64_t jr = 0; jr < nc; jr += kNR) {
               const int64_t next_ir = jr + kNR < nc ? ir : ir + kMR, next_jr = jr + kNR < nc ? jr + kNR : 0;
