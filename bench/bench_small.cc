@@ -206,6 +206,12 @@ int main(int argc, char** argv) {
     const Rate gemm_bf16 = gemm_rate_on_step_shapes(cfg, n, std::nullopt);
     std::printf("\nthreads %d: median step %.1f ms over %d steps | %.0f tokens/s | %.1f GFLOP/s\n", threads, t * 1e3,
                 steps, double(n) / t, gflops);
+    // The spread says how much the host interfered: on a shared machine the
+    // fastest step is the closest to the uncontended speed (the median stays
+    // the figure of record).
+    const auto [fastest, slowest] = std::minmax_element(times.begin(), times.end());
+    std::printf("  steps from %.1f to %.1f ms: the fastest at %.1f%% of peak\n", *fastest * 1e3, *slowest * 1e3,
+                100 * flops_per_token * double(n) / *fastest * 1e-9 / peak);
     std::printf("  FMA peak %.1f GFLOP/s -> %.1f%% of peak | f32 GEMM (%s) on the step's shapes %.1f GFLOP/s = %.1f%% "
                 "of peak -> the step runs at %.1f%% of it\n",
                 peak, 100 * gflops / peak, kernels::gemm_impl_name(f32_gemm), gemm.gflops, 100 * gemm.gflops / peak,
