@@ -161,6 +161,59 @@ void pack_query_span(const AttentionShape& s, int64_t qs_len, const T* q, const 
   }
 }
 
+// A task's per-thread buffers: the current key tile's operands (K^T and V^T
+// [D, kBk], K packed [nk, D]), shared by the kv group's query tiles, and
+// the P and dS tiles [kBq, kBk].
+template <typename T>
+struct BackwardTiles {
+  T* kt;
+  T* vt;
+  T* kp;
+  T* P;
+  T* dS;
+};
+
+// The backward of one (query tile, key tile) pair: P recomputed from lse,
+// then dV += P^T dO, dS = scale * P * (dO V^T - D_i), dQ += dS K, dK += dS^T Q.
+// qtile and dotile are the packed Q and dO rows [nq, D]; lse_row and
+// delta_row the tile's rows of lse and D_i; dq (ldq), dk and dv (ldk) point
+// at the tile's first row.
+template <typename T>
+void backward_tile(int64_t D, const TileGeom& geo, TileKind kind, const BackwardTiles<T>& t, const T* qtile,
+                   const T* dotile, const T* lse_row, const T* delta_row, T scale, T* dq, int64_t ldq, T* dk, T* dv,
+                   int64_t ldk) {
+  const int nq = geo.nq, nk = geo.nk, Di = static_cast<int>(D);
+  // Query i sees key j when j < i + below, i.e. i >= j - below + 1 (causality).
+  const int64_t below = geo.qp0 - geo.kp0 + 1;
+  const CausalTrim keys_below{CausalTrim::kColsBelow, below}, k_keys_below{CausalTrim::kKBelow, below},
+      queries_from{CausalTrim::kKFrom, 1 - below};
+  tile_gemm<T>(nq, nk, Di, qtile, D, 1, t.kt, kBk, t.P, kBk, false, keys_below);
+  scale_and_mask(t.P, geo, kind, scale);
+  for (int i = 0; i < nq; ++i) {
+    T* p = t.P + i * kBk;
+    if (lse_row[i] == kNegInf<T>) {  // row without a legal key: no gradient
+      std::fill(p, p + nk, T(0));
+      continue;
+    }
+    exp_row(p, nk, lse_row[i]);
+  }
+  // dV += P^T dO
+  tile_gemm<T>(nk, Di, nq, t.P, 1, kBk, dotile, D, dv, ldk, true, queries_from);
+  // dP = dO V^T; dS = scale * P * (dP - D_i), exactly 0 where P is
+  // (dP is not computed for every masked pair)
+  tile_gemm<T>(nq, nk, Di, dotile, D, 1, t.vt, kBk, t.dS, kBk, false, keys_below);
+  for (int i = 0; i < nq; ++i) {
+    const T di = delta_row[i];
+    T* ds = t.dS + i * kBk;
+    const T* p = t.P + i * kBk;
+#pragma omp simd
+    for (int j = 0; j < nk; ++j) ds[j] = p[j] == T(0) ? T(0) : scale * p[j] * (ds[j] - di);
+  }
+  // dQ += dS K; dK += dS^T Q
+  tile_gemm<T>(nq, Di, nk, t.dS, kBk, 1, t.kp, D, dq, ldq, true, k_keys_below);
+  tile_gemm<T>(nk, Di, nq, t.dS, 1, kBk, qtile, D, dk, ldk, true, queries_from);
+}
+
 template <typename T>
 void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSpan qs, const T* k, const T* v,
                                 AttentionSpan ks, T scale, const T* out, const T* lse, const T* dout, T* dq, T* dk,
@@ -178,14 +231,12 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
 #pragma omp parallel for collapse(2) schedule(dynamic) if (par)
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t hk = 0; hk < Hk; ++hk) {
-      T* kt = thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * span_max);
-      T* vt = kt + tile_elems;
-      T* kp = vt + tile_elems;
-      T* qp = kp + tile_elems;  // [group, span, D]
+      T* const scratch = thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * span_max);
+      T* qp = scratch + 3 * tile_elems;  // [group, span, D]
       T* dop = qp + group_elems;
       T* P = dop + group_elems;
-      T* dS = P + kBq * kBk;
-      T* delta = dS + kBq * kBk;  // [group, span]
+      T* delta = P + 2 * kBq * kBk;  // [group, span]
+      const BackwardTiles<T> tiles{scratch, scratch + tile_elems, scratch + 2 * tile_elems, P, P + kBq * kBk};
       const KeyRange<T> kr = key_range(s, k, v, ks, b, hk);
       T* dk_b = dk + (kr.k - k);
       T* dv_b = dv + (kr.k - k);
@@ -196,7 +247,7 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
           const int nk = static_cast<int>(std::min<int64_t>(kBk, ks.len - j0));
           const int64_t kp0 = ks.pos0 + j0;
           if (kp0 > qs.pos0 + s0 + span - 1) break;  // no query of the span sees these keys
-          bool transposed = false;
+          bool packed = false;
           for (int64_t g = 0; g < group; ++g) {
             const int64_t h = hk * group + g;
             // First query tile of the span that can see key tile j0.
@@ -206,46 +257,16 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
               const TileGeom geo{qt.qp0, qt.nq, qt.qseg, kp0, nk, kr.kseg ? kr.kseg + j0 : nullptr};
               const TileKind kind = classify(geo);
               if (kind == TileKind::kSkip) continue;
-              if (!transposed) {
-                transpose_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, kt, kBk);
-                transpose_rows(kr.v + j0 * kr.ldk, kr.ldk, nk, D, vt, kBk);
-                pack_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, kp);
-                transposed = true;
+              if (!packed) {
+                transpose_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, tiles.kt, kBk);
+                transpose_rows(kr.v + j0 * kr.ldk, kr.ldk, nk, D, tiles.vt, kBk);
+                pack_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, tiles.kp);
+                packed = true;
               }
-              const T* qtile = qp + (g * span + i0 - s0) * D;
-              const T* dotile = dop + (g * span + i0 - s0) * D;
-              T* dq_t = dq + (qt.q - q);
-              const int Di = static_cast<int>(D);
-              // Query i sees key j when j < i + below, i.e. i >= j - below + 1 (causality).
-              const int64_t below = geo.qp0 - geo.kp0 + 1;
-              const CausalTrim keys_below{CausalTrim::kColsBelow, below}, k_keys_below{CausalTrim::kKBelow, below},
-                  queries_from{CausalTrim::kKFrom, 1 - below};
-              tile_gemm<T>(qt.nq, nk, Di, qtile, D, 1, kt, kBk, P, kBk, false, keys_below);
-              scale_and_mask(P, geo, kind, scale);
-              for (int i = 0; i < qt.nq; ++i) {
-                const T m = lse[(b * H + h) * qs.len + i0 + i];
-                T* p = P + i * kBk;
-                if (m == kNegInf<T>) {  // row without a legal key: no gradient
-                  std::fill(p, p + nk, T(0));
-                  continue;
-                }
-                exp_row(p, nk, m);
-              }
-              // dV += P^T dO
-              tile_gemm<T>(nk, Di, qt.nq, P, 1, kBk, dotile, D, dv_b + j0 * kr.ldk, kr.ldk, true, queries_from);
-              // dP = dO V^T; dS = scale * P * (dP - D_i), exactly 0 where P is
-              // (dP is not computed for every masked pair)
-              tile_gemm<T>(qt.nq, nk, Di, dotile, D, 1, vt, kBk, dS, kBk, false, keys_below);
-              for (int i = 0; i < qt.nq; ++i) {
-                const T di = delta[g * span + i0 - s0 + i];
-                T* ds = dS + i * kBk;
-                const T* p = P + i * kBk;
-#pragma omp simd
-                for (int j = 0; j < nk; ++j) ds[j] = p[j] == T(0) ? T(0) : scale * p[j] * (ds[j] - di);
-              }
-              // dQ += dS K; dK += dS^T Q
-              tile_gemm<T>(qt.nq, Di, nk, dS, kBk, 1, kp, D, dq_t, ldq, true, k_keys_below);
-              tile_gemm<T>(nk, Di, qt.nq, dS, 1, kBk, qtile, D, dk_b + j0 * kr.ldk, kr.ldk, true, queries_from);
+              const int64_t row = g * span + i0 - s0;  // in the span's packed [group, span] rows
+              backward_tile(D, geo, kind, tiles, qp + row * D, dop + row * D, lse + (b * H + h) * qs.len + i0,
+                            delta + row, scale, dq + (qt.q - q), ldq, dk_b + j0 * kr.ldk, dv_b + j0 * kr.ldk,
+                            kr.ldk);
             }
           }
         }
