@@ -2,7 +2,8 @@
 // The step metrics report what tensor parallelism moved: per block the
 // ring bytes of the formula (G micro-batches of B x S tokens per step),
 // the partial gradients summed over tp ranks, in the JSON record too; the
-// copies those sums keep identical; evaluation under tp.
+// copies those sums keep identical; evaluation under tp; the gradient norm
+// counting each of those copies once.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -124,5 +125,51 @@ TEST(TensorParallelMetrics, EvaluationMatchesOneRank) {
   for (int tp : {2, 4}) {
     EXPECT_EQ(got[tp].targets, got[1].targets);
     EXPECT_NEAR(got[tp].loss, got[1].loss, 1e-5 * got[1].loss) << "tp=" << tp;
+  }
+}
+
+// The gradient norm counts every element once under any layout: copies
+// every tp rank keeps (norms and biases under SP, learned positions, a KV
+// head shared by all ranks, the tied embedding) enter it once, not t times
+// (a known failure elsewhere). A wrong norm barely shows in AdamW's update,
+// so the norm itself is compared with one rank's, every step, on every rank.
+TEST(TensorParallelMetrics, GradNormCountsEveryElementOnceLikeOneRank) {
+  auto cfg = tiny_train_config();
+  cfg.model.n_heads = 4;
+  cfg.model.head_dim = 4;
+  cfg.model.n_kv_heads = 1;
+  cfg.model.norm = model::NormKind::LayerNorm;
+  cfg.model.positions = model::PositionKind::Learned;
+  cfg.model.bias = true;
+  cfg.model.tied_embeddings = true;
+  cfg.training.threads = 1;
+  const auto ds = varied_documents(64, 9);
+  struct Layout {
+    int tp;
+    bool sp;
+    int pp;
+  };
+  auto norms_of = [&](const Layout& l) {
+    cfg.parallel.tp = l.tp;
+    cfg.parallel.sequence_parallel = l.sp;
+    cfg.parallel.pp = l.pp;
+    std::mutex mu;
+    std::map<int, std::vector<double>> per_rank;
+    with_trainers(cfg, ds, std::nullopt, [&](train::Trainer& t) {
+      std::vector<double> norms;
+      for (int s = 0; s < 3; ++s) norms.push_back(t.step().grad_norm);
+      std::lock_guard<std::mutex> lock(mu);
+      per_rank[t.context().rank] = norms;
+    });
+    for (const auto& [rank, norms] : per_rank) EXPECT_EQ(norms, per_rank.begin()->second) << "rank " << rank;
+    return per_rank.begin()->second;
+  };
+  const std::vector<double> one = norms_of({1, false, 1});
+  ASSERT_EQ(one.size(), 3u);
+  for (const Layout& l : {Layout{2, false, 1}, Layout{2, true, 1}, Layout{4, true, 1}, Layout{2, true, 2}}) {
+    SCOPED_TRACE("tp=" + std::to_string(l.tp) + (l.sp ? ",sp=on" : "") + ",pp=" + std::to_string(l.pp));
+    const std::vector<double> got = norms_of(l);
+    ASSERT_EQ(got.size(), one.size());
+    for (size_t s = 0; s < one.size(); ++s) EXPECT_NEAR(got[s], one[s], 1e-5 * one[s]) << "step " << s + 1;
   }
 }
