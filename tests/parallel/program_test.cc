@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "meshtrain/parallel/layout_plan.h"
 #include "meshtrain/parallel/schedule_gen.h"
 
 using namespace meshtrain;
@@ -54,6 +55,61 @@ TEST(Program, EachUnitIsReducedOnceAfterItsLastBackward) {
       EXPECT_EQ(prog.actions.back().op, Op::ReduceGrads);
       EXPECT_EQ(prog.actions.back().unit, 0);
     }
+}
+
+// Zero-bubble schedules split the backward: the weight gradient (W) comes
+// after the input gradient (B), often much later, so a unit's reduction must
+// wait for its last W, not its last B (a reduction racing the last weight
+// gradient corrupted gradients elsewhere). Every schedule with split
+// backwards, on every pipeline rank, chunks placed as the schedule runs them
+// (zb-v: V), with ZeRO-3 parameters: each unit is reduced once, after every
+// action that writes it, and its parameters are bound for every action that
+// reads them (W reads none).
+TEST(Program, SplitBackwardsReduceEachUnitAfterItsLastWeightGradient) {
+  const int layers = 4, head = layers + 1;
+  for (std::string name : {"zb-h1", "zb-v"})
+    for (bool tied : {false, true})
+      for (int rank : {0, 1}) {
+        SCOPED_TRACE(::testing::Message() << name << " tied=" << tied << " rank=" << rank);
+        const int v = name == "zb-v" ? 2 : 1, m = 4;
+        const auto schedule = parallel::make_schedule(name, 2, m, v);
+        const auto chunks = parallel::pipeline_chunks(layers, 2, v, {}, parallel::placement_of(name));
+        auto units_of = [&](int s) { return tied && s == head ? std::vector<int>{head, 0} : std::vector<int>{s}; };
+        const auto prog = parallel::expand(schedule, rank, chunks, units_of, parallel::ParamPolicy{true, true, true});
+        std::map<int, int> writes, weight_writes;
+        for (const auto& a : prog.actions)
+          if (a.op == Op::Backward || a.op == Op::BackwardWeight)
+            for (int u : units_of(a.segment)) ++writes[u], weight_writes[u] += a.op == Op::BackwardWeight;
+        ASSERT_FALSE(writes.empty());
+        std::map<int, int> seen, reduced;
+        std::set<int> bound;
+        for (const auto& a : prog.actions) {
+          switch (a.op) {
+            case Op::Require: bound.insert(a.unit); break;
+            case Op::Release: bound.erase(a.unit); break;
+            case Op::Forward:
+            case Op::BackwardInput:
+              for (int u : units_of(a.segment)) EXPECT_TRUE(bound.count(u)) << a.str() << " without unit " << u;
+              break;
+            case Op::Backward:
+            case Op::BackwardWeight:
+              for (int u : units_of(a.segment)) {
+                EXPECT_EQ(reduced[u], 0) << a.str() << " writes unit " << u << " after its reduction";
+                ++seen[u];
+              }
+              break;
+            case Op::ReduceGrads:
+              EXPECT_EQ(seen[a.unit], writes[a.unit]) << "unit " << a.unit << " reduced before its last write";
+              ++reduced[a.unit];
+              break;
+            default: break;
+          }
+        }
+        for (const auto& [u, n] : writes) {
+          EXPECT_EQ(reduced[u], 1) << "unit " << u;
+          EXPECT_EQ(weight_writes[u], n) << "unit " << u << ": every write is a split weight gradient";
+        }
+      }
 }
 
 TEST(Program, WithoutOverlapEveryReductionWaitsForTheEnd) {

@@ -167,9 +167,9 @@ TEST(Pipeline, DataTimesPipelineUnderEveryZeroStage) {
     ref_cfg.training.grad_accum = 4;  // the same global window on one rank
     const Trace ref = run(ref_cfg, ds);
     for (std::string zero : {"zero=0", "zero=1", "zero=2", "zero=3", "zero=3,keep=1", "zero=3,reshard=0"})
-      for (std::string schedule : {"1f1b", "zb-h1"}) {
-        SCOPED_TRACE("dp=2,pp=2," + zero + " " + schedule + (tied ? " tied" : ""));
-        const Trace got = run(with(cfg, "dp=2,pp=2,schedule=" + schedule + "," + zero), ds);
+      for (std::string schedule : {"1f1b", "zb-h1", "zb-v"}) {  // zb-*: reductions after split weight gradients
+        SCOPED_TRACE("dp=2," + layout_of(schedule, 2) + "," + zero + (tied ? " tied" : ""));
+        const Trace got = run(with(cfg, "dp=2," + layout_of(schedule, 2) + "," + zero), ds);
         expect_close(got, ref, 1e-5);
       }
   }
