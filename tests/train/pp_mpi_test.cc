@@ -126,6 +126,45 @@ TEST(PipelineMpi, TensorTimesPipelineMatchesOneRank) {
   EXPECT_LT(rel_to_max(got, ref), 1e-4);
 }
 
+// Activations of 8 KiB per micro-batch (d_model 128), above the eager limit
+// of Open MPI's shared-memory transport (4 KiB, set explicitly by CMake): a
+// send then completes only once its receive is posted, as it does across
+// nodes, so an order of sends and receives that relied on buffering would
+// hang here (a known deadlock elsewhere). Every schedule, pp = world, with
+// the embedding tied to the head on another stage (its gradient summed
+// over the two stages' tie group). Within 1e-5 of the largest value of
+// one rank's (the tie group sums the embedding's two gradients in another
+// order; AdamW's normalization carries that last bit into the update).
+TEST(PipelineMpi, TransfersAboveTheEagerLimitInEveryScheduleWithATiedEmbedding) {
+  auto world = comm::mpi_world();
+  const int W = world->size();
+  set_compute_threads(1);
+  auto cfg = base_config();
+  cfg.model.d_model = 128;
+  cfg.model.n_heads = 4;
+  cfg.model.head_dim = 32;
+  cfg.model.n_kv_heads = 2;
+  cfg.model.ffn_hidden = 256;
+  cfg.model.tied_embeddings = true;
+  cfg.validate();
+  ASSERT_GT(cfg.training.micro_batch * cfg.data.seq_len * cfg.model.d_model * 4, 4096);
+  const auto ds = varied_documents(96, 4);
+  const auto ref = run_single_rank(cfg, ds);
+  for (const std::string& schedule : parallel::schedule_names()) {
+    const std::string layout = "pp=" + std::to_string(W) + ",schedule=" + schedule +
+                               (schedule == "interleaved" || schedule == "zb-v" ? ",v=2" : "");
+    SCOPED_TRACE(layout);
+    auto run_cfg = train::with_layout(cfg, train::parse_layout(layout));
+    run_cfg.comm.backend = "mpi";
+    comm::ParallelContext ctx = mpi_context(world, W);
+    train::Trainer t(run_cfg, ctx, ds, std::nullopt);
+    for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
+    const auto got = train::gather_model(t, false);
+    ASSERT_EQ(got.size(), ref.size());
+    EXPECT_LT(rel_to_max(got, ref), 1e-5);
+  }
+}
+
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--fail-stage") == 0) return fail_mid_schedule();
