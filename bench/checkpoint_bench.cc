@@ -26,6 +26,14 @@
 namespace {
 
 namespace ck = meshtrain::checkpoint;
+
+// Save options keeping only the newest checkpoint.
+ck::SaveOptions keep_one() {
+  ck::SaveOptions o;
+  o.keep_last = 1;
+  return o;
+}
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
@@ -110,7 +118,7 @@ int main(int argc, char** argv) {
   for (int64_t step = 1; step <= 2; ++step) {  // second run: warm allocator and directory
     auto t0 = Clock::now();
     meshtrain::comm::launch_threads(world, [&](meshtrain::comm::ParallelContext& ctx) {
-      ck::save_checkpoint(*ctx.world, dir.string(), request(s, step, world, ctx.rank), {.keep_last = 1});
+      ck::save_checkpoint(*ctx.world, dir.string(), request(s, step, world, ctx.rank), keep_one());
     });
     save_s = since(t0);
   }
@@ -138,7 +146,7 @@ int main(int argc, char** argv) {
   // Asynchronous: the caller's pause is staging (a memcpy) + directory setup.
   double pause_first = 0, pause_reused = 0, async_total = 0;
   meshtrain::comm::launch_threads(world, [&](meshtrain::comm::ParallelContext& ctx) {
-    ck::AsyncCheckpointer ckpt(*ctx.world, dir.string(), {.keep_last = 1});
+    ck::AsyncCheckpointer ckpt(*ctx.world, dir.string(), keep_one());
     for (int64_t step = 3; step <= 4; ++step) {
       const auto a0 = Clock::now();
       ckpt.save(request(s, step, world, ctx.rank));

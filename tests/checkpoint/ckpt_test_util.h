@@ -58,6 +58,7 @@ inline TestTensor make_tensor(const std::string& name, const Shape& shape, DType
       case DType::F32: std::memcpy(p, &v, 4); break;
       case DType::F64: { const double d = double(v) * 1.000001; std::memcpy(p, &d, 8); break; }
       case DType::BF16: { const bf16 b(v); std::memcpy(p, &b, 2); break; }
+      case DType::F16: { const f16 h(v); std::memcpy(p, &h, 2); break; }
       case DType::I32: { const int32_t x = int32_t(rng.bits(stream, uint64_t(i))[0]); std::memcpy(p, &x, 4); break; }
       case DType::I64: { const int64_t x = int64_t(rng.bits(stream, uint64_t(i))[1]) << 20; std::memcpy(p, &x, 8); break; }
     }

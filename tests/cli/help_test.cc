@@ -60,9 +60,9 @@ TEST(CliHelp, EveryCommandAnswersHelpWithUsageOptionsDefaultsAndAnExample) {
       // Every option and positional the command accepts is named.
       for (const CLI::Option* o : app->get_options()) {
         for (const auto& n : o->get_lnames()) EXPECT_TRUE(contains(r.out, "--" + n)) << r.out;
-        if (o->get_positional()) EXPECT_TRUE(contains(r.out, o->get_name())) << r.out;
+        if (o->get_positional()) { EXPECT_TRUE(contains(r.out, o->get_name())) << r.out; }
       }
-      if (!leaf) EXPECT_TRUE(contains(r.out, "Commands:")) << r.out;
+      if (!leaf) { EXPECT_TRUE(contains(r.out, "Commands:")) << r.out; }
     }
     // `meshtrain help PATH` prints the same page.
     auto args = path;

@@ -236,7 +236,7 @@ TEST(MpiBackendUnit, LaunchedByMpirunReadsTheLauncherEnvironment) {
   ::unsetenv("OMPI_COMM_WORLD_SIZE");
   EXPECT_FALSE(launched_by_mpirun());
   // Without MPI compiled in, the raw timing entry points refuse clearly.
-  if (!mpi_compiled()) EXPECT_THROW(mpi_raw_seconds(OpKind::AllReduce, 4096, 1), CommError);
+  if (!mpi_compiled()) { EXPECT_THROW(mpi_raw_seconds(OpKind::AllReduce, 4096, 1), CommError); }
 }
 
 // ---- bench/comm_bench.cc ---------------------------------------------------------

@@ -218,7 +218,7 @@ TEST_P(Collectives, LargeCountsAllReduceReduceScatterAllGather) {
             for (int o = 0; o < R; ++o) {
               const size_t b = chunk_offset(n, R, o), e = b + chunk_size(n, R, o);
               for (size_t i = b; i < e; i += 11) ASSERT_EQ(get(dt, ag_out, i), round_to(dt, value(o, i)));
-              if (e > b) ASSERT_EQ(get(dt, ag_out, e - 1), round_to(dt, value(o, e - 1)));
+              if (e > b) { ASSERT_EQ(get(dt, ag_out, e - 1), round_to(dt, value(o, e - 1))); }
             }
           }
       }))

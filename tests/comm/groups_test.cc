@@ -156,24 +156,35 @@ TEST(TensorOverloads, AllReduceReduceScatterAllGatherBroadcast) {
     GTEST_SKIP();
 }
 
+// The MeshGroups tests' mesh: 8 ranks on threads, 4 under mpirun.
+int mesh_ranks() { return testing::mpi_mode() ? 4 : 8; }
+MeshShape test_mesh(int ranks) {
+  return ranks == 8 ? MeshShape{.pp = 2, .dp = 2, .cp = 1, .tp = 2, .ep = 2}
+                    : MeshShape{.pp = 1, .dp = 2, .cp = 1, .tp = 2, .ep = 2};
+}
+const std::vector<std::string> kDenseAxes{"pp", "dp", "cp", "tp"};
+// Every single axis, every pair (named in either order), ep and edp.
+std::vector<std::vector<std::string>> every_group() {
+  std::vector<std::vector<std::string>> sets;
+  for (auto& a : kDenseAxes) sets.push_back({a});
+  for (size_t i = 0; i < kDenseAxes.size(); ++i)
+    for (size_t j = i + 1; j < kDenseAxes.size(); ++j) sets.push_back({kDenseAxes[j], kDenseAxes[i]});
+  sets.push_back({"ep"});
+  sets.push_back({"edp"});
+  return sets;
+}
+
 // Every single axis and every pair: the group holds exactly the ranks that
 // agree on all other coordinates, ordered by the axis coordinates.
 TEST(MeshGroups, EveryAxisAndPair) {
-  const int R = testing::mpi_mode() ? 4 : 8;
-  const MeshShape shape = R == 8 ? MeshShape{.pp = 2, .dp = 2, .cp = 1, .tp = 2, .ep = 2}
-                                 : MeshShape{.pp = 1, .dp = 2, .cp = 1, .tp = 2, .ep = 2};
+  const int R = mesh_ranks();
+  const MeshShape shape = test_mesh(R);
   if (!for_each_rank(R, [&](ProcessGroup& g) {
         std::shared_ptr<ProcessGroup> world(&g, [](ProcessGroup*) {});
         Mesh mesh = Mesh::create(shape, world);
         const auto me = shape.coords(g.rank());
-        const std::vector<std::string> axes{"pp", "dp", "cp", "tp"};
-        std::vector<std::vector<std::string>> sets;
-        for (auto& a : axes) sets.push_back({a});
-        for (size_t i = 0; i < axes.size(); ++i)
-          for (size_t j = i + 1; j < axes.size(); ++j) sets.push_back({axes[j], axes[i]});  // any order
-        sets.push_back({"ep"});
-        sets.push_back({"edp"});
-        for (auto& set : sets) {
+        const std::vector<std::string>& axes = kDenseAxes;
+        for (auto& set : every_group()) {
           ProcessGroup& sub = mesh.group(set);
           int64_t sum = 0, count = 0;
           for (int r = 0; r < R; ++r) {
@@ -205,21 +216,15 @@ TEST(MeshGroups, EveryAxisAndPair) {
 // each rank first asked, deadlocked elsewhere); then every group and the
 // world still work.
 TEST(MeshGroups, LookingGroupsUpInAnyOrderPerRankCreatesNothing) {
-  const int R = testing::mpi_mode() ? 4 : 8;
-  const MeshShape shape = R == 8 ? MeshShape{.pp = 2, .dp = 2, .cp = 1, .tp = 2, .ep = 2}
-                                 : MeshShape{.pp = 1, .dp = 2, .cp = 1, .tp = 2, .ep = 2};
+  const int R = mesh_ranks();
+  const MeshShape shape = test_mesh(R);
   if (!for_each_rank(R, [&](ProcessGroup& g) {
         std::shared_ptr<ProcessGroup> world(&g, [](ProcessGroup*) {});
         Mesh mesh = Mesh::create(shape, world);
-        std::vector<std::vector<std::string>> sets{{"ep"}, {"edp"}};
-        const std::vector<std::string> axes{"pp", "dp", "cp", "tp"};
-        for (size_t i = 0; i < axes.size(); ++i) {
-          sets.push_back({axes[i]});
-          for (size_t j = i + 1; j < axes.size(); ++j) sets.push_back({axes[i], axes[j]});
-        }
+        const std::vector<std::vector<std::string>> sets = every_group();
         std::vector<std::vector<std::string>> order = sets;
         if (g.rank() % 2 == 1) std::reverse(order.begin(), order.end());
-        if (g.rank() == 0) order.erase(order.begin() + 1);  // never asks for edp first
+        if (g.rank() == 0) order.pop_back();  // never asks for edp before using it
         for (const auto& set : order) EXPECT_GE(mesh.group(set).size(), 1);
         for (const auto& set : sets) {
           ProcessGroup& sub = mesh.group(set);

@@ -13,6 +13,7 @@ std::vector<char> make_buffer(DType dt, size_t n, const std::function<double(siz
       case DType::F32: { float x = float(v); std::memcpy(p, &x, 4); break; }
       case DType::F64: std::memcpy(p, &v, 8); break;
       case DType::BF16: { bf16 x{static_cast<float>(v)}; std::memcpy(p, &x.bits, 2); break; }
+      case DType::F16: { f16 x{static_cast<float>(v)}; std::memcpy(p, &x.bits, 2); break; }
       case DType::I32: { int32_t x = int32_t(v); std::memcpy(p, &x, 4); break; }
       case DType::I64: { int64_t x = int64_t(v); std::memcpy(p, &x, 8); break; }
     }
@@ -26,6 +27,7 @@ double get(DType dt, const std::vector<char>& buf, size_t i) {
     case DType::F32: { float x; std::memcpy(&x, p, 4); return x; }
     case DType::F64: { double x; std::memcpy(&x, p, 8); return x; }
     case DType::BF16: { bf16 x; std::memcpy(&x.bits, p, 2); return double(float(x)); }
+    case DType::F16: { f16 x; std::memcpy(&x.bits, p, 2); return double(float(x)); }
     case DType::I32: { int32_t x; std::memcpy(&x, p, 4); return x; }
     case DType::I64: { int64_t x; std::memcpy(&x, p, 8); return double(x); }
   }

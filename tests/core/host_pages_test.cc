@@ -60,8 +60,9 @@ TEST(HostPages, BigBlocksAreAdvisedAsHugePages) {
   std::memset(p, 1, bytes);
   const std::string flags = vm_flags_at(p);
   ASSERT_FALSE(flags.empty()) << "no mapping of this process contains the block";
-  if (kernel_has_transparent_huge_pages())
+  if (kernel_has_transparent_huge_pages()) {
     EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+  }
   // The partial huge page at the end is not advised (it stays in 4 KiB pages).
   const std::string tail_flags = vm_flags_at(static_cast<char*>(p) + 3 * kHugePageBytes);
   EXPECT_EQ(tail_flags.find(" hg"), std::string::npos) << tail_flags;

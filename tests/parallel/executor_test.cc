@@ -52,7 +52,7 @@ TEST(Executor, PipelineSchedulesMatchTheWholeModelBitwise) {
   const int m = 3;
   double ref_loss = 0;
   const auto ref = whole_model_grads(cfg, batch, m, &ref_loss);
-  for (const std::string& name : {"gpipe", "1f1b"}) {
+  for (const std::string name : {"gpipe", "1f1b"}) {
     SCOPED_TRACE(name);
     std::mutex mu;
     std::vector<std::vector<float>> got(ref.size());

@@ -174,7 +174,7 @@ TEST(Program, PipelineRanksGetTheirChunksWithTransfers) {
   EXPECT_EQ(count(first, Op::RecvGradient), 2);
   EXPECT_EQ(count(last, Op::SendGradient), 2);
   for (const auto& a : first.actions)
-    if (a.op == Op::ReduceGrads) EXPECT_LT(a.unit, 2) << "a rank reduces only its own units";
+    if (a.op == Op::ReduceGrads) { EXPECT_LT(a.unit, 2) << "a rank reduces only its own units"; }
 }
 
 TEST(Program, KeepGatheredGathersEachUnitOncePerWindow) {

@@ -157,7 +157,7 @@ TEST(MixedPrecision, Fp16OverflowingScaleBacksOffAndEveryRankSkipsTheSameSteps) 
 // A NaN in one rank's reduced gradient skips the step everywhere, under
 // both 16-bit policies, and counts it.
 TEST(MixedPrecision, NanOnOneRankSkipsEverywhere) {
-  for (const std::string& p : {"bf16", "fp16"}) {
+  for (const std::string p : {"bf16", "fp16"}) {
     SCOPED_TRACE(p);
     auto cfg = mixed(p, 2, 1, 0);
     cfg.training.micro_batch = 2;

@@ -97,7 +97,9 @@ TEST(MoeEquivalence, ReproducibleModeIsBitwiseAcrossDpEpZeroAndPipeline) {
     const auto l = train::parse_layout(layout);
     const auto r = train::compare_with_single_rank(cfg, l, 3, ds, 0.0, /*bitwise=*/true);  // `verify --bitwise`
     EXPECT_TRUE(r.pass()) << r.str();
-    if (l.ep > 1) EXPECT_NE(r.str().find("expert parallelism (ep " + std::to_string(l.ep)), std::string::npos) << r.str();
+    if (l.ep > 1) {
+      EXPECT_NE(r.str().find("expert parallelism (ep " + std::to_string(l.ep)), std::string::npos) << r.str();
+    }
   }
   // The global norm itself (before clipping; AdamW hides most of its bits):
   // the same at every ep, experts straddling norm blocks or not.

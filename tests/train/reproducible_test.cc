@@ -70,7 +70,7 @@ State train_steps(const train::TrainConfig& cfg, int steps, const std::function<
 }  // namespace
 
 TEST(Reproducible, EverySplitOfTheWindowGivesTheSameBits) {
-  for (const std::string& mode : {"padded", "packed"}) {
+  for (const std::string mode : {"padded", "packed"}) {
     const State ref = train_steps(split(1, 4, 0, mode), 5);
     for (auto [R, G] : {std::pair{2, 2}, std::pair{4, 1}})
       for (int stage : {0, 1, 2, 3}) {

@@ -66,8 +66,9 @@ TEST(V1Checkpoint, ResumesBitwiseUnderTheLayoutThatWroteIt) {
     ASSERT_EQ(mine.pieces.size(), t.pieces.size()) << t.name;
     for (size_t i = 0; i < t.pieces.size(); ++i) {
       EXPECT_EQ(mine.pieces[i].box, t.pieces[i].box) << t.name;
-      if (same_bits_expected)
+      if (same_bits_expected) {
         EXPECT_EQ(mine.pieces[i].sha256, t.pieces[i].sha256) << t.name << " piece " << i << " differs from the old bits";
+      }
     }
   }
   // It resumed (a fresh run would reach the same bits too): only steps 3

@@ -54,7 +54,7 @@ std::string show_id(const data::Tokenizer& tok, int32_t id) {
   bool printable = !s.empty() && s.size() <= 12;
   for (unsigned char c : s) printable = printable && c >= 0x20 && c < 0x7f;
   if (printable) return "'" + s + "'";
-  return "#" + std::to_string(id);
+  return std::string("#").append(std::to_string(id));
 }
 
 }  // namespace

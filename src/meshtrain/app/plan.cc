@@ -70,8 +70,8 @@ std::string plan(const PlanRequest& q) {
   const PrecisionPolicy precision = cfg.precision();
   std::string out = parallel::plan_table(cfg.model, layout.mesh(), options, precision);
   if (layout.pp > 1)
-    out += "\n" + parallel::pipeline_table(cfg.parallel, cfg.model, train::micro_batch_shape(cfg),
-                                           cfg.training.grad_accum, precision.params);
+    out.append("\n").append(parallel::pipeline_table(cfg.parallel, cfg.model, train::micro_batch_shape(cfg),
+                                                   cfg.training.grad_accum, precision.params));
   return out + "\n" + plan::render_text(prediction);
 }
 

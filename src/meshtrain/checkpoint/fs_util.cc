@@ -20,7 +20,7 @@ std::string step_dir_name(int64_t step) {
   return buf;
 }
 
-std::string tmp_dir_name(int64_t step) { return "." + std::string("tmp-") + step_dir_name(step); }
+std::string tmp_dir_name(int64_t step) { return std::string(".tmp-").append(step_dir_name(step)); }
 
 std::optional<int64_t> parse_step_dir_name(const std::string& name) {
   if (name.size() < 6 || name.compare(0, 5, "step-") != 0 || name.size() > 5 + 18) return std::nullopt;

@@ -25,7 +25,7 @@ std::string Placement::str(int size) const {
     case PlacementKind::Shard: {
       std::string s = "S(" + std::to_string(dim) + ")";
       const int p = pieces(size, "placement");
-      if (p < size) s += "x" + std::to_string(size / p);
+      if (p < size) s.append("x").append(std::to_string(size / p));
       return s;
     }
   }

@@ -84,7 +84,7 @@ std::string timeline_svg(const PipelineTimeline& t, const std::string& title) {
     for (const TimedAction& a : t.stages[size_t(r)]) {
       const double x0 = x_of(a.start), w = std::max(0.5, x_of(a.end) - x0);
       std::string label = std::string(to_string(a.op)) + std::to_string(a.micro);
-      if (several_chunks) label += "." + std::to_string(a.chunk);
+      if (several_chunks) label.append(".").append(std::to_string(a.chunk));
       std::snprintf(buf, sizeof buf,
                     "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\" stroke=\"#ffffff\" "
                     "stroke-width=\"0.5\"><title>%s chunk %d: %.3f-%.3f ms</title></rect>\n",

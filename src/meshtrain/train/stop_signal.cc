@@ -18,7 +18,9 @@ void write_err(const char* s) {
 }
 
 void on_signal(int sig) {
-  if (g_count++ > 0) {
+  const sig_atomic_t seen = g_count;
+  g_count = seen + 1;
+  if (seen > 0) {
     write_err("\nmeshtrain: second signal: exiting now without saving\n");
     ::_exit(128 + sig);
   }

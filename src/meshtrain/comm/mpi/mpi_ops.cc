@@ -80,7 +80,7 @@ Work MpiGroup::start(OpDesc& d, bool async) {
       check_mpi(nonblocking(&req), what);
       return;
     }
-    WatchGuard guard(Watch{.deadline = d.deadline, .group = &name(), .kind = d.kind, .seq = d.seq,
+    WatchGuard guard(Watch{.deadline = d.deadline, .what = {}, .group = &name(), .kind = d.kind, .seq = d.seq,
                                     .count = d.count, .rank = rank_});
     const auto t0 = Clock::now();
     {
