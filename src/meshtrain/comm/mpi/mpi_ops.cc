@@ -81,7 +81,7 @@ Work MpiGroup::start(OpDesc& d, bool async) {
       return;
     }
     WatchGuard guard(Watch{.deadline = d.deadline, .what = {}, .group = &name(), .kind = d.kind, .seq = d.seq,
-                                    .count = d.count, .rank = rank_});
+                           .count = d.count, .rank = rank_});
     const auto t0 = Clock::now();
     {
       CallLock lock;
