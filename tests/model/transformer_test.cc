@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "meshtrain/kernels/kernel_table.h"
 #include "meshtrain/model/presets.h"
 #include "model/model_fixtures.h"
 #include "support/numeric.h"
@@ -149,4 +150,39 @@ TEST(Parameters, InitIsAPureFunctionOfNameAndIndex) {
   std::vector<float> part(20);
   model::init_param_range(*p.spec, tiny_llama().seed, 30, Tensor::wrap(part.data(), Shape{20}, DType::F32));
   for (int i = 0; i < 20; ++i) EXPECT_EQ(part[i], p.value.data<float>()[30 + i]);
+}
+
+TEST(Parameters, LazilyZeroedGradientsEqualZeroedOnesForEveryWriter) {
+  // zero_grads_lazily leaves the memory as it was (NaN here): the GEMMs'
+  // first write overwrites, the adding writers (embedding scatter, norms,
+  // biases, a tied table written by the head and the embedding) zero first,
+  // settle_grads zeroes what no backward wrote. Two micro-batches: the
+  // second adds. Bitwise equal to zeroing first.
+  for (const auto& cfg : {tiny_llama(), tiny_gpt2()}) {
+    auto alloc = CachingAllocator::create();
+    model::Transformer eager(cfg, alloc, exec_in(DType::F32)), lazy(cfg, alloc, exec_in(DType::F32));
+    const OwnedBatch batch = tiny_batch();
+    auto& ps = lazy.params();
+    eager.params().zero_grads();
+    for (int u = 0; u < ps.num_units(); ++u) {
+      kernels::kernels_for(Device::Cpu).fill(ps.unit_grads(u), std::nan(""));
+      ps.zero_grads_lazily(u);
+    }
+    for (int micro = 0; micro < 2; ++micro) {
+      eager.forward_backward(batch.view(), 0.1);
+      lazy.forward_backward(batch.view(), 0.1);
+    }
+    for (int u = 0; u < ps.num_units(); ++u) {
+      ps.settle_grads(u);
+      EXPECT_EQ(to_vector<float>(eager.params().unit_grads(u)), to_vector<float>(ps.unit_grads(u)))
+          << ps.spec().units[size_t(u)].name;
+    }
+    // Nothing written this window: settling gives zeros.
+    for (int u = 0; u < ps.num_units(); ++u) {
+      kernels::kernels_for(Device::Cpu).fill(ps.unit_grads(u), std::nan(""));
+      ps.zero_grads_lazily(u);
+      ps.settle_grads(u);
+      for (float g : to_vector<float>(ps.unit_grads(u))) ASSERT_EQ(g, 0.0f) << ps.spec().units[size_t(u)].name;
+    }
+  }
 }

@@ -96,7 +96,7 @@ void Block::backward(const kernels::KernelTable& k, Saved& saved, const TokenBat
   // SP; else dres itself, which the norm backward below updates in place, so
   // deferred weight jobs keep a copy), the branch's partial input gradient
   // summed over the group, then the norm.
-  auto sublayer = [&](const Parameter* bias, auto&& branch_backward, const Norm& norm, const Tensor& norm_in,
+  auto sublayer = [&](Parameter* bias, auto&& branch_backward, const Norm& norm, const Tensor& norm_in,
                       const Norm::Stats& stats) {
     if (bias) wg.bias(k, *bias, dres, /*dy_changes=*/true);
     const Tensor dy = tp_.row_output_grad(dres, n, alloc, kept);

@@ -2,6 +2,20 @@
 
 namespace meshtrain::model {
 
+namespace {
+// The adding writers of a gradient: a stale one (Parameter::grad_stale) is zeroed first.
+void add_bias_grad(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy) {
+  bias.settle_grad();
+  k.bias_grad(bias.grad, dy);
+}
+
+void add_embedding_grad(const kernels::KernelTable& k, Parameter& table, const int32_t* ids, const Tensor& dout,
+                        int64_t vocab_begin) {
+  table.settle_grad();
+  k.embedding_slice_backward(ids, dout, vocab_begin, table.grad);
+}
+}  // namespace
+
 Tensor as_operand(const kernels::KernelTable& k, const Tensor& t, DType dtype,
                   const std::shared_ptr<CachingAllocator>& alloc, MemCategory cat) {
   if (!t.defined() || t.dtype() == dtype) return t;
@@ -21,8 +35,8 @@ void Linear::backward_input(const kernels::KernelTable& k, const Tensor& dy, con
 }
 
 void Linear::backward_weight(const kernels::KernelTable& k, const Tensor& x, const Tensor& dy) const {
-  k.gemm(true, false, 1.0, dy, x, 1.0, weight->grad);
-  if (bias) k.bias_grad(bias->grad, dy);
+  k.gemm(true, false, 1.0, dy, x, weight->take_first_grad_write() ? 0.0 : 1.0, weight->grad);
+  if (bias) add_bias_grad(k, *bias, dy);
 }
 
 Norm::Stats Norm::forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y,
@@ -37,6 +51,8 @@ Norm::Stats Norm::forward(const kernels::KernelTable& k, const Tensor& x, const 
 
 void Norm::backward(const kernels::KernelTable& k, const Tensor& x, const Stats& s, const Tensor& dy,
                     const Tensor& dx) const {
+  weight->settle_grad();
+  if (bias) bias->settle_grad();
   k.norm_backward(x, weight->value, s.mean, s.rstd, dy, dx, weight->grad, bias ? bias->grad : Tensor());
 }
 
@@ -63,8 +79,8 @@ void WeightGrads::linear(const kernels::KernelTable& k, const Linear& l, const T
   jobs_.push_back(std::move(j));
 }
 
-void WeightGrads::bias(const kernels::KernelTable& k, const Parameter& bias, const Tensor& dy, bool dy_changes) {
-  if (!defer_) return k.bias_grad(bias.grad, dy);
+void WeightGrads::bias(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, bool dy_changes) {
+  if (!defer_) return add_bias_grad(k, bias, dy);
   Job j;
   j.bias = &bias;
   j.dy = keep(k, dy, dy_changes);
@@ -72,9 +88,9 @@ void WeightGrads::bias(const kernels::KernelTable& k, const Parameter& bias, con
   jobs_.push_back(std::move(j));
 }
 
-void WeightGrads::embedding(const kernels::KernelTable& k, const Parameter& table, const int32_t* ids,
+void WeightGrads::embedding(const kernels::KernelTable& k, Parameter& table, const int32_t* ids,
                             const Tensor& dout, bool dout_changes, int64_t vocab_begin) {
-  if (!defer_) return k.embedding_slice_backward(ids, dout, vocab_begin, table.grad);
+  if (!defer_) return add_embedding_grad(k, table, ids, dout, vocab_begin);
   Job j;
   j.table = &table;
   j.ids = ids;
@@ -98,9 +114,9 @@ void WeightGrads::run(const kernels::KernelTable& k) {
     else if (j.linear)
       j.linear->backward_weight(k, j.x, j.dy);
     else if (j.bias)
-      k.bias_grad(j.bias->grad, j.dy);
+      add_bias_grad(k, *j.bias, j.dy);
     else
-      k.embedding_slice_backward(j.ids, j.dy, j.vocab_begin, j.table->grad);
+      add_embedding_grad(k, *j.table, j.ids, j.dy, j.vocab_begin);
   }
   jobs_.clear();
 }

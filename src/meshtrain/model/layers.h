@@ -69,11 +69,11 @@ class WeightGrads {
   void linear(const kernels::KernelTable& k, const Linear& l, const Tensor& x, const Tensor& dy, bool dy_changes);
   // dbias += colsum(dy): a row-parallel layer's bias, added once after the
   // tensor-parallel reduction (block.h).
-  void bias(const kernels::KernelTable& k, const Parameter& bias, const Tensor& dy, bool dy_changes);
+  void bias(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, bool dy_changes);
   // dtable[ids[i] - vocab_begin] += dout[i] for the ids inside the table's
   // rows (a vocabulary slice under tensor parallelism; vocab_begin 0 and
   // every id inside for a whole table).
-  void embedding(const kernels::KernelTable& k, const Parameter& table, const int32_t* ids, const Tensor& dout,
+  void embedding(const kernels::KernelTable& k, Parameter& table, const int32_t* ids, const Tensor& dout,
                  bool dout_changes, int64_t vocab_begin = 0);
   // fn now, or in its place among the queued jobs (a gradient lane switch).
   void call(std::function<void()> fn);
@@ -83,8 +83,8 @@ class WeightGrads {
  private:
   struct Job {
     const Linear* linear = nullptr;
-    const Parameter* bias = nullptr;
-    const Parameter* table = nullptr;
+    Parameter* bias = nullptr;
+    Parameter* table = nullptr;
     const int32_t* ids = nullptr;
     int64_t vocab_begin = 0;
     Tensor x, dy;

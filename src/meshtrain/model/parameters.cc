@@ -1,5 +1,8 @@
 #include "meshtrain/model/parameters.h"
 
+#include <cstdlib>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "meshtrain/core/rng.h"
@@ -73,6 +76,7 @@ void ParameterStore::bind(int u, const Tensor& flat, Tensor Parameter::*field, s
     const ParamSpec& p = spec_.params[size_t(i)];
     params_[size_t(i)].*field =
         flat.defined() ? flat.flat_slice(p.unit_offset, p.unit_offset + p.numel()).view(p.shape) : Tensor();
+    if (field == &Parameter::grad) params_[size_t(i)].grad_stale = false;  // a new buffer holds what it holds
   }
 }
 
@@ -87,6 +91,34 @@ void ParameterStore::initialize(uint64_t seed) {
 void ParameterStore::zero_grads() {
   for (auto& g : unit_grads_)
     if (g.defined()) kernels::kernels_for(g).fill(g, 0.0);
+}
+
+void Parameter::settle_grad() {
+  if (take_first_grad_write()) kernels::kernels_for(grad).fill(grad, 0.0);
+}
+
+bool ParameterStore::poison_stale_grads() {
+  static const bool on = [] {
+    const char* v = std::getenv("MESHTRAIN_POISON_STALE_GRADS");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+}
+
+void ParameterStore::zero_grads_lazily(int u) {
+  for (int i : spec_.units[size_t(u)].params) {
+    Parameter& p = params_[size_t(i)];
+    if (!p.grad.defined()) continue;
+    if (poison_stale_grads()) kernels::kernels_for(p.grad).fill(p.grad, std::numeric_limits<double>::quiet_NaN());
+    p.grad_stale = true;
+  }
+}
+
+void ParameterStore::settle_grads(int u) {
+  for (int i : spec_.units[size_t(u)].params) {
+    Parameter& p = params_[size_t(i)];
+    if (p.grad.defined()) p.settle_grad();
+  }
 }
 
 Parameter* ParameterStore::find_or_null(const std::string& name) {

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "meshtrain/core/precision.h"
@@ -24,6 +25,17 @@ struct Parameter {
   const ParamSpec* spec = nullptr;
   Tensor value;  // view into the unit's flat value buffer
   Tensor grad;   // view into the unit's flat grad buffer
+  // The gradient holds no sum yet this window: it reads as zero but its
+  // memory is stale (ParameterStore::zero_grads_lazily), so the first
+  // writer overwrites instead of adding: a pass over the gradients saved.
+  bool grad_stale = false;
+
+  // For a writer that can overwrite (a GEMM's beta 0): whether it must,
+  // and from now on it adds.
+  bool take_first_grad_write() { return std::exchange(grad_stale, false); }
+  // For a writer that can only add (a scatter, a norm's sums): zeroes a
+  // stale gradient first.
+  void settle_grad();
 };
 
 class ParameterStore {
@@ -35,6 +47,18 @@ class ParameterStore {
 
   void initialize(uint64_t seed);  // every bound value buffer
   void zero_grads();               // every bound grad buffer
+
+  // Unit u's gradients read as zero from now on without a pass over them:
+  // each parameter's first writer overwrites (Parameter::grad_stale).
+  // Whoever reads them as a whole (reductions, the optimizer) calls
+  // settle_grads(u) first, which zeroes what no backward wrote. The unit's
+  // buffer outside its parameters (padding) must already be zero.
+  void zero_grads_lazily(int u);
+  void settle_grads(int u);
+  // MESHTRAIN_POISON_STALE_GRADS=1 fills stale gradients with NaN instead
+  // of leaving them: a writer that adds without asking turns the loss NaN
+  // (the test suite runs with it).
+  static bool poison_stale_grads();
 
   // Points unit `u`'s parameter views at `flat` (numel >= the unit's; extra
   // elements are padding). An undefined tensor unbinds.

@@ -128,7 +128,12 @@ void DataParallel::begin_window() {
   tp_sums_.reset_stats();
   if (buckets_) buckets_->begin_window();
   if (sharded_) sharded_->begin_window();
-  if (flat_grads_.defined()) kernels::kernels_for(flat_grads_).fill(flat_grads_, 0.0);
+  if (!flat_grads_.defined()) return;
+  if (tree_) return kernels::kernels_for(flat_grads_).fill(flat_grads_, 0.0);
+  // The first backward write of each parameter overwrites (no pass over the
+  // whole buffer); reduce_grads settles what no backward wrote. Padding
+  // stays zero: nothing writes it.
+  for (int u = 0; u < nu_; ++u) model_.params().zero_grads_lazily(u);
 }
 
 void DataParallel::gather(int u) {
@@ -164,6 +169,7 @@ void DataParallel::close_leaf(int u) {
 
 void DataParallel::reduce_grads(int u) {
   if (tree_) return reduce_tree(u);
+  model_.params().settle_grads(u);
   if (tp_sums_.any(u)) {
     prepare_grads(u);  // bound (ZeRO-2/3: a unit no backward touched still sums its zeros)
     tp_sums_.reduce(u, model_.params().unit_grads(u));
