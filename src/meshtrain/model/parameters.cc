@@ -114,6 +114,19 @@ void ParameterStore::zero_grads_lazily(int u) {
   }
 }
 
+void ParameterStore::bind_unit_grads_lazily(int u, const Tensor& flat) {
+  bind_unit_grads(u, flat);
+  const auto& k = kernels::kernels_for(flat);
+  int64_t end = 0;  // of the parameters so far, in storage order
+  for (int i : spec_.units[size_t(u)].params) {
+    const ParamSpec& p = spec_.params[size_t(i)];
+    if (p.unit_offset > end) k.fill(flat.flat_slice(end, p.unit_offset), 0.0);
+    end = p.unit_offset + p.numel();
+  }
+  if (flat.numel() > end) k.fill(flat.flat_slice(end, flat.numel()), 0.0);
+  zero_grads_lazily(u);
+}
+
 void ParameterStore::settle_grads(int u) {
   for (int i : spec_.units[size_t(u)].params) {
     Parameter& p = params_[size_t(i)];

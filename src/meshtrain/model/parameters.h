@@ -55,6 +55,10 @@ class ParameterStore {
   // buffer outside its parameters (padding) must already be zero.
   void zero_grads_lazily(int u);
   void settle_grads(int u);
+  // bind_unit_grads of a buffer whose contents are garbage, zeroed lazily:
+  // what lies between and after the parameters (alignment, padding) is
+  // zeroed now, the parameters are stale.
+  void bind_unit_grads_lazily(int u, const Tensor& flat);
   // MESHTRAIN_POISON_STALE_GRADS=1 fills stale gradients with NaN instead
   // of leaving them: a writer that adds without asking turns the loss NaN
   // (the test suite runs with it).

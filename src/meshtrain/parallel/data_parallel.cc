@@ -169,11 +169,9 @@ void DataParallel::close_leaf(int u) {
 
 void DataParallel::reduce_grads(int u) {
   if (tree_) return reduce_tree(u);
-  model_.params().settle_grads(u);
-  if (tp_sums_.any(u)) {
-    prepare_grads(u);  // bound (ZeRO-2/3: a unit no backward touched still sums its zeros)
-    tp_sums_.reduce(u, model_.params().unit_grads(u));
-  }
+  prepare_grads(u);                 // bound (ZeRO-2/3: a unit no backward touched still sums its zeros)
+  model_.params().settle_grads(u);  // what no backward wrote reads zero
+  if (tp_sums_.any(u)) tp_sums_.reduce(u, model_.params().unit_grads(u));
   if (buckets_) buckets_->unit_ready(u);
   else sharded_->reduce(u);
 }

@@ -65,10 +65,10 @@ void ShardedGrads::prepare(int u) {
     wait_timed(work_[size_t(u)], stats_);
     complete(u);
   }
-  full_[size_t(u)] = Tensor::zeros(Shape{plan_.unit(u).padded}, store_.precision().grad_accum, alloc_,
+  full_[size_t(u)] = Tensor::empty(Shape{plan_.unit(u).padded}, store_.precision().grad_accum, alloc_,
                                    MemCategory::Comm);
   window_of_[size_t(u)] = window_;
-  store_.bind_unit_grads(u, full_[size_t(u)]);
+  store_.bind_unit_grads_lazily(u, full_[size_t(u)]);
 }
 
 void ShardedGrads::reduce(int u) {
