@@ -4,8 +4,8 @@
 // shapes, tails in every dimension, sizes straddling the blocks, all four
 // transposes, alpha, beta, beta = 0 over NaN), its bitwise invariance to
 // the thread count and to how the operands are stored, no fresh page
-// faults on repeated calls, and which f32 GEMM gemm<float> runs
-// (MESHTRAIN_GEMM).
+// faults on repeated calls, row sets sharing op(B) getting the bits of
+// separate calls, and which f32 GEMM gemm<float> runs (MESHTRAIN_GEMM).
 #include "meshtrain/kernels/cpu/packed_gemm.h"
 
 #include <gtest/gtest.h>
@@ -178,6 +178,49 @@ TEST(PackedGemm, SameBitsWhicheverWayTheOperandsAreStored) {
       for (size_t i = 1; i < runs.size(); ++i)
         EXPECT_EQ(runs[0], runs[i]) << isa_name(level) << " M=" << s.m << " transposes " << i;
     }
+  }
+}
+
+// Row sets sharing op(B) (the weight gradients of layers that read one
+// input): each C_i gets the bits packed_gemm_f32 gives it alone, at 1 and 2
+// threads, in one column block (op(B) packed once for all sets) and in
+// several (the sets one by one), each transpose, with a partial strip, an
+// empty set, beta 0 over NaN and beta 1 over several k blocks.
+TEST(PackedGemm, RowSetsSharingBGetTheBitsOfSeparateCalls) {
+  for (Isa level : test::runnable_levels()) {
+    ScopedIsa scoped(level);
+    const PackedGemmBlocking b = packed_gemm_blocking();
+    const std::vector<int64_t> ms{9 * b.mr + 5, 0, 3 * b.mr, b.mr - 1};
+    for (const int64_t n : {b.nc, b.nc + b.nr + 3})
+      for (const int64_t k : {int64_t(37), 2 * b.kc + 9})
+        for (bool ta : {false, true})
+          for (bool tb : {false, true})
+            for (int threads : {1, 2}) {
+              const std::vector<float> bm = test::random_vec<float>(size_t(k * n), 19);
+              std::vector<std::vector<float>> a, alone, shared;
+              std::vector<PackedGemmRows> sets;
+              for (size_t i = 0; i < ms.size(); ++i) {
+                a.push_back(test::random_vec<float>(size_t(ms[i] * k), uint32_t(23 + i)));
+                const float beta = i % 2 ? 1.0f : 0.0f;
+                std::vector<float> c = test::random_vec<float>(size_t(ms[i] * n), uint32_t(31 + i));
+                if (beta == 0.0f) c.assign(c.size(), kNaN);  // never read
+                alone.push_back(c);
+                shared.push_back(c);
+              }
+              for (size_t i = 0; i < ms.size(); ++i)
+                sets.push_back({ms[i], a[i].data(), i % 2 ? 1.0f : 0.0f, shared[i].data()});
+              test::with_threads(threads, [&] {
+                for (size_t i = 0; i < ms.size(); ++i)
+                  if (ms[i] > 0)
+                    packed_gemm_f32(ta, tb, ms[i], n, k, 0.75f, a[i].data(), bm.data(), sets[i].beta,
+                                    alone[i].data());
+                packed_gemm_f32_rows(ta, tb, sets.data(), int(sets.size()), n, k, 0.75f, bm.data());
+                return 0;
+              });
+              for (size_t i = 0; i < ms.size(); ++i)
+                EXPECT_EQ(alone[i], shared[i]) << isa_name(level) << " set " << i << " N=" << n << " K=" << k
+                                               << " ta=" << ta << " tb=" << tb << " threads=" << threads;
+            }
   }
 }
 

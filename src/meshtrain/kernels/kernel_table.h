@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "meshtrain/core/tensor.h"
 #include "meshtrain/kernels/cpu/adamw.h"
@@ -29,6 +30,18 @@ class KernelTable {
   // inputs, f32 accumulate and output).
   virtual void gemm(bool ta, bool tb, double alpha, const Tensor& a, const Tensor& b, double beta,
                     const Tensor& c) const = 0;
+  // Products that share b: rows[i].c = alpha op(rows[i].a) op(b) + rows[i].beta rows[i].c,
+  // each the same values as one gemm (the weight gradients of the layers
+  // that read one input; a device may read b once for all of them).
+  struct GemmRows {
+    Tensor a;
+    double beta = 0.0;
+    Tensor c;
+  };
+  virtual void gemm_shared_b(bool ta, bool tb, double alpha, const std::vector<GemmRows>& rows,
+                             const Tensor& b) const {
+    for (const GemmRows& r : rows) gemm(ta, tb, alpha, r.a, b, r.beta, r.c);
+  }
   // dst = src in dst's dtype (f32 <-> bf16 / f16 round to nearest even; f64 <-> f32).
   virtual void convert(const Tensor& dst, const Tensor& src) const = 0;
   virtual void add_row_bias(const Tensor& y, const Tensor& bias) const = 0;   // y[i, :] += bias

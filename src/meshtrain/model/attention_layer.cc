@@ -78,11 +78,9 @@ void SelfAttention::backward(const kernels::KernelTable& k, const Tensor& xn, co
   // The projections' output gradients as operands (copies under 16 bits).
   const Tensor dq_op = as_operand(k, dq, op_, alloc, grads_cat), dk_op = as_operand(k, dk, op_, alloc, grads_cat),
                dv_op = as_operand(k, dv, op_, alloc, grads_cat);
-  wg.linear(k, q_proj_, xn, dq_op, false);
+  wg.linears(k, {&q_proj_, &k_proj_, &v_proj_}, xn, {dq_op, dk_op, dv_op}, false);  // one pass over xn
   q_proj_.backward_input(k, dq_op, dxn, false);
-  wg.linear(k, k_proj_, xn, dk_op, false);
   k_proj_.backward_input(k, dk_op, dxn, true);
-  wg.linear(k, v_proj_, xn, dv_op, false);
   v_proj_.backward_input(k, dv_op, dxn, true);
 }
 

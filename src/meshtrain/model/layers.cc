@@ -35,8 +35,20 @@ void Linear::backward_input(const kernels::KernelTable& k, const Tensor& dy, con
 }
 
 void Linear::backward_weight(const kernels::KernelTable& k, const Tensor& x, const Tensor& dy) const {
-  k.gemm(true, false, 1.0, dy, x, weight->take_first_grad_write() ? 0.0 : 1.0, weight->grad);
-  if (bias) add_bias_grad(k, *bias, dy);
+  backward_weights(k, {this}, x, {dy});
+}
+
+void backward_weights(const kernels::KernelTable& k, const std::vector<const Linear*>& layers, const Tensor& x,
+                      const std::vector<Tensor>& dys) {
+  MT_CHECK(layers.size() == dys.size(), layers.size(), " layers with ", dys.size(), " output gradients");
+  std::vector<kernels::KernelTable::GemmRows> rows;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Parameter& w = *layers[i]->weight;
+    rows.push_back({dys[i], w.take_first_grad_write() ? 0.0 : 1.0, w.grad});
+  }
+  k.gemm_shared_b(true, false, 1.0, rows, x);
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i]->bias) add_bias_grad(k, *layers[i]->bias, dys[i]);
 }
 
 Norm::Stats Norm::forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y,
@@ -58,10 +70,11 @@ void Norm::backward(const kernels::KernelTable& k, const Tensor& x, const Stats&
 
 Tensor WeightGrads::keep(const kernels::KernelTable& k, const Tensor& t, bool changes) const {
   if (!changes) return t;
-  if (!jobs_.empty()) {
+  if (!jobs_.empty() && !jobs_.back().dys.empty()) {
     const Job& last = jobs_.back();
-    if (last.dy_source == t.raw() && last.dy.raw() != t.raw() && last.dy.numel() == t.numel())
-      return last.dy;  // the previous job already copied it
+    const Tensor& copied = last.dys.back();
+    if (last.dy_source == t.raw() && copied.raw() != t.raw() && copied.numel() == t.numel())
+      return copied;  // the previous job already copied it
   }
   Tensor copy = Tensor::empty(t.shape(), t.dtype(), alloc_, MemCategory::Activations);
   k.copy(copy, t);
@@ -70,12 +83,17 @@ Tensor WeightGrads::keep(const kernels::KernelTable& k, const Tensor& t, bool ch
 
 void WeightGrads::linear(const kernels::KernelTable& k, const Linear& l, const Tensor& x, const Tensor& dy,
                          bool dy_changes) {
-  if (!defer_) return l.backward_weight(k, x, dy);
+  linears(k, {&l}, x, {dy}, dy_changes);
+}
+
+void WeightGrads::linears(const kernels::KernelTable& k, std::vector<const Linear*> layers, const Tensor& x,
+                          const std::vector<Tensor>& dys, bool dy_changes) {
+  if (!defer_) return backward_weights(k, layers, x, dys);
   Job j;
-  j.linear = &l;
+  j.linears = std::move(layers);
   j.x = x;
-  j.dy = keep(k, dy, dy_changes);
-  j.dy_source = dy.raw();
+  for (const Tensor& dy : dys) j.dys.push_back(keep(k, dy, dy_changes));
+  j.dy_source = dys.back().raw();
   jobs_.push_back(std::move(j));
 }
 
@@ -83,7 +101,7 @@ void WeightGrads::bias(const kernels::KernelTable& k, Parameter& bias, const Ten
   if (!defer_) return add_bias_grad(k, bias, dy);
   Job j;
   j.bias = &bias;
-  j.dy = keep(k, dy, dy_changes);
+  j.dys = {keep(k, dy, dy_changes)};
   j.dy_source = dy.raw();
   jobs_.push_back(std::move(j));
 }
@@ -95,7 +113,7 @@ void WeightGrads::embedding(const kernels::KernelTable& k, Parameter& table, con
   j.table = &table;
   j.ids = ids;
   j.vocab_begin = vocab_begin;
-  j.dy = keep(k, dout, dout_changes);
+  j.dys = {keep(k, dout, dout_changes)};
   j.dy_source = dout.raw();
   jobs_.push_back(std::move(j));
 }
@@ -111,12 +129,12 @@ void WeightGrads::run(const kernels::KernelTable& k) {
   for (Job& j : jobs_) {
     if (j.fn)
       j.fn();
-    else if (j.linear)
-      j.linear->backward_weight(k, j.x, j.dy);
+    else if (!j.linears.empty())
+      backward_weights(k, j.linears, j.x, j.dys);
     else if (j.bias)
-      add_bias_grad(k, *j.bias, j.dy);
+      add_bias_grad(k, *j.bias, j.dys[0]);
     else
-      add_embedding_grad(k, *j.table, j.ids, j.dy, j.vocab_begin);
+      add_embedding_grad(k, *j.table, j.ids, j.dys[0], j.vocab_begin);
   }
   jobs_.clear();
 }

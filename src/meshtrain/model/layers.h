@@ -38,6 +38,11 @@ struct Linear {
   void backward_weight(const kernels::KernelTable& k, const Tensor& x, const Tensor& dy) const;
 };
 
+// W of layers that read one input x (q, k and v; gate and up): each
+// backward_weight(x, dys[i]) with one pass over x for all of them.
+void backward_weights(const kernels::KernelTable& k, const std::vector<const Linear*>& layers, const Tensor& x,
+                      const std::vector<Tensor>& dys);
+
 struct Norm {
   NormKind kind = NormKind::RMSNorm;
   Parameter* weight = nullptr;  // [d]
@@ -67,6 +72,9 @@ class WeightGrads {
   WeightGrads(bool defer, std::shared_ptr<CachingAllocator> alloc) : defer_(defer), alloc_(std::move(alloc)) {}
   bool deferred() const { return defer_; }
   void linear(const kernels::KernelTable& k, const Linear& l, const Tensor& x, const Tensor& dy, bool dy_changes);
+  // Layers that read one input (backward_weights), as one job.
+  void linears(const kernels::KernelTable& k, std::vector<const Linear*> layers, const Tensor& x,
+               const std::vector<Tensor>& dys, bool dy_changes);
   // dbias += colsum(dy): a row-parallel layer's bias, added once after the
   // tensor-parallel reduction (block.h).
   void bias(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, bool dy_changes);
@@ -82,13 +90,14 @@ class WeightGrads {
 
  private:
   struct Job {
-    const Linear* linear = nullptr;
+    std::vector<const Linear*> linears;  // with one dy each
     Parameter* bias = nullptr;
     Parameter* table = nullptr;
     const int32_t* ids = nullptr;
     int64_t vocab_begin = 0;
-    Tensor x, dy;
-    const void* dy_source = nullptr;  // what dy copies (two jobs reading one tensor share the copy)
+    Tensor x;
+    std::vector<Tensor> dys;
+    const void* dy_source = nullptr;  // what the last dy copies (two jobs reading one tensor share the copy)
     std::function<void()> fn;
   };
   Tensor keep(const kernels::KernelTable& k, const Tensor& t, bool changes) const;

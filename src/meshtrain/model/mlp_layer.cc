@@ -52,9 +52,8 @@ void Mlp::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved&
     Tensor db = activation(alloc, dt, {n, h}, grads_cat);
     k.swiglu_backward(s.a, s.b, dact, da, db);
     const Tensor da_op = as_operand(k, da, op_, alloc, grads_cat), db_op = as_operand(k, db, op_, alloc, grads_cat);
-    wg.linear(k, in_a_, xn, da_op, false);
+    wg.linears(k, {&in_a_, &in_b_}, xn, {da_op, db_op}, false);  // one pass over xn
     in_a_.backward_input(k, da_op, dxn, false);
-    wg.linear(k, in_b_, xn, db_op, false);
     in_b_.backward_input(k, db_op, dxn, true);
   } else {
     k.gelu_backward(s.a, dact, da);

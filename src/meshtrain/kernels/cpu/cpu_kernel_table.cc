@@ -1,5 +1,7 @@
 // The host's KernelTable: each entry checks the tensors and calls the typed
 // kernel of cpu/ for their dtype (f32 for training, f64 for gradient checks).
+#include <algorithm>
+#include <array>
 #include <mutex>
 #include <type_traits>
 #include <vector>
@@ -88,18 +90,24 @@ void same_numel(const Tensor& a, const Tensor& b, const char* op) {
            " vs ", b.shape().str(), " ", dtype_name(b.dtype()));
 }
 
+// {M, N, K} of c = op(a) op(b), checked.
+std::array<int64_t, 3> gemm_shape(bool ta, bool tb, const Tensor& a, const Tensor& b, const Tensor& c) {
+  const int64_t M = rows_of(c), N = cols_of(c);
+  const int64_t K = ta ? rows_of(a) : cols_of(a);
+  MT_CHECK((ta ? cols_of(a) : rows_of(a)) == M && (tb ? cols_of(b) : rows_of(b)) == K &&
+               (tb ? rows_of(b) : cols_of(b)) == N,
+           "gemm shapes: a ", a.shape().str(), (ta ? "^T" : ""), " b ", b.shape().str(), (tb ? "^T" : ""), " c ",
+           c.shape().str());
+  return {M, N, K};
+}
+
 class CpuKernels final : public KernelTable {
  public:
   Device device() const override { return Device::Cpu; }
 
   void gemm(bool ta, bool tb, double alpha, const Tensor& a, const Tensor& b, double beta,
             const Tensor& c) const override {
-    const int64_t M = rows_of(c), N = cols_of(c);
-    const int64_t K = ta ? rows_of(a) : cols_of(a);
-    MT_CHECK((ta ? cols_of(a) : rows_of(a)) == M && (tb ? cols_of(b) : rows_of(b)) == K &&
-                 (tb ? rows_of(b) : cols_of(b)) == N,
-             "gemm shapes: a ", a.shape().str(), (ta ? "^T" : ""), " b ", b.shape().str(), (tb ? "^T" : ""), " c ",
-             c.shape().str());
+    const auto [M, N, K] = gemm_shape(ta, tb, a, b, c);
     if (is_half(a.dtype())) {
       // 16-bit inputs, f32 accumulate and output (the mixed policies).
       MT_CHECK(b.dtype() == a.dtype() && c.dtype() == DType::F32, "gemm: ", dtype_name(a.dtype()), " x ",
@@ -114,6 +122,22 @@ class CpuKernels final : public KernelTable {
       using T = decltype(z);
       kernels::gemm<T>(ta, tb, M, N, K, T(alpha), ptr<T>(a), ptr<T>(b), T(beta), ptr<T>(c));
     });
+  }
+
+  void gemm_shared_b(bool ta, bool tb, double alpha, const std::vector<GemmRows>& rows,
+                     const Tensor& b) const override {
+    const bool f32 = b.dtype() == DType::F32 && std::all_of(rows.begin(), rows.end(), [](const GemmRows& r) {
+      return r.a.dtype() == DType::F32 && r.c.dtype() == DType::F32;
+    });
+    if (!f32) return KernelTable::gemm_shared_b(ta, tb, alpha, rows, b);
+    std::vector<PackedGemmRows> sets;
+    int64_t N = 0, K = 0;
+    for (const GemmRows& r : rows) {
+      const auto [m, n, k] = gemm_shape(ta, tb, r.a, b, r.c);
+      N = n, K = k;
+      sets.push_back({m, ptr<float>(r.a), float(r.beta), ptr<float>(r.c)});
+    }
+    gemm_f32_shared_b(ta, tb, sets.data(), int(sets.size()), N, K, float(alpha), ptr<float>(b));
   }
 
   void convert(const Tensor& dst, const Tensor& src) const override {

@@ -155,7 +155,13 @@ void convert_bf16_to_f32(const uint16_t* x, float* y, int64_t n) { MT_DISPATCH_L
 // ---- packed_gemm.h
 void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                      const float* B, float beta, float* C) {
-  MT_DISPATCH_LEVEL(packed_gemm_f32, trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+  const PackedGemmRows rows{M, A, beta, C};
+  packed_gemm_f32_rows(trans_a, trans_b, &rows, 1, N, K, alpha, B);
+}
+
+void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
+                          float alpha, const float* B) {
+  MT_DISPATCH_LEVEL(packed_gemm_f32_rows, trans_a, trans_b, rows, count, N, K, alpha, B);
 }
 PackedGemmBlocking packed_gemm_blocking() { MT_DISPATCH_LEVEL(packed_gemm_blocking); }
 

@@ -240,6 +240,18 @@ void gemm_f32_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_
   if (has_products(M, N, K, beta, C)) packed_gemm_f32(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
 }
 
+void gemm_f32_shared_b(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
+                       float alpha, const float* B) {
+  if (active_gemm_impl() == GemmImpl::kOnednn) {
+    for (int s = 0; s < count; ++s) onednn_gemm(trans_a, trans_b, rows[s].M, N, K, alpha, rows[s].A, B, rows[s].beta,
+                                                rows[s].C, false);
+    return;
+  }
+  bool products = false;
+  for (int s = 0; s < count; ++s) products = has_products(rows[s].M, N, K, rows[s].beta, rows[s].C) || products;
+  if (products) packed_gemm_f32_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
+}
+
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
                const bf16* B, float beta, float* C) {
   if (bf16_gemm_is_native())

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "meshtrain/core/dtype.h"
+#include "meshtrain/kernels/cpu/packed_gemm.h"
 
 namespace meshtrain::kernels {
 
@@ -34,6 +35,11 @@ GemmImpl resolve_gemm_request(const char* request, int isa_level);
 // gemm<float> through `impl`, whichever is active (benchmarks, tests).
 void gemm_f32_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, const float* B, float beta, float* C);
+// f32 products that share op(B) (PackedGemmRows, packed_gemm.h), each as
+// gemm<float> would compute it alone: the packed GEMM packs op(B) once for
+// all of them, oneDNN runs them one by one.
+void gemm_f32_shared_b(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
+                       float alpha, const float* B);
 // What decides the GEMMs' bits here besides the ISA level: the f32 GEMM with
 // its blocking, and the oneDNN version (bf16), e.g. "packed 12x32 kc 256 +
 // oneDNN 2.6.3". For --version, bench headers and checkpoints' kernel

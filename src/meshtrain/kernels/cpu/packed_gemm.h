@@ -22,6 +22,20 @@ struct PackedGemmBlocking {
 // At the active ISA level (isa.h).
 void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                      const float* B, float beta, float* C);
+
+// Row sets that share op(B): C_i[M_i, N] = alpha op(A_i) op(B) + beta_i C_i,
+// op(A_i) [M_i, K]. Each packed block of op(B) serves every set before the
+// next is packed (the weight gradients of layers that read one input: one
+// pass over it instead of one per layer); each C_i gets the bits
+// packed_gemm_f32 gives it alone.
+struct PackedGemmRows {
+  int64_t M = 0;
+  const float* A = nullptr;
+  float beta = 0.0f;
+  float* C = nullptr;
+};
+void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
+                          float alpha, const float* B);
 PackedGemmBlocking packed_gemm_blocking();
 
 }  // namespace meshtrain::kernels

@@ -91,19 +91,30 @@ int64_t block_columns() {
 
 PackedGemmBlocking packed_gemm_blocking() { return {kMR, kNR, kKC, block_columns()}; }
 
-void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                     const float* B, float beta, float* C) {
-  if (M <= 0 || N <= 0 || K <= 0) return;  // gemm() handles the degenerate shapes
-  const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
-  const double macs = double(M) * double(N) * double(K);
+void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
+                          float alpha, const float* B) {
+  if (N <= 0 || K <= 0) return;  // gemm() handles the degenerate shapes
+  const int64_t ldb = trans_b ? K : N;
+  double macs = 0;
+  int64_t most_strips = 0;
+  for (int s = 0; s < count; ++s) {
+    macs += double(rows[s].M) * double(N) * double(K);
+    most_strips = std::max(most_strips, (rows[s].M + kMR - 1) / kMR);
+  }
+  if (most_strips == 0) return;
   const int team = macs < kParallelMinMacs || omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
-  const int64_t strips = (M + kMR - 1) / kMR, kc_max = std::min(kKC, K);
+  const int64_t kc_max = std::min(kKC, K);
   const int64_t nc_max = std::min(block_columns(), (N + kNR - 1) / kNR * kNR);
   // One column block: each A strip is used once per k block, so a thread
   // packs kChunkStrips at a time right before their tiles (its buffer stays
   // small whatever M is). Several: its rows are packed once per k block and
-  // reused by every column block.
+  // reused by every column block (one row set at a time: each would need
+  // its own packed rows).
   const bool one_block = N <= nc_max;
+  if (!one_block && count > 1) {
+    for (int s = 0; s < count; ++s) MT_ISA_NS::packed_gemm_f32_rows(trans_a, trans_b, rows + s, 1, N, K, alpha, B);
+    return;
+  }
   // A row-major op(A) used by one column block is not packed: a tile
   // broadcasts from its rows in place, the same values in the same order
   // (so the same bits), without the transposing pass through memory. Only a
@@ -113,10 +124,13 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
   // packed strips are contiguous), and rows a multiple of 4 KiB apart (a
   // strip's rows would all fall in the same L1 sets).
   constexpr int64_t kAliasFloats = 4096 / int64_t(sizeof(float));
-  const bool in_place_a = !trans_a && one_block && lda % kAliasFloats != 0;
-  const int64_t thread_strips = (strips + team - 1) / team;
+  auto lda_of = [&](const PackedGemmRows& r) { return trans_a ? r.M : K; };
+  auto in_place = [&](const PackedGemmRows& r) { return !trans_a && one_block && lda_of(r) % kAliasFloats != 0; };
+  bool all_in_place = true;
+  for (int s = 0; s < count; ++s) all_in_place = all_in_place && in_place(rows[s]);
+  const int64_t thread_strips = (most_strips + team - 1) / team;
   const int64_t b_floats = nc_max * kc_max + kPackSlack;
-  const int64_t a_strips = in_place_a ? 1 : one_block ? std::min(thread_strips, kChunkStrips) : thread_strips;
+  const int64_t a_strips = all_in_place ? 1 : one_block ? std::min(thread_strips, kChunkStrips) : thread_strips;
   const int64_t a_floats = a_strips * kMR * kc_max + kPackSlack;  // per thread
   thread_local Scratch scratch;
   float* const b_pack = static_cast<float*>(scratch.get(size_t(b_floats + team * a_floats) * sizeof(float)));
@@ -125,44 +139,54 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     float* const a_pack = b_pack + b_floats + t * a_floats;
-    // Strips [ceil(S t / nt), ceil(S (t + 1) / nt)): an odd strip goes to the
-    // lower threads; thread 0 arrives first (the others wake up to join it).
-    const int64_t row_begin = (strips * t + nt - 1) / nt * kMR;
-    const int64_t row_end = std::min(M, (strips * (t + 1) + nt - 1) / nt * kMR);
+    // This thread's rows of a row set: strips [ceil(S t / nt), ceil(S (t + 1) / nt)):
+    // an odd strip goes to the lower threads; thread 0 arrives first (the
+    // others wake up to join it).
+    auto rows_begin = [&](const PackedGemmRows& r) { return ((r.M + kMR - 1) / kMR * t + nt - 1) / nt * kMR; };
+    auto rows_end = [&](const PackedGemmRows& r) {
+      return std::min(r.M, ((r.M + kMR - 1) / kMR * (t + 1) + nt - 1) / nt * kMR);
+    };
     const int64_t nc_block = nc_max;
     for (int64_t pc = 0; pc < K; pc += kKC) {
       const int64_t kc = std::min(kKC, K - pc);
-      const float beta_k = pc == 0 ? beta : 1.0f;  // later k blocks add to the sum so far
-      auto pack_rows = [&](int64_t i0, int64_t i1) {
-        pack_a(trans_a ? A + pc * lda + i0 : A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, a_pack);
+      auto pack_rows = [&](const PackedGemmRows& r, int64_t i0, int64_t i1) {
+        const int64_t lda = lda_of(r);
+        pack_a(trans_a ? r.A + pc * lda + i0 : r.A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, a_pack);
       };
-      if (!one_block && row_begin < row_end) pack_rows(row_begin, row_end);
+      if (!one_block && rows_begin(rows[0]) < rows_end(rows[0])) pack_rows(rows[0], rows_begin(rows[0]), rows_end(rows[0]));
       for (int64_t jc = 0; jc < N; jc += nc_block) {
         const int64_t nc = std::min(nc_block, N - jc), panels = (nc + kNR - 1) / kNR;
         const float* b_block = trans_b ? B + jc * ldb + pc : B + pc * ldb + jc;
         pack_b(b_block, ldb, trans_b, kc, nc, panels * t / nt, panels * (t + 1) / nt, b_pack);  // this thread's share
 #pragma omp barrier
-        const int64_t chunk_rows = one_block ? kChunkStrips * kMR : row_end - row_begin;
-        for (int64_t ic = row_begin; ic < row_end; ic += chunk_rows) {
-          const int64_t ic_end = std::min(row_end, ic + chunk_rows), packed_from = one_block ? ic : row_begin;
-          if (one_block && !in_place_a) pack_rows(ic, ic_end);
-          for (int64_t ir = ic; ir < ic_end; ir += kMR) {
-            // In place, or packed: a chunk's strip, or an in-place op(A)'s partial last strip.
-            StripA strip{a_pack + (ir - packed_from) * kc, 0};
-            if (in_place_a) {
-              if (ir + kMR <= M) {
-                strip = {A + ir * lda + pc, lda};
-              } else {
-                pack_rows(ir, row_end);
-                strip = {a_pack, 0};
+        for (int s = 0; s < count; ++s) {  // every row set against the one packed B block
+          const PackedGemmRows& r = rows[s];
+          const int64_t row_begin = rows_begin(r), row_end = rows_end(r), lda = lda_of(r);
+          const bool in_place_a = in_place(r);
+          const float beta_k = pc == 0 ? r.beta : 1.0f;  // later k blocks add to the sum so far
+          float* const C = r.C;
+          const int64_t chunk_rows = one_block ? kChunkStrips * kMR : row_end - row_begin;
+          for (int64_t ic = row_begin; ic < row_end; ic += chunk_rows) {
+            const int64_t ic_end = std::min(row_end, ic + chunk_rows), packed_from = one_block ? ic : row_begin;
+            if (one_block && !in_place_a) pack_rows(r, ic, ic_end);
+            for (int64_t ir = ic; ir < ic_end; ir += kMR) {
+              // In place, or packed: a chunk's strip, or an in-place op(A)'s partial last strip.
+              StripA strip{a_pack + (ir - packed_from) * kc, 0};
+              if (in_place_a) {
+                if (ir + kMR <= r.M) {
+                  strip = {r.A + ir * lda + pc, lda};
+                } else {
+                  pack_rows(r, ir, row_end);
+                  strip = {a_pack, 0};
+                }
               }
-            }
-            for (int64_t jr = 0; jr < nc; jr += kNR) {
-              const int64_t next_ir = jr + kNR < nc ? ir : ir + kMR, next_jr = jr + kNR < nc ? jr + kNR : 0;
-              if (next_ir < ic_end)
-                prefetch_c_tile(C + next_ir * N + jc + next_jr, N, std::min<int64_t>(kMR, row_end - next_ir));
-              edge_tile(kc, strip, b_pack + jr * kc, C + ir * N + jc + jr, N, std::min<int64_t>(kMR, row_end - ir),
-                        std::min<int64_t>(kNR, nc - jr), alpha, beta_k);
+              for (int64_t jr = 0; jr < nc; jr += kNR) {
+                const int64_t next_ir = jr + kNR < nc ? ir : ir + kMR, next_jr = jr + kNR < nc ? jr + kNR : 0;
+                if (next_ir < ic_end)
+                  prefetch_c_tile(C + next_ir * N + jc + next_jr, N, std::min<int64_t>(kMR, row_end - next_ir));
+                edge_tile(kc, strip, b_pack + jr * kc, C + ir * N + jc + jr, N, std::min<int64_t>(kMR, row_end - ir),
+                          std::min<int64_t>(kNR, nc - jr), alpha, beta_k);
+              }
             }
           }
         }

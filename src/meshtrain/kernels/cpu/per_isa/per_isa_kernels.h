@@ -69,7 +69,7 @@
   template <typename T>                                                                                          \
   CrossEntropyResult vocab_ce_finish(const int32_t*, int64_t, int64_t, int64_t, const T*, const T*, const T*, T, \
                                      T*);                                                                        \
-  void packed_gemm_f32(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*);   \
+  void packed_gemm_f32_rows(bool, bool, const PackedGemmRows*, int, int64_t, int64_t, float, const float*);       \
   PackedGemmBlocking packed_gemm_blocking();                                                                     \
   }
 
