@@ -17,6 +17,13 @@ kernels::CrossEntropyResult vocab_parallel_cross_entropy(const kernels::KernelTa
   const int64_t n = logits.dim(0);
   MT_CHECK(logits.dim(1) == slice.size, "logits of ", logits.dim(1), " columns for a vocabulary slice of ",
            slice.size);
+  // The whole vocabulary on this rank: the serial kernel, whose row loops the
+  // passes below reproduce (the same bits), runs all three sweeps of a row
+  // while it is in cache: one read and one write of the logits instead of
+  // three and two.
+  if (tp.size() == 1 && slice.size == slice.total)
+    return dlogits.defined() ? k.cross_entropy_backward(logits, targets, grad_scale, dlogits)
+                             : k.cross_entropy(logits, targets);
   // [max | sum_exp | target_logit], one buffer so the two sums travel together.
   Tensor stats = activation(alloc, logits.dtype(), {3, n}, MemCategory::Workspace);
   const Tensor row_max = stats.slice(0, 1).view(Shape{n});
