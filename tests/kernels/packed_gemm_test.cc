@@ -5,7 +5,8 @@
 // transposes, alpha, beta, beta = 0 over NaN), its bitwise invariance to
 // the thread count and to how the operands are stored, no fresh page
 // faults on repeated calls, row sets sharing op(B) getting the bits of
-// separate calls, and which f32 GEMM gemm<float> runs (MESHTRAIN_GEMM).
+// separate calls, a sum onto another matrix getting those of copy then
+// add, and which f32 GEMM gemm<float> runs (MESHTRAIN_GEMM).
 #include "meshtrain/kernels/cpu/packed_gemm.h"
 
 #include <gtest/gtest.h>
@@ -221,6 +222,34 @@ TEST(PackedGemm, RowSetsSharingBGetTheBitsOfSeparateCalls) {
                 EXPECT_EQ(alone[i], shared[i]) << isa_name(level) << " set " << i << " N=" << n << " K=" << k
                                                << " ta=" << ta << " tb=" << tb << " threads=" << threads;
             }
+  }
+}
+
+// C = alpha op(A) op(B) + C_in with C_in apart (the residual added inside
+// the GEMM): the bits of copying C_in into C and adding with beta 1, C
+// never read (NaN), at 1 and 2 threads, one and several column blocks, one
+// and several k blocks, edge tiles; gemm_f32_onto likewise through the
+// active implementation.
+TEST(PackedGemm, SumOntoAnotherMatrixGetsTheBitsOfCopyThenAdd) {
+  for (Isa level : test::runnable_levels()) {
+    ScopedIsa scoped(level);
+    const PackedGemmBlocking b = packed_gemm_blocking();
+    for (const Shape& s : {Shape{9 * b.mr + 5, b.nr + 3, 37}, Shape{2 * b.mr + 1, b.nc + b.nr + 3, 2 * b.kc + 9}})
+      for (bool ta : {false, true})
+        for (int threads : {1, 2}) {
+          const Operands in = operands(s, 41);
+          std::vector<float> copied = in.c, onto(in.c.size(), kNaN), reference = in.c, via_gemm(in.c.size(), kNaN);
+          const PackedGemmRows rows{s.m, in.a.data(), 1.0f, onto.data(), in.c.data()};
+          test::with_threads(threads, [&] {
+            packed_gemm_f32(ta, false, s.m, s.n, s.k, 0.75f, in.a.data(), in.b.data(), 1.0f, copied.data());
+            packed_gemm_f32_rows(ta, false, &rows, 1, s.n, s.k, 0.75f, in.b.data());
+            gemm<float>(ta, false, s.m, s.n, s.k, 0.75f, in.a.data(), in.b.data(), 1.0f, reference.data());
+            gemm_f32_onto(ta, false, s.m, s.n, s.k, 0.75f, in.a.data(), in.b.data(), in.c.data(), via_gemm.data());
+            return 0;
+          });
+          EXPECT_EQ(copied, onto) << isa_name(level) << " M=" << s.m << " N=" << s.n << " ta=" << ta << " t=" << threads;
+          EXPECT_EQ(reference, via_gemm) << isa_name(level) << " M=" << s.m << " ta=" << ta << " t=" << threads;
+        }
   }
 }
 

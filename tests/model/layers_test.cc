@@ -63,22 +63,26 @@ TEST(Layers, SelfAttentionInputGradientAndResidual) {
   const model::TokenBatch tb = b.view();
   const int64_t n = tb.n(), d = cfg.d_model;
   check_input_gradient(
-      n, d, [&](const Tensor& x, const Tensor& y) { attn.forward(k, x, tb, y, true, alloc); },
+      n, d, [&](const Tensor& x, const Tensor& y) { attn.forward(k, x, tb, y, y, alloc); },
       [&](const Tensor& x, const Tensor& w, const Tensor& dx) {
         std::vector<double> y(size_t(n * d), 0.0);
-        auto saved = attn.forward(k, x, tb, wrap(y, n, d), true, alloc);
+        auto saved = attn.forward(k, x, tb, wrap(y, n, d), wrap(y, n, d), alloc);
         model::WeightGrads wg;
         attn.backward(k, x, saved, tb, w, false, dx, wg, alloc);
       });
-  // forward ADDS into y (the residual stream) when fused, and writes it
-  // otherwise: both give the same branch output.
-  std::vector<double> x(size_t(n * d), 0.1), y0(size_t(n * d), 0.0), y1(size_t(n * d), 1.0), y2(size_t(n * d), 7.0);
-  attn.forward(k, wrap(x, n, d), tb, wrap(y0, n, d), true, alloc);
-  attn.forward(k, wrap(x, n, d), tb, wrap(y1, n, d), true, alloc);
-  attn.forward(k, wrap(x, n, d), tb, wrap(y2, n, d), false, alloc);
+  // forward ADDS into y (the residual stream) when its base is y, adds a
+  // base held apart into a y it never reads (the fused residual: the same
+  // values), and writes y without one: the same branch output each time.
+  std::vector<double> x(size_t(n * d), 0.1), y0(size_t(n * d), 0.0), y1(size_t(n * d), 1.0), y2(size_t(n * d), 7.0),
+      y3(size_t(n * d), std::nan("")), ones(size_t(n * d), 1.0);
+  attn.forward(k, wrap(x, n, d), tb, wrap(y0, n, d), wrap(y0, n, d), alloc);
+  attn.forward(k, wrap(x, n, d), tb, wrap(y1, n, d), wrap(y1, n, d), alloc);
+  attn.forward(k, wrap(x, n, d), tb, wrap(y2, n, d), Tensor(), alloc);
+  attn.forward(k, wrap(x, n, d), tb, wrap(y3, n, d), wrap(ones, n, d), alloc);
   for (size_t i = 0; i < y0.size(); ++i) {
     EXPECT_NEAR(y1[i] - y0[i], 1.0, 1e-12);
     EXPECT_NEAR(y2[i], y0[i], 1e-12);
+    EXPECT_EQ(y3[i], y1[i]);
   }
 }
 
@@ -92,10 +96,10 @@ TEST(Layers, MlpInputGradientSwiGluAndGelu) {
     model::Mlp mlp(c, ps, "model.layers.1.mlp");
     const int64_t n = 5, d = c.d_model;
     check_input_gradient(
-        n, d, [&](const Tensor& x, const Tensor& y) { mlp.forward(k, x, y, true, alloc); },
+        n, d, [&](const Tensor& x, const Tensor& y) { mlp.forward(k, x, y, y, alloc); },
         [&](const Tensor& x, const Tensor& w, const Tensor& dx) {
           std::vector<double> y(size_t(n * d), 0.0);
-          auto saved = mlp.forward(k, x, wrap(y, n, d), true, alloc);
+          auto saved = mlp.forward(k, x, wrap(y, n, d), wrap(y, n, d), alloc);
           model::WeightGrads wg;
           mlp.backward(k, x, saved, w, false, dx, wg, alloc);
         });
@@ -117,7 +121,7 @@ TEST(Layers, DeferredWeightGradsRunCallsInTheirPlace) {
   const Tensor& grad = ps.find("model.layers.1.mlp.gate_proj.weight").grad;
   const int64_t n = 5, d = c.d_model;
   std::vector<double> x(size_t(n * d), 0.1), y(size_t(n * d), 0.0), dy(size_t(n * d), 0.3), dx(size_t(n * d));
-  const auto saved = mlp.forward(k, wrap(x, n, d), wrap(y, n, d), false, alloc);
+  const auto saved = mlp.forward(k, wrap(x, n, d), wrap(y, n, d), Tensor(), alloc);
   std::vector<double> seen;
   model::WeightGrads wg(true, alloc);
   wg.call([&] { seen.push_back(k.sum_squares(grad)); });

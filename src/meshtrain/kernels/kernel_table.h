@@ -30,6 +30,14 @@ class KernelTable {
   // inputs, f32 accumulate and output).
   virtual void gemm(bool ta, bool tb, double alpha, const Tensor& a, const Tensor& b, double beta,
                     const Tensor& c) const = 0;
+  // c = alpha op(a) op(b) + base (base: c itself or a tensor of c's shape
+  // and dtype): the same values as copying base into c and a gemm with beta
+  // 1 (a residual added inside the GEMM; a device may read base there).
+  virtual void gemm_onto(bool ta, bool tb, double alpha, const Tensor& a, const Tensor& b, const Tensor& base,
+                         const Tensor& c) const {
+    if (base.raw() != c.raw()) copy(c, base);
+    gemm(ta, tb, alpha, a, b, 1.0, c);
+  }
   // Products that share b: rows[i].c = alpha op(rows[i].a) op(b) + rows[i].beta rows[i].c,
   // each the same values as one gemm (the weight gradients of the layers
   // that read one input; a device may read b once for all of them).

@@ -27,7 +27,7 @@ kernels::AttentionShape SelfAttention::shape(const TokenBatch& b) const {
 double SelfAttention::scale() const { return 1.0 / std::sqrt(double(head_dim_)); }
 
 SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const Tensor& xn, const TokenBatch& b,
-                                            const Tensor& y, bool accumulate_y,
+                                            const Tensor& y, const Tensor& base,
                                             const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = b.n();
   const DType dt = acc_;
@@ -49,7 +49,7 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
   else
     k.attention_forward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse);
   s.out_op = as_operand(k, s.out, op_, alloc);
-  o_proj_.forward(k, s.out_op, y, accumulate_y);
+  o_proj_.forward(k, s.out_op, y, base);
   return s;
 }
 

@@ -27,10 +27,11 @@ class SelfAttention {
   SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
                 const kernels::RopeTable* rope, const RingAttention* ring = nullptr);
   // xn is the projections' operand (in the policy's matmul type).
-  // y += o_proj(attention(xn)) when accumulate_y (the fused residual add),
-  // else y = o_proj(attention(xn)) (a partial sum under tensor parallelism).
+  // y = o_proj(attention(xn)) + base when base is defined (the fused
+  // residual add; base may be y), else y = o_proj(attention(xn)) (a partial
+  // sum under tensor parallelism).
   Saved forward(const kernels::KernelTable& k, const Tensor& xn, const TokenBatch& b, const Tensor& y,
-                bool accumulate_y, const std::shared_ptr<CachingAllocator>& alloc) const;
+                const Tensor& base, const std::shared_ptr<CachingAllocator>& alloc) const;
   // B: dxn = d attention / d xn . dy (overwrites); weight grads go to `wg`.
   // dy_changes: the caller overwrites dy before deferred weight grads run.
   void backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const TokenBatch& b,

@@ -31,13 +31,15 @@ Block::Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, cons
 }
 
 template <typename Project>
-void Block::add_branch(const kernels::KernelTable& k, const Tensor& stream, int64_t n, const Parameter* bias,
-                       const std::shared_ptr<CachingAllocator>& alloc, Project&& project) const {
+void Block::add_branch(const kernels::KernelTable& k, const Tensor& base, const Tensor& stream, int64_t n,
+                       const Parameter* bias, const std::shared_ptr<CachingAllocator>& alloc,
+                       Project&& project) const {
   if (fuse_) {
-    project(stream, /*accumulate=*/true);
+    project(stream, base);
   } else {
     Tensor part = activation(alloc, stream.dtype(), {n, cfg_.d_model}, MemCategory::Workspace);
-    project(part, /*accumulate=*/false);
+    project(part, Tensor());
+    k.copy(stream, base);
     k.add(stream, tp_.row_output(part, alloc));  // (29.12): partial sums meet before the residual
   }
   if (bias) k.add_row_bias(stream, bias->value);
@@ -59,20 +61,18 @@ Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const Toke
   s.stats1 = norm1_.forward(k, x, xn1, alloc);
   s.xn1 = tp_.column_input(as_operand(k, xn1, op_, alloc, normed), n, alloc, MemCategory::Activations);
   s.h = activation(alloc, dt, {nl, d});
-  k.copy(s.h, x);
-  add_branch(k, s.h, n, attn_bias_, alloc, [&](const Tensor& out, bool acc) {
-    s.attn = attn_.forward(k, s.xn1, b, out, acc, alloc);
+  add_branch(k, x, s.h, n, attn_bias_, alloc, [&](const Tensor& out, const Tensor& base) {
+    s.attn = attn_.forward(k, s.xn1, b, out, base, alloc);
   });
   Tensor xn2 = activation(alloc, dt, {nl, d}, normed);
   s.stats2 = norm2_.forward(k, s.h, xn2, alloc);
   s.xn2 = tp_.column_input(as_operand(k, xn2, op_, alloc, normed), n, alloc, MemCategory::Activations);
   Tensor y = activation(alloc, dt, {nl, d});
-  k.copy(y, s.h);
-  add_branch(k, y, n, mlp_bias_, alloc, [&](const Tensor& out, bool acc) {
+  add_branch(k, s.h, y, n, mlp_bias_, alloc, [&](const Tensor& out, const Tensor& base) {
     if (moe_)
-      s.moe = moe_->forward(k, s.xn2, b.seq, out, acc, record ? moe_stats_ : nullptr, alloc);
+      s.moe = moe_->forward(k, s.xn2, b.seq, out, base, record ? moe_stats_ : nullptr, alloc);
     else
-      s.mlp = mlp_->forward(k, s.xn2, out, acc, alloc);
+      s.mlp = mlp_->forward(k, s.xn2, out, base, alloc);
   });
   s.full = true;
   if (recompute) {

@@ -50,11 +50,12 @@ class Block {
   bool fused_residual() const { return fuse_; }
 
  private:
-  // stream += reduce(project(output)) + bias, where project writes the
-  // branch's (partial) output: into the stream itself when fused.
+  // stream = base + reduce(project(output)) + bias, where project(out,
+  // base) writes the branch's (partial) output plus base when given: into
+  // the stream itself, base added inside the GEMM, when fused.
   template <typename Project>
-  void add_branch(const kernels::KernelTable& k, const Tensor& stream, int64_t n, const Parameter* bias,
-                  const std::shared_ptr<CachingAllocator>& alloc, Project&& project) const;
+  void add_branch(const kernels::KernelTable& k, const Tensor& base, const Tensor& stream, int64_t n,
+                  const Parameter* bias, const std::shared_ptr<CachingAllocator>& alloc, Project&& project) const;
   const ModelConfig& cfg_;
   Norm norm1_, norm2_;
   SelfAttention attn_;

@@ -24,8 +24,11 @@ Tensor as_operand(const kernels::KernelTable& k, const Tensor& t, DType dtype,
   return out;
 }
 
-void Linear::forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y, bool accumulate_y) const {
-  k.gemm(false, true, 1.0, x, weight->value, accumulate_y ? 1.0 : 0.0, y);
+void Linear::forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y, const Tensor& base) const {
+  if (base.defined())
+    k.gemm_onto(false, true, 1.0, x, weight->value, base, y);
+  else
+    k.gemm(false, true, 1.0, x, weight->value, 0.0, y);
   if (bias) k.add_row_bias(y, bias->value);
 }
 

@@ -29,9 +29,10 @@ struct Linear {
   Parameter* bias = nullptr;    // [out] or null
   int64_t in = 0, out = 0;
 
-  // y = x W^T + b, or y += x W^T + b when accumulate_y (fuses the residual
-  // add into the GEMM instead of a separate pass).
-  void forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y, bool accumulate_y = false) const;
+  // y = x W^T + b, or y = x W^T + b + base when base is defined (y itself
+  // or a tensor of its shape: the residual added inside the GEMM instead of
+  // a separate pass).
+  void forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y, const Tensor& base = {}) const;
   // B: dx = dy W (dx += dy W when accumulate_dx).
   void backward_input(const kernels::KernelTable& k, const Tensor& dy, const Tensor& dx, bool accumulate_dx) const;
   // W: dW += dy^T x, db += colsum(dy).

@@ -16,7 +16,7 @@ Mlp::Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& pref
   }
 }
 
-Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const Tensor& y, bool accumulate_y,
+Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const Tensor& y, const Tensor& base,
                         const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = xn.dim(0), h = in_a_.out;
   const DType dt = acc_;
@@ -32,7 +32,7 @@ Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const T
     k.gelu_forward(s.a, act);
   }
   s.act = as_operand(k, act, op_, alloc);
-  out_.forward(k, s.act, y, accumulate_y);
+  out_.forward(k, s.act, y, base);
   return s;
 }
 

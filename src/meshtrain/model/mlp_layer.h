@@ -20,8 +20,9 @@ class Mlp {
 
   Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix);
   // xn is the input projections' operand (the policy's matmul type).
-  // y += mlp(xn) when accumulate_y (the fused residual add), else y = mlp(xn).
-  Saved forward(const kernels::KernelTable& k, const Tensor& xn, const Tensor& y, bool accumulate_y,
+  // y = mlp(xn) + base when base is defined (the fused residual add; base
+  // may be y), else y = mlp(xn).
+  Saved forward(const kernels::KernelTable& k, const Tensor& xn, const Tensor& y, const Tensor& base,
                 const std::shared_ptr<CachingAllocator>& alloc) const;
   // B: dxn = d mlp / d xn . dy (overwrites); weight grads go to `wg`.
   void backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const Tensor& dy, bool dy_changes,

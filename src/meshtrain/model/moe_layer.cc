@@ -50,7 +50,7 @@ MoeRoutingConfig MoeLayer::routing_config(int64_t seq) const {
 }
 
 MoeLayer::Saved MoeLayer::forward(const kernels::KernelTable& k, const Tensor& xn, int64_t seq, const Tensor& y,
-                                  bool accumulate_y, MoeLayerStats* stats,
+                                  const Tensor& base, MoeLayerStats* stats,
                                   const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = xn.dim(0), d = cfg_.d_model, E = cfg_.n_experts;
   Saved s;
@@ -80,10 +80,14 @@ MoeLayer::Saved MoeLayer::forward(const kernels::KernelTable& k, const Tensor& x
       exchange->local() ? s.y_experts : activation(alloc, acc_, {s.x_blocks.dim(0), d}, MemCategory::Workspace);
   for (const ExpertExchange::Block& b : exchange->blocks())
     s.blocks.push_back(local_expert(b.expert).forward(k, s.x_blocks.slice(b.offset, b.offset + b.rows),
-                                                      y_blocks.slice(b.offset, b.offset + b.rows), false, alloc));
+                                                      y_blocks.slice(b.offset, b.offset + b.rows), Tensor(), alloc));
   exchange->give_back(y_blocks, s.y_experts);
-  if (shared_) s.shared = shared_->forward(k, xn, y, accumulate_y, alloc);
-  else if (!accumulate_y) k.fill(y, 0.0);
+  if (shared_)
+    s.shared = shared_->forward(k, xn, y, base, alloc);
+  else if (!base.defined())
+    k.fill(y, 0.0);
+  else if (base.raw() != y.raw())
+    k.copy(y, base);
   if (!r.comb_token.empty())
     k.add_rows(y, r.comb_token.data(), s.y_experts, r.comb_row.data(), r.comb_gate.data(),
                int64_t(r.comb_token.size()));

@@ -37,8 +37,9 @@ class MoeLayer {
 
   // ep: the expert-parallel group (null or size 1: every expert local).
   MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix, comm::ProcessGroup* ep);
-  // y (+)= combine(experts(xn)) + shared(xn); records into `stats` when given.
-  Saved forward(const kernels::KernelTable& k, const Tensor& xn, int64_t seq, const Tensor& y, bool accumulate_y,
+  // y = combine(experts(xn)) + shared(xn) (+ base when defined; base may be
+  // y); records into `stats` when given.
+  Saved forward(const kernels::KernelTable& k, const Tensor& xn, int64_t seq, const Tensor& y, const Tensor& base,
                 MoeLayerStats* stats, const std::shared_ptr<CachingAllocator>& alloc) const;
   // B: dxn (overwritten); weight grads to wg. aux_scale: the step's loss
   // coefficient, which the aux loss SUM shares with the cross-entropy sum.

@@ -124,6 +124,15 @@ class CpuKernels final : public KernelTable {
     });
   }
 
+  void gemm_onto(bool ta, bool tb, double alpha, const Tensor& a, const Tensor& b, const Tensor& base,
+                 const Tensor& c) const override {
+    if (a.dtype() != DType::F32 || b.dtype() != DType::F32 || c.dtype() != DType::F32)
+      return KernelTable::gemm_onto(ta, tb, alpha, a, b, base, c);
+    same_numel(base, c, "gemm_onto");
+    const auto [M, N, K] = gemm_shape(ta, tb, a, b, c);
+    gemm_f32_onto(ta, tb, M, N, K, float(alpha), ptr<float>(a), ptr<float>(b), ptr<float>(base), ptr<float>(c));
+  }
+
   void gemm_shared_b(bool ta, bool tb, double alpha, const std::vector<GemmRows>& rows,
                      const Tensor& b) const override {
     const bool f32 = b.dtype() == DType::F32 && std::all_of(rows.begin(), rows.end(), [](const GemmRows& r) {

@@ -40,6 +40,11 @@ void gemm_f32_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_
 // all of them, oneDNN runs them one by one.
 void gemm_f32_shared_b(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
                        float alpha, const float* B);
+// C = alpha op(A) op(B) + C_in (C_in [M,N], C itself or apart): the same
+// bits as copying C_in into C and then gemm<float> with beta 1; the packed
+// GEMM reads C_in in its first k block instead of a copy first.
+void gemm_f32_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                   const float* B, const float* C_in, float* C);
 // What decides the GEMMs' bits here besides the ISA level: the f32 GEMM with
 // its blocking, and the oneDNN version (bf16), e.g. "packed 12x32 kc 256 +
 // oneDNN 2.6.3". For --version, bench headers and checkpoints' kernel

@@ -33,6 +33,9 @@ struct PackedGemmRows {
   const float* A = nullptr;
   float beta = 0.0f;
   float* C = nullptr;
+  // What beta multiplies, when not C itself: C = alpha op(A) op(B) + beta
+  // C_in (a residual added inside the GEMM instead of copied first).
+  const float* C_in = nullptr;
 };
 void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
                           float alpha, const float* B);

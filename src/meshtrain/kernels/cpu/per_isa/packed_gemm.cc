@@ -50,20 +50,22 @@ struct StripA {
   int64_t lda;
 };
 
-void any_tile(int64_t kc, StripA a, const float* b, float* c, int64_t ldc, float alpha, float beta) {
-  if (a.lda) return tile<true>(kc, a.a, a.lda, b, c, ldc, alpha, beta);
-  tile<false>(kc, a.a, 0, b, c, ldc, alpha, beta);
+void any_tile(int64_t kc, StripA a, const float* b, float* c, int64_t ldc, float alpha, float beta,
+              const float* c_in) {
+  if (a.lda) return tile<true>(kc, a.a, a.lda, b, c, ldc, alpha, beta, c_in);
+  tile<false>(kc, a.a, 0, b, c, ldc, alpha, beta, c_in);
 }
 
-// C tile at (rows m <= kMR, columns n <= kNR); partial tiles run the same
-// full tile on a copy, so edge elements get the same arithmetic.
+// C tile at (rows m <= kMR, columns n <= kNR) = alpha op + beta C_in (at
+// the same place in a matrix with the same ldc); partial tiles run the
+// same full tile on a copy, so edge elements get the same arithmetic.
 void edge_tile(int64_t kc, StripA a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n, float alpha,
-               float beta) {
-  if (m == kMR && n == kNR) return any_tile(kc, a, b, c, ldc, alpha, beta);
+               float beta, const float* c_in) {
+  if (m == kMR && n == kNR) return any_tile(kc, a, b, c, ldc, alpha, beta, c_in);
   alignas(64) float buf[kMR * kNR] = {};
   if (beta != 0.0f)
-    for (int64_t r = 0; r < m; ++r) std::memcpy(buf + r * kNR, c + r * ldc, size_t(n) * sizeof(float));
-  any_tile(kc, a, b, buf, kNR, alpha, beta);
+    for (int64_t r = 0; r < m; ++r) std::memcpy(buf + r * kNR, c_in + r * ldc, size_t(n) * sizeof(float));
+  any_tile(kc, a, b, buf, kNR, alpha, beta, buf);
   for (int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc, buf + r * kNR, size_t(n) * sizeof(float));
 }
 
@@ -165,6 +167,7 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
           const bool in_place_a = in_place(r);
           const float beta_k = pc == 0 ? r.beta : 1.0f;  // later k blocks add to the sum so far
           float* const C = r.C;
+          const float* const C_in = pc == 0 && r.C_in ? r.C_in : C;
           const int64_t chunk_rows = one_block ? kChunkStrips * kMR : row_end - row_begin;
           for (int64_t ic = row_begin; ic < row_end; ic += chunk_rows) {
             const int64_t ic_end = std::min(row_end, ic + chunk_rows), packed_from = one_block ? ic : row_begin;
@@ -182,10 +185,14 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
               }
               for (int64_t jr = 0; jr < nc; jr += kNR) {
                 const int64_t next_ir = jr + kNR < nc ? ir : ir + kMR, next_jr = jr + kNR < nc ? jr + kNR : 0;
-                if (next_ir < ic_end)
-                  prefetch_c_tile(C + next_ir * N + jc + next_jr, N, std::min<int64_t>(kMR, row_end - next_ir));
-                edge_tile(kc, strip, b_pack + jr * kc, C + ir * N + jc + jr, N, std::min<int64_t>(kMR, row_end - ir),
-                          std::min<int64_t>(kNR, nc - jr), alpha, beta_k);
+                if (next_ir < ic_end) {
+                  const int64_t next = next_ir * N + jc + next_jr, rows_next = std::min<int64_t>(kMR, row_end - next_ir);
+                  prefetch_c_tile(C + next, N, rows_next);
+                  if (C_in != C && beta_k != 0.0f) prefetch_c_tile(C_in + next, N, rows_next);
+                }
+                const int64_t at = ir * N + jc + jr;
+                edge_tile(kc, strip, b_pack + jr * kc, C + at, N, std::min<int64_t>(kMR, row_end - ir),
+                          std::min<int64_t>(kNR, nc - jr), alpha, beta_k, C_in + at);
               }
             }
           }

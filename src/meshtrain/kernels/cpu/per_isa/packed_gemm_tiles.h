@@ -56,14 +56,15 @@ inline VecF load_first(const float* p, int64_t n) {
 // The B panel streams from L2: fetched this many k steps ahead.
 inline constexpr int64_t kPrefetchK = 16;
 
-// C[kMR x kNR] (ldc) = alpha * op + beta * C; beta == 0 never reads C.
+// C[kMR x kNR] (ldc) = alpha * op + beta * C_in (C_in: C itself, or the
+// rows of another matrix with the same ldc); beta == 0 never reads C_in.
 // The A strip is packed (a), or with kInPlaceA the kMR rows of a row-major
 // op(A) at a, lda apart: the same values in the same order either way.
 // Not inlined: on its own the k loop keeps all accumulators and both B
 // vectors in registers (inlined into the edge handling, GCC spilled one).
 template <bool kInPlaceA>
 [[gnu::noinline]] inline void tile(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* c,
-                                   int64_t ldc, float alpha, float beta) {
+                                   int64_t ldc, float alpha, float beta, const float* c_in) {
   VecF acc[kMR][kNV];
 #pragma GCC unroll 16
   for (int r = 0; r < kMR; ++r)
@@ -91,8 +92,8 @@ template <bool kInPlaceA>
   for (int r = 0; r < kMR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < kNV; ++v) {
-      float* p = c + r * ldc + v * kLanes;
-      store(p, beta == 0.0f ? acc[r][v] * va : fmadd(va, acc[r][v], vb * load(p)));
+      const int64_t at = r * ldc + v * kLanes;
+      store(c + at, beta == 0.0f ? acc[r][v] * va : fmadd(va, acc[r][v], vb * load(c_in + at)));
     }
 }
 
@@ -153,15 +154,15 @@ inline void pack_b(const float* b, int64_t ldb, bool trans, int64_t kc, int64_t 
 
 template <bool kInPlaceA>
 inline void tile(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* c, int64_t ldc,
-                 float alpha, float beta) {
+                 float alpha, float beta, const float* c_in) {
   float acc[kMR][kNR] = {};
   for (int64_t k = 0; k < kc; ++k, a += kInPlaceA ? 1 : kMR, b += kNR)
     for (int r = 0; r < kMR; ++r)
       for (int j = 0; j < kNR; ++j) acc[r][j] += (kInPlaceA ? a[r * lda] : a[r]) * b[j];
   for (int r = 0; r < kMR; ++r)
     for (int j = 0; j < kNR; ++j) {
-      float& x = c[r * ldc + j];
-      x = beta == 0.0f ? alpha * acc[r][j] : alpha * acc[r][j] + beta * x;
+      const int64_t at = r * ldc + j;
+      c[at] = beta == 0.0f ? alpha * acc[r][j] : alpha * acc[r][j] + beta * c_in[at];
     }
 }
 
