@@ -11,6 +11,7 @@
 #include <omp.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "meshtrain/kernels/cpu/gemm.h"
 #include "meshtrain/kernels/cpu/norm.h"
 #include "meshtrain/kernels/cpu/rope.h"
+#include "meshtrain/kernels/cpu/vocab_parallel.h"
 
 namespace mk = meshtrain::kernels;
 using meshtrain::bf16;
@@ -180,6 +182,64 @@ void mix_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK_TEMPLATE(BM_GemmLayerMix, float)->Apply(mix_args<float>)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_GemmLayerMix, bf16)->Apply(mix_args<bf16>)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Weight gradients of layers that read one input: q, k, v (set 0) or gate,
+// up (set 1); mode 0 one packed GEMM each, mode 1 one pass over the input
+// (gemm_f32_shared_b). Args: set, mode, threads.
+void BM_GemmSharedInput(benchmark::State& state) {
+  const std::vector<int64_t> outs =
+      state.range(0) == 0 ? std::vector<int64_t>{kModel, kKvHeads * kHeadDim, kKvHeads * kHeadDim}
+                          : std::vector<int64_t>{kHidden, kHidden};
+  const bool shared = state.range(1) == 1;
+  omp_set_num_threads(int(state.range(2)));
+  const auto x = random_floats(kTokens * kModel, 1);
+  std::vector<std::vector<float>> dy, dw;
+  std::vector<mk::PackedGemmRows> rows;
+  double flops = 0;
+  for (int64_t o : outs) {
+    dy.push_back(random_floats(kTokens * o, uint32_t(2 + dy.size())));
+    dw.push_back(std::vector<float>(size_t(o * kModel)));
+    flops += 2.0 * double(kTokens * o * kModel);
+  }
+  for (size_t i = 0; i < outs.size(); ++i) rows.push_back({outs[i], dy[i].data(), 0.0f, dw[i].data()});
+  for (auto _ : state) {
+    if (shared)
+      mk::gemm_f32_shared_b(true, false, rows.data(), int(rows.size()), kModel, kTokens, 1.0f, x.data());
+    else
+      for (const auto& r : rows)
+        mk::gemm_f32_using(mk::GemmImpl::kPacked, true, false, r.M, kModel, kTokens, 1.0f, r.A, x.data(), 0.0f, r.C);
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmSharedInput)
+    ->ArgsProduct({{0, 1}, {0, 1}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// An output projection plus the residual: mode 0 copies the residual into y
+// and adds with beta 1, mode 1 reads it inside the GEMM (gemm_f32_onto).
+// Args: the projection's input width (512: o_proj, 1408: down_proj), mode, threads.
+void BM_GemmOntoResidual(benchmark::State& state) {
+  const int64_t in = state.range(0);
+  const bool onto = state.range(1) == 1;
+  omp_set_num_threads(int(state.range(2)));
+  const auto x = random_floats(kTokens * in, 1), w = random_floats(kModel * in, 2), res = random_floats(kTokens * kModel, 3);
+  std::vector<float> y(size_t(kTokens * kModel));
+  for (auto _ : state) {
+    if (onto) {
+      mk::gemm_f32_onto(false, true, kTokens, kModel, in, 1.0f, x.data(), w.data(), res.data(), y.data());
+    } else {
+      std::copy(res.begin(), res.end(), y.begin());
+      mk::gemm<float>(false, true, kTokens, kModel, in, 1.0f, x.data(), w.data(), 1.0f, y.data());
+    }
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * double(kTokens * kModel * in), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmOntoResidual)
+    ->ArgsProduct({{kModel, kHidden}, {0, 1}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_FmaPeak(benchmark::State& state) {
   const int threads = int(state.range(0));
@@ -344,6 +404,37 @@ void BM_CrossEntropyFused(benchmark::State& state) {
   bytes(state, 2.0 * 4 * kTokens * kVocab);
 }
 MT_BENCH_THREADS(BM_CrossEntropyFused);
+
+// The same loss and gradient as three passes over the logits (max, sums,
+// finish: the vocabulary-parallel kernels on one slice), for comparison
+// with BM_CrossEntropyFused's one read and one write.
+void BM_CrossEntropyPasses(benchmark::State& state) {
+  set_threads(state);
+  auto logits = random_floats(kTokens * kVocab, 1);
+  std::vector<float> g(logits.size()), stats(3 * kTokens);
+  std::vector<int32_t> t(kTokens);
+  for (int64_t i = 0; i < kTokens; ++i) t[size_t(i)] = int32_t((i * 131) % kVocab);
+  float *row_max = stats.data(), *sum_exp = row_max + kTokens, *target_logit = sum_exp + kTokens;
+  for (auto _ : state) {
+    mk::vocab_ce_max(logits.data(), t.data(), kTokens, kVocab, kVocab, row_max);
+    mk::vocab_ce_sums(logits.data(), t.data(), kTokens, kVocab, int64_t(0), row_max, sum_exp, target_logit, g.data());
+    benchmark::DoNotOptimize(
+        mk::vocab_ce_finish(t.data(), kTokens, kVocab, int64_t(0), row_max, sum_exp, target_logit, 1.0f / kTokens, g.data()));
+  }
+  bytes(state, 2.0 * 4 * kTokens * kVocab);
+}
+MT_BENCH_THREADS(BM_CrossEntropyPasses);
+
+// What a window's zero fill of the gradients cost before they were zeroed
+// lazily (model/parameters.h): bench-small's 31.9M f32 gradients.
+void BM_GradientZeroFill(benchmark::State& state) {
+  set_threads(state);
+  const int64_t n = 122 << 18;  // 122 MiB of f32
+  std::vector<float> g(static_cast<size_t>(n), 1.0f);
+  for (auto _ : state) mk::fill(g.data(), 0.0f, n);
+  bytes(state, 4.0 * n);
+}
+MT_BENCH_THREADS(BM_GradientZeroFill);
 
 void BM_AdamW(benchmark::State& state) {
   set_threads(state);
