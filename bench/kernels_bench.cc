@@ -223,7 +223,8 @@ void BM_GemmOntoResidual(benchmark::State& state) {
   const int64_t in = state.range(0);
   const bool onto = state.range(1) == 1;
   omp_set_num_threads(int(state.range(2)));
-  const auto x = random_floats(kTokens * in, 1), w = random_floats(kModel * in, 2), res = random_floats(kTokens * kModel, 3);
+  const auto x = random_floats(kTokens * in, 1), w = random_floats(kModel * in, 2);
+  const auto res = random_floats(kTokens * kModel, 3);
   std::vector<float> y(size_t(kTokens * kModel));
   for (auto _ : state) {
     if (onto) {
@@ -418,8 +419,8 @@ void BM_CrossEntropyPasses(benchmark::State& state) {
   for (auto _ : state) {
     mk::vocab_ce_max(logits.data(), t.data(), kTokens, kVocab, kVocab, row_max);
     mk::vocab_ce_sums(logits.data(), t.data(), kTokens, kVocab, int64_t(0), row_max, sum_exp, target_logit, g.data());
-    benchmark::DoNotOptimize(
-        mk::vocab_ce_finish(t.data(), kTokens, kVocab, int64_t(0), row_max, sum_exp, target_logit, 1.0f / kTokens, g.data()));
+    benchmark::DoNotOptimize(mk::vocab_ce_finish(t.data(), kTokens, kVocab, int64_t(0), row_max, sum_exp,
+                                                 target_logit, 1.0f / kTokens, g.data()));
   }
   bytes(state, 2.0 * 4 * kTokens * kVocab);
 }

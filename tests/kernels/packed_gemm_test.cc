@@ -247,7 +247,8 @@ TEST(PackedGemm, SumOntoAnotherMatrixGetsTheBitsOfCopyThenAdd) {
             gemm_f32_onto(ta, false, s.m, s.n, s.k, 0.75f, in.a.data(), in.b.data(), in.c.data(), via_gemm.data());
             return 0;
           });
-          EXPECT_EQ(copied, onto) << isa_name(level) << " M=" << s.m << " N=" << s.n << " ta=" << ta << " t=" << threads;
+          EXPECT_EQ(copied, onto) << isa_name(level) << " M=" << s.m << " N=" << s.n << " ta=" << ta
+                                  << " t=" << threads;
           EXPECT_EQ(reference, via_gemm) << isa_name(level) << " M=" << s.m << " ta=" << ta << " t=" << threads;
         }
   }

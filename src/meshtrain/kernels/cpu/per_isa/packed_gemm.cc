@@ -155,7 +155,8 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
         const int64_t lda = lda_of(r);
         pack_a(trans_a ? r.A + pc * lda + i0 : r.A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, a_pack);
       };
-      if (!one_block && rows_begin(rows[0]) < rows_end(rows[0])) pack_rows(rows[0], rows_begin(rows[0]), rows_end(rows[0]));
+      if (!one_block && rows_begin(rows[0]) < rows_end(rows[0]))  // one row set (above): packed once per k block
+        pack_rows(rows[0], rows_begin(rows[0]), rows_end(rows[0]));
       for (int64_t jc = 0; jc < N; jc += nc_block) {
         const int64_t nc = std::min(nc_block, N - jc), panels = (nc + kNR - 1) / kNR;
         const float* b_block = trans_b ? B + jc * ldb + pc : B + pc * ldb + jc;
@@ -186,7 +187,8 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
               for (int64_t jr = 0; jr < nc; jr += kNR) {
                 const int64_t next_ir = jr + kNR < nc ? ir : ir + kMR, next_jr = jr + kNR < nc ? jr + kNR : 0;
                 if (next_ir < ic_end) {
-                  const int64_t next = next_ir * N + jc + next_jr, rows_next = std::min<int64_t>(kMR, row_end - next_ir);
+                  const int64_t next = next_ir * N + jc + next_jr;
+                  const int64_t rows_next = std::min<int64_t>(kMR, row_end - next_ir);
                   prefetch_c_tile(C + next, N, rows_next);
                   if (C_in != C && beta_k != 0.0f) prefetch_c_tile(C_in + next, N, rows_next);
                 }
