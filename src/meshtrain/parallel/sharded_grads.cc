@@ -74,9 +74,11 @@ void ShardedGrads::prepare(int u) {
 void ShardedGrads::reduce(int u) {
   const UnitShard& s = plan_.unit(u);
   const DType dt = store_.precision().grad_reduce;
+  // Stage 2/3: prepared and settled by the caller (DataParallel::reduce_grads),
+  // also for a unit no backward touched this window (it reduces zeros).
+  MT_CHECK(!plan_.shards_grads() || full_[size_t(u)].defined(), "unit ", u, " reduced without its gradient buffer");
   if (dt != store_.precision().grad_accum) {
     // Narrower on the wire: stage, reduce-scatter in place, convert back on completion.
-    if (plan_.shards_grads()) prepare(u);
     const Tensor full = plan_.shards_grads() ? full_[size_t(u)] : flat_.flat_slice(offset_[size_t(u)], offset_[size_t(u)] + s.padded);
     staging_[size_t(u)] = Tensor::empty(Shape{s.padded}, dt, alloc_, MemCategory::Comm);
     kernels::kernels_for(full).convert(staging_[size_t(u)], full);
@@ -89,7 +91,6 @@ void ShardedGrads::reduce(int u) {
     work_[size_t(u)] =
         groups_.of(u).ireduce_scatter(base, base + size_t(s.owned_begin) * dtype_size(dt), size_t(s.padded), dt, op_);
   } else {
-    prepare(u);  // a unit no backward touched this window still reduces (zeros)
     work_[size_t(u)] =
         groups_.of(u).ireduce_scatter(full_[size_t(u)].raw(), shard_[size_t(u)].raw(), size_t(s.padded), dt, op_);
     store_.bind_unit_grads(u, Tensor());

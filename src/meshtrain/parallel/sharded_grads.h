@@ -35,7 +35,7 @@ class ShardedGrads {
 
   void begin_window() { ++window_; }
   void prepare(int u);  // stage 2/3: unit u's full gradient buffer for this window
-  void reduce(int u);   // u's gradient is complete: reduce-scatter it
+  void reduce(int u);   // u's gradient is complete (stage 2/3: prepared, settled): reduce-scatter it
   void wait_all();      // the tail; frees the transient buffers
   Tensor owned(int u);  // this rank's reduced shard of unit u
 

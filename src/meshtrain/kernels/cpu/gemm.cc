@@ -254,13 +254,13 @@ void gemm_f32_shared_b(bool trans_a, bool trans_b, const PackedGemmRows* rows, i
 
 void gemm_f32_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                    const float* B, const float* C_in, float* C) {
-  if (C_in != C && (active_gemm_impl() == GemmImpl::kOnednn || K == 0)) {
-    std::memcpy(C, C_in, size_t(M * N) * sizeof(float));
-    C_in = C;
+  const GemmImpl impl = active_gemm_impl();
+  if (C_in == C || impl == GemmImpl::kOnednn || K == 0) {  // C_in copied into C, then added to
+    if (C_in != C) std::memcpy(C, C_in, size_t(M * N) * sizeof(float));
+    return gemm_f32_using(impl, trans_a, trans_b, M, N, K, alpha, A, B, 1.0f, C);
   }
-  if (C_in == C) return gemm_f32_using(active_gemm_impl(), trans_a, trans_b, M, N, K, alpha, A, B, 1.0f, C);
   const PackedGemmRows rows{M, A, 1.0f, C, C_in};
-  if (M > 0 && N > 0) packed_gemm_f32_rows(trans_a, trans_b, &rows, 1, N, K, alpha, B);
+  packed_gemm_f32_rows(trans_a, trans_b, &rows, 1, N, K, alpha, B);
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
