@@ -61,8 +61,9 @@ double relative_error(bool ta, bool tb, const Shape& s, double alpha, const Oper
 }
 
 // Shapes around the active level's blocking: tails of the register tile in
-// M and N, K = 1, primes, sizes just past kc and nc, and many strips of
-// rows in one column block (packed a chunk of strips at a time).
+// M and N, K = 1, primes, sizes just past kc and nc_whole (several column
+// blocks), and many strips of rows in one column block (packed a chunk of
+// strips at a time).
 std::vector<Shape> shapes_for(const PackedGemmBlocking& b) {
   return {{1, 1, 1},
           {1, 7, 3},
@@ -73,7 +74,7 @@ std::vector<Shape> shapes_for(const PackedGemmBlocking& b) {
           {37, 41, 43},
           {5 * b.mr + 1, b.nr + 3, b.kc + 1},
           {b.mr + 2, 3 * b.nr - 5, 2 * b.kc + 7},
-          {3, b.nc + b.nr + 3, 19},
+          {3, b.nc_whole + b.nr + 3, 19},
           {40 * b.mr + 7, b.nr + 1, 33}};
 }
 
@@ -125,7 +126,7 @@ TEST(PackedGemm, SameBitsForOneTwoAndThreeThreads) {
     ScopedIsa scoped(level);
     const PackedGemmBlocking b = packed_gemm_blocking();
     for (const Shape& s :
-         {Shape{17 * b.mr + 5, b.nc + 2 * b.nr + 7, 2 * b.kc + 9}, Shape{70 * b.mr + 5, 45, b.kc + 9}}) {
+         {Shape{17 * b.mr + 5, b.nc_whole + 2 * b.nr + 7, 2 * b.kc + 9}, Shape{70 * b.mr + 5, 45, b.kc + 9}}) {
       const Operands in = operands(s, 11);
       for (bool ta : {false, true})
         for (bool tb : {false, true}) {
@@ -163,7 +164,7 @@ TEST(PackedGemm, SameBitsWhicheverWayTheOperandsAreStored) {
     // Several column blocks (op(A) packed either way), one column block over
     // several k blocks and over one (a row-major op(A) read in place), and
     // fewer rows than a strip (packed either way).
-    for (const Shape& s : {Shape{17 * b.mr + 5, b.nc + 2 * b.nr + 7, 2 * b.kc + 9},
+    for (const Shape& s : {Shape{17 * b.mr + 5, b.nc_whole + 2 * b.nr + 7, 2 * b.kc + 9},
                            Shape{5 * b.mr + 3, b.nr + 3, 2 * b.kc + 7}, Shape{70 * b.mr + 5, 45, 37},
                            Shape{b.mr - 1, b.nr, b.kc + 1}}) {
       const Operands in = operands(s, 13);  // op(A) [M,K] and op(B) [K,N], row-major
@@ -192,7 +193,7 @@ TEST(PackedGemm, RowSetsSharingBGetTheBitsOfSeparateCalls) {
     ScopedIsa scoped(level);
     const PackedGemmBlocking b = packed_gemm_blocking();
     const std::vector<int64_t> ms{9 * b.mr + 5, 0, 3 * b.mr, b.mr - 1};
-    for (const int64_t n : {b.nc, b.nc + b.nr + 3})
+    for (const int64_t n : {b.nc_whole, b.nc_whole + b.nr + 3})
       for (const int64_t k : {int64_t(37), 2 * b.kc + 9})
         for (bool ta : {false, true})
           for (bool tb : {false, true})
@@ -234,7 +235,7 @@ TEST(PackedGemm, SumOntoAnotherMatrixGetsTheBitsOfCopyThenAdd) {
   for (Isa level : test::runnable_levels()) {
     ScopedIsa scoped(level);
     const PackedGemmBlocking b = packed_gemm_blocking();
-    for (const Shape& s : {Shape{9 * b.mr + 5, b.nr + 3, 37}, Shape{2 * b.mr + 1, b.nc + b.nr + 3, 2 * b.kc + 9}})
+    for (const Shape& s : {Shape{9 * b.mr + 5, b.nr + 3, 37}, Shape{2 * b.mr + 1, b.nc_whole + b.nr + 3, 2 * b.kc + 9}})
       for (bool ta : {false, true})
         for (int threads : {1, 2}) {
           const Operands in = operands(s, 41);

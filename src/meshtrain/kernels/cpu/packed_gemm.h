@@ -16,7 +16,8 @@ namespace meshtrain::kernels {
 
 struct PackedGemmBlocking {
   int64_t mr, nr;  // register tile: rows x columns of C
-  int64_t kc, nc;  // packed blocks: A [rows x kc], B [kc x nc] (nc from the L2 size)
+  int64_t kc, nc;  // packed blocks: A [rows x kc], B [kc x nc] (nc: half the L2)
+  int64_t nc_whole;  // an op(B) up to this many columns is one block (kc x nc_whole: the L2)
 };
 
 // At the active ISA level (isa.h).

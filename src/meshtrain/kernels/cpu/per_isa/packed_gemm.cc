@@ -2,14 +2,15 @@
 //   k blocks pc (kKC, in order) > [pack this thread's rows of op(A)]
 //   > column blocks jc (nc) > [pack op(B) block, shared by the team]
 //   > this thread's strips ir (kMR) > panels jr (kNR) > register tile.
-// With one column block (N <= nc) a thread packs its rows 16 strips at a
-// time instead, right before their tiles, so its buffer stays small.
+// With one column block (N <= nc_whole) a thread packs its rows 16 strips
+// at a time instead, right before their tiles, so its buffer stays small.
 // A row-major op(A) of one column block is not packed: the tiles read its
 // rows in place (unless they are a multiple of 4 KiB apart).
 // An A strip (kMR x kKC) stays in L1 while the B panels of a block stream
-// past it from L2 (the B block is sized to half of L2), and successive tiles
-// walk along rows of C, which the hardware prefetchers follow; the next
-// tile's C lines are prefetched while a tile computes.
+// past it from L2 (the B block is sized to half of L2, or all of it when
+// that makes N one block), and successive tiles walk along rows of C, which
+// the hardware prefetchers follow; the next tile's C lines are prefetched
+// while a tile computes.
 // Threads split the rows of C in whole kMR strips; every element is summed
 // over the same k blocks in the same order by whichever thread owns it, so
 // the bits never depend on the team size (reproducible mode needs nothing
@@ -78,20 +79,40 @@ void prefetch_c_tile(const float* c, int64_t ldc, int64_t rows) {
     for (int64_t v = 0; v < kNR; v += 64 / int64_t(sizeof(float))) __builtin_prefetch(c + r * ldc + v, 1, 3);
 }
 
-// Columns per packed B block: kKC x nc floats fill half of this core's L2
-// (so A strips, C and the next panels keep the other half).
-int64_t block_columns() {
-  static const int64_t nc = [] {
+// This core's L2 in floats (256 KiB where the system does not say).
+int64_t l2_floats() {
+  static const int64_t floats = [] {
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    const int64_t bytes = l2 > 0 ? int64_t(l2) / 2 : int64_t(256) << 10;
-    return std::clamp<int64_t>(bytes / (kKC * int64_t(sizeof(float))) / kNR * kNR, 4 * kNR, 64 * kNR);
+    return (l2 > 0 ? int64_t(l2) : int64_t(256) << 10) / int64_t(sizeof(float));
   }();
+  return floats;
+}
+
+// Columns per packed B block of a wide op(B): kKC x nc floats fill half of
+// this core's L2 (so A strips, C and the next panels keep the other half).
+int64_t block_columns() {
+  static const int64_t nc = std::clamp<int64_t>(l2_floats() / 2 / kKC / kNR * kNR, 4 * kNR, 64 * kNR);
   return nc;
+}
+
+// An op(B) up to this many columns is one block: kKC x N floats fit in the
+// whole L2. One block is worth the larger panels: a row-major op(A) is read
+// in place, a transposed one packed a chunk of strips at a time (not all of
+// a thread's rows through memory), and row sets sharing op(B) pack it once
+// (on a 1 MiB L2, N = 512: +3 to +15% per GEMM, docs/performance.md).
+int64_t whole_block_columns() {
+  static const int64_t nc = std::max(block_columns(), l2_floats() / kKC / kNR * kNR);
+  return nc;
+}
+
+int64_t columns_per_block(int64_t N) {
+  const int64_t whole = (N + kNR - 1) / kNR * kNR;
+  return whole <= whole_block_columns() ? whole : std::min(block_columns(), whole);
 }
 
 }  // namespace
 
-PackedGemmBlocking packed_gemm_blocking() { return {kMR, kNR, kKC, block_columns()}; }
+PackedGemmBlocking packed_gemm_blocking() { return {kMR, kNR, kKC, block_columns(), whole_block_columns()}; }
 
 void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
                           float alpha, const float* B) {
@@ -106,7 +127,7 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
   if (most_strips == 0) return;
   const int team = macs < kParallelMinMacs || omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
   const int64_t kc_max = std::min(kKC, K);
-  const int64_t nc_max = std::min(block_columns(), (N + kNR - 1) / kNR * kNR);
+  const int64_t nc_max = columns_per_block(N);
   // One column block: each A strip is used once per k block, so a thread
   // packs kChunkStrips at a time right before their tiles (its buffer stays
   // small whatever M is). Several: its rows are packed once per k block and
