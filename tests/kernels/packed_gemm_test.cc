@@ -161,10 +161,12 @@ TEST(PackedGemm, SameBitsWhicheverWayTheOperandsAreStored) {
   for (Isa level : test::runnable_levels()) {
     ScopedIsa scoped(level);
     const PackedGemmBlocking b = packed_gemm_blocking();
-    // Several column blocks (op(A) packed either way), one column block over
-    // several k blocks and over one (a row-major op(A) read in place), and
-    // fewer rows than a strip (packed either way).
+    // Several column blocks (a row-major op(A) read in place, a transposed
+    // one packed once per k block), the same with rows 4 KiB apart (packed
+    // either way), one column block over several k blocks and over one (in
+    // place or packed a chunk at a time), and fewer rows than a strip.
     for (const Shape& s : {Shape{17 * b.mr + 5, b.nc_whole + 2 * b.nr + 7, 2 * b.kc + 9},
+                           Shape{3 * b.mr + 2, b.nc_whole + b.nr + 3, 1024},
                            Shape{5 * b.mr + 3, b.nr + 3, 2 * b.kc + 7}, Shape{70 * b.mr + 5, 45, 37},
                            Shape{b.mr - 1, b.nr, b.kc + 1}}) {
       const Operands in = operands(s, 13);  // op(A) [M,K] and op(B) [K,N], row-major

@@ -4,8 +4,8 @@
 //   > this thread's strips ir (kMR) > panels jr (kNR) > register tile.
 // With one column block (N <= nc_whole) a thread packs its rows 16 strips
 // at a time instead, right before their tiles, so its buffer stays small.
-// A row-major op(A) of one column block is not packed: the tiles read its
-// rows in place (unless they are a multiple of 4 KiB apart).
+// A row-major op(A) is not packed: the tiles read its rows in place
+// (unless they are a multiple of 4 KiB apart).
 // An A strip (kMR x kKC) stays in L1 while the B panels of a block stream
 // past it from L2 (the B block is sized to half of L2, or all of it when
 // that makes N one block), and successive tiles walk along rows of C, which
@@ -138,17 +138,18 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
     for (int s = 0; s < count; ++s) MT_ISA_NS::packed_gemm_f32_rows(trans_a, trans_b, rows + s, 1, N, K, alpha, B);
     return;
   }
-  // A row-major op(A) used by one column block is not packed: a tile
-  // broadcasts from its rows in place, the same values in the same order
-  // (so the same bits), without the transposing pass through memory. Only a
-  // partial last strip is packed (its padding rows are zero). Packed stay: a
+  // A row-major op(A) is not packed: a tile broadcasts from its rows in
+  // place, the same values in the same order (so the same bits), without
+  // the pass through memory. Only a partial last strip is packed (its
+  // padding rows are zero). Several column blocks read the rows again, as
+  // they would read packed strips of more than L2 (the head's forward, N =
+  // 8192: +8% or more at 1 thread, docs/performance.md). Packed stay: a
   // transposed op(A) (in place, a strip is one short piece of each of kc
-  // rows: too many lines), an op(A) that several column blocks reuse (the
-  // packed strips are contiguous), and rows a multiple of 4 KiB apart (a
-  // strip's rows would all fall in the same L1 sets).
+  // rows: too many lines), and rows a multiple of 4 KiB apart (a strip's
+  // rows would all fall in the same L1 sets).
   constexpr int64_t kAliasFloats = 4096 / int64_t(sizeof(float));
   auto lda_of = [&](const PackedGemmRows& r) { return trans_a ? r.M : K; };
-  auto in_place = [&](const PackedGemmRows& r) { return !trans_a && one_block && lda_of(r) % kAliasFloats != 0; };
+  auto in_place = [&](const PackedGemmRows& r) { return !trans_a && lda_of(r) % kAliasFloats != 0; };
   bool all_in_place = true;
   for (int s = 0; s < count; ++s) all_in_place = all_in_place && in_place(rows[s]);
   const int64_t thread_strips = (most_strips + team - 1) / team;
@@ -176,7 +177,7 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
         const int64_t lda = lda_of(r);
         pack_a(trans_a ? r.A + pc * lda + i0 : r.A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, a_pack);
       };
-      if (!one_block && rows_begin(rows[0]) < rows_end(rows[0]))  // one row set (above): packed once per k block
+      if (!one_block && !in_place(rows[0]) && rows_begin(rows[0]) < rows_end(rows[0]))  // one row set (above): packed once per k block
         pack_rows(rows[0], rows_begin(rows[0]), rows_end(rows[0]));
       for (int64_t jc = 0; jc < N; jc += nc_block) {
         const int64_t nc = std::min(nc_block, N - jc), panels = (nc + kNR - 1) / kNR;
