@@ -130,9 +130,9 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
   const int64_t nc_max = columns_per_block(N);
   // One column block: each A strip is used once per k block, so a thread
   // packs kChunkStrips at a time right before their tiles (its buffer stays
-  // small whatever M is). Several: its rows are packed once per k block and
-  // reused by every column block (one row set at a time: each would need
-  // its own packed rows).
+  // small whatever M is). Several: its rows, unless read in place (below),
+  // are packed once per k block and reused by every column block (one row
+  // set at a time: each would need its own packed rows).
   const bool one_block = N <= nc_max;
   if (!one_block && count > 1) {
     for (int s = 0; s < count; ++s) MT_ISA_NS::packed_gemm_f32_rows(trans_a, trans_b, rows + s, 1, N, K, alpha, B);
@@ -177,7 +177,8 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
         const int64_t lda = lda_of(r);
         pack_a(trans_a ? r.A + pc * lda + i0 : r.A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, a_pack);
       };
-      if (!one_block && !in_place(rows[0]) && rows_begin(rows[0]) < rows_end(rows[0]))  // one row set (above): packed once per k block
+      // Several column blocks, one row set (above): packed once per k block.
+      if (!one_block && !in_place(rows[0]) && rows_begin(rows[0]) < rows_end(rows[0]))
         pack_rows(rows[0], rows_begin(rows[0]), rows_end(rows[0]));
       for (int64_t jc = 0; jc < N; jc += nc_block) {
         const int64_t nc = std::min(nc_block, N - jc), panels = (nc + kNR - 1) / kNR;
