@@ -99,7 +99,8 @@ int64_t block_columns() {
 // whole L2. One block is worth the larger panels: a row-major op(A) is read
 // in place, a transposed one packed a chunk of strips at a time (not all of
 // a thread's rows through memory), and row sets sharing op(B) pack it once
-// (on a 1 MiB L2, N = 512: +3 to +15% per GEMM, docs/performance.md).
+// (on a 1 MiB L2, most N = 512 GEMMs of bench-small: +3 to +13%,
+// docs/performance.md).
 int64_t whole_block_columns() {
   static const int64_t nc = std::max(block_columns(), l2_floats() / kKC / kNR * kNR);
   return nc;
