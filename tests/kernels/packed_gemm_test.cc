@@ -188,8 +188,9 @@ TEST(PackedGemm, SameBitsWhicheverWayTheOperandsAreStored) {
 // Row sets sharing op(B) (the weight gradients of layers that read one
 // input): each C_i gets the bits packed_gemm_f32 gives it alone, at 1 and 2
 // threads, in one column block (op(B) packed once for all sets) and in
-// several (the sets one by one), each transpose, with a partial strip, an
-// empty set, beta 0 over NaN and beta 1 over several k blocks.
+// several (once for all sets read in place, the packed ones one by one),
+// each transpose, with a partial strip, an empty set, beta 0 over NaN and
+// beta 1 over several k blocks.
 TEST(PackedGemm, RowSetsSharingBGetTheBitsOfSeparateCalls) {
   for (Isa level : test::runnable_levels()) {
     ScopedIsa scoped(level);

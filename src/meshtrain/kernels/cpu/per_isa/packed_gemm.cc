@@ -129,16 +129,7 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
   const int team = macs < kParallelMinMacs || omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
   const int64_t kc_max = std::min(kKC, K);
   const int64_t nc_max = columns_per_block(N);
-  // One column block: each A strip is used once per k block, so a thread
-  // packs kChunkStrips at a time right before their tiles (its buffer stays
-  // small whatever M is). Several: its rows, unless read in place (below),
-  // are packed once per k block and reused by every column block (one row
-  // set at a time: each would need its own packed rows).
   const bool one_block = N <= nc_max;
-  if (!one_block && count > 1) {
-    for (int s = 0; s < count; ++s) MT_ISA_NS::packed_gemm_f32_rows(trans_a, trans_b, rows + s, 1, N, K, alpha, B);
-    return;
-  }
   // A row-major op(A) is not packed: a tile broadcasts from its rows in
   // place, the same values in the same order (so the same bits), without
   // the pass through memory. Only a partial last strip is packed (its
@@ -153,6 +144,15 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
   auto in_place = [&](const PackedGemmRows& r) { return !trans_a && lda_of(r) % kAliasFloats != 0; };
   bool all_in_place = true;
   for (int s = 0; s < count; ++s) all_in_place = all_in_place && in_place(rows[s]);
+  // A packed op(A): with one column block each strip is used once per k
+  // block, so a thread packs kChunkStrips at a time right before their
+  // tiles (its buffer stays small whatever M is); with several, its rows
+  // are packed once per k block and reused by every column block, one row
+  // set at a time (each would need its own packed rows).
+  if (!one_block && !all_in_place && count > 1) {
+    for (int s = 0; s < count; ++s) MT_ISA_NS::packed_gemm_f32_rows(trans_a, trans_b, rows + s, 1, N, K, alpha, B);
+    return;
+  }
   const int64_t thread_strips = (most_strips + team - 1) / team;
   const int64_t b_floats = nc_max * kc_max + kPackSlack;
   const int64_t a_strips = all_in_place ? 1 : one_block ? std::min(thread_strips, kChunkStrips) : thread_strips;
@@ -171,7 +171,6 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
     auto rows_end = [&](const PackedGemmRows& r) {
       return std::min(r.M, ((r.M + kMR - 1) / kMR * (t + 1) + nt - 1) / nt * kMR);
     };
-    const int64_t nc_block = nc_max;
     for (int64_t pc = 0; pc < K; pc += kKC) {
       const int64_t kc = std::min(kKC, K - pc);
       auto pack_rows = [&](const PackedGemmRows& r, int64_t i0, int64_t i1) {
@@ -181,8 +180,8 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
       // Several column blocks, one row set (above): packed once per k block.
       if (!one_block && !in_place(rows[0]) && rows_begin(rows[0]) < rows_end(rows[0]))
         pack_rows(rows[0], rows_begin(rows[0]), rows_end(rows[0]));
-      for (int64_t jc = 0; jc < N; jc += nc_block) {
-        const int64_t nc = std::min(nc_block, N - jc), panels = (nc + kNR - 1) / kNR;
+      for (int64_t jc = 0; jc < N; jc += nc_max) {
+        const int64_t nc = std::min(nc_max, N - jc), panels = (nc + kNR - 1) / kNR;
         const float* b_block = trans_b ? B + jc * ldb + pc : B + pc * ldb + jc;
         pack_b(b_block, ldb, trans_b, kc, nc, panels * t / nt, panels * (t + 1) / nt, b_pack);  // this thread's share
 #pragma omp barrier
