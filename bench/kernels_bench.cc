@@ -99,12 +99,13 @@ void gemm_any(mk::GemmImpl impl, bool ta, bool tb, int64_t M, int64_t N, int64_t
   if constexpr (std::is_same_v<In, float>)
     mk::gemm_f32_using(impl, ta, tb, M, N, K, alpha, A, B, beta, C);
   else
-    mk::gemm_bf16(ta, tb, M, N, K, alpha, A, B, beta, C);
+    mk::gemm_bf16_using(impl, ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
-// Args of the f32 GEMM benchmarks: implementation, then threads.
+// Args of the GEMM benchmarks: implementation, then threads. bf16 packed
+// only where the CPU has AVX-512 BF16.
 std::vector<mk::GemmImpl> impls_of(bool f32) {
-  if (f32) return {mk::GemmImpl::kPacked, mk::GemmImpl::kOnednn};
+  if (f32 || mk::packed_gemm_bf16_available()) return {mk::GemmImpl::kPacked, mk::GemmImpl::kOnednn};
   return {mk::GemmImpl::kOnednn};
 }
 

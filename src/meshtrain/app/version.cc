@@ -50,7 +50,7 @@ VersionInfo version_info() {
   v.cpu_model = kernels::cpu_model_name();
   v.gemm = or_error([] {
     return kernels::gemm_description() + " (f32: " + kernels::gemm_impl_name(kernels::active_gemm_impl()) +
-           ", MESHTRAIN_GEMM chooses; bf16: " + (kernels::bf16_gemm_is_native() ? "native" : "widened to f32") + ")";
+           ", MESHTRAIN_GEMM chooses; bf16: " + kernels::bf16_gemm_name() + ")";
   });
   const dnnl_version_t* d = dnnl_version();
   v.onednn = std::to_string(d->major) + "." + std::to_string(d->minor) + "." + std::to_string(d->patch) + " (" +

@@ -80,6 +80,9 @@ class KernelTable {
   // x [n, heads * head_dim] rotated in place (inverse: the backward).
   virtual void rope(const Tensor& x, const int32_t* positions, int64_t heads, int64_t head_dim,
                     const RopeTable& table, bool inverse) const = 0;
+  // The activations' outputs (out, y, dgate/dup, dx) may be bf16 where the
+  // inputs are f32: the bf16 policy's matmul operands written directly, the
+  // bits of computing in f32 and converting after (convert).
   virtual void swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& out) const = 0;
   virtual void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                                const Tensor& dup) const = 0;

@@ -22,6 +22,13 @@ namespace meshtrain::model {
 Tensor as_operand(const kernels::KernelTable& k, const Tensor& t, DType dtype,
                   const std::shared_ptr<CachingAllocator>& alloc, MemCategory cat = MemCategory::Activations);
 
+// The dtype an elementwise kernel writes a matmul operand in: the operand's
+// own where the kernels round into it (bf16 from f32, kernel_table.h), so
+// as_operand makes no copy; else the accumulate dtype (as_operand converts).
+inline DType written_operand_dtype(DType op, DType acc) {
+  return op == DType::BF16 && acc == DType::F32 ? op : acc;
+}
+
 // Matmul operands (x, dy) are in the weight's type; outputs and gradients
 // of activations are f32 (or f64): 16-bit inputs accumulate in f32.
 struct Linear {

@@ -1,6 +1,7 @@
 #include "meshtrain/model/memory_trace.h"
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/layers.h"
 
 namespace meshtrain::model {
 
@@ -140,7 +141,7 @@ AttentionTrace ModelMemoryTrace::attention_forward(MemoryReplay& r, const TraceB
 MlpTrace ModelMemoryTrace::mlp_forward(MemoryReplay& r, int64_t n, const BlockDims& d) const {
   MlpTrace s;
   s.a = r.alloc(n * d.ffn, acc_, kAct);
-  SymTensor act = r.alloc(n * d.ffn, acc_, kAct);
+  SymTensor act = r.alloc(n * d.ffn, written_operand_dtype(op_, acc_), kAct);
   if (cfg_.mlp == MlpKind::SwiGLU) s.b = r.alloc(n * d.ffn, acc_, kAct);
   s.act = r.as_operand(act, op_);
   return s;
@@ -194,9 +195,10 @@ void ModelMemoryTrace::mlp_backward(MemoryReplay& r, int64_t n, const BlockDims&
   weight_job(r, st, s.act, dy_op, dy_changes && dy_op.shares_storage(dy));
   SymTensor dact = r.alloc(n * d.ffn, acc_, kWork);
   const MemCategory grads_cat = st.defer ? kAct : kWork;
-  SymTensor da = r.alloc(n * d.ffn, acc_, grads_cat);
+  const DType grad_dt = written_operand_dtype(op_, acc_);
+  SymTensor da = r.alloc(n * d.ffn, grad_dt, grads_cat);
   if (cfg_.mlp == MlpKind::SwiGLU) {
-    SymTensor db = r.alloc(n * d.ffn, acc_, grads_cat);
+    SymTensor db = r.alloc(n * d.ffn, grad_dt, grads_cat);
     const SymTensor da_op = r.as_operand(da, op_, grads_cat), db_op = r.as_operand(db, op_, grads_cat);
     weight_job(r, st, xn, da_op, false);
     weight_job(r, st, xn, db_op, false);

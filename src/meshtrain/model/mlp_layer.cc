@@ -22,7 +22,7 @@ Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const T
   const DType dt = acc_;
   Saved s;
   s.a = activation(alloc, dt, {n, h});
-  Tensor act = activation(alloc, dt, {n, h});
+  Tensor act = activation(alloc, written_operand_dtype(op_, dt), {n, h});
   in_a_.forward(k, xn, s.a);
   if (swiglu_) {
     s.b = activation(alloc, dt, {n, h});
@@ -47,9 +47,10 @@ void Mlp::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved&
   out_.backward_input(k, dy_op, dact, false);
   // Deferred weight grads keep da, db: they are activations then.
   const MemCategory grads_cat = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
-  Tensor da = activation(alloc, dt, {n, h}, grads_cat);
+  const DType grad_dt = written_operand_dtype(op_, dt);
+  Tensor da = activation(alloc, grad_dt, {n, h}, grads_cat);
   if (swiglu_) {
-    Tensor db = activation(alloc, dt, {n, h}, grads_cat);
+    Tensor db = activation(alloc, grad_dt, {n, h}, grads_cat);
     k.swiglu_backward(s.a, s.b, dact, da, db);
     const Tensor da_op = as_operand(k, da, op_, alloc, grads_cat), db_op = as_operand(k, db, op_, alloc, grads_cat);
     wg.linears(k, {&in_a_, &in_b_}, xn, {da_op, db_op}, false);  // one pass over xn

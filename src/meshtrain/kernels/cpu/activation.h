@@ -1,4 +1,7 @@
 // MLP activations. All arrays [n] contiguous. Backward OVERWRITES input grads.
+// Out is T, or uint16_t for bf16 outputs of f32 inputs (the matmul operands
+// of the bf16 policy written directly, rounded as convert_f32_to_bf16 rounds:
+// the bits of computing in f32 and converting after).
 #pragma once
 
 #include <cstdint>
@@ -6,12 +9,12 @@
 namespace meshtrain::kernels {
 
 // SwiGLU: out = silu(gate) * up
-template <typename T> void swiglu_forward(const T* gate, const T* up, int64_t n, T* out);
-template <typename T>
-void swiglu_backward(const T* gate, const T* up, const T* dout, int64_t n, T* dgate, T* dup);
+template <typename T, typename Out> void swiglu_forward(const T* gate, const T* up, int64_t n, Out* out);
+template <typename T, typename Out>
+void swiglu_backward(const T* gate, const T* up, const T* dout, int64_t n, Out* dgate, Out* dup);
 
 // GELU, tanh approximation (GPT-2's gelu_new).
-template <typename T> void gelu_forward(const T* x, int64_t n, T* y);
-template <typename T> void gelu_backward(const T* x, const T* dy, int64_t n, T* dx);
+template <typename T, typename Out> void gelu_forward(const T* x, int64_t n, Out* y);
+template <typename T, typename Out> void gelu_backward(const T* x, const T* dy, int64_t n, Out* dx);
 
 }  // namespace meshtrain::kernels

@@ -101,6 +101,33 @@ std::array<int64_t, 3> gemm_shape(bool ta, bool tb, const Tensor& a, const Tenso
   return {M, N, K};
 }
 
+// f(T{}, out pointer) for an elementwise kernel computing in `in`'s dtype
+// T: out of dtype T, or bf16 (uint16_t bits) where T is f32 (activation.h).
+template <typename F>
+void with_output(const Tensor& in, const Tensor& out, F&& f) {
+  if (out.dtype() == DType::BF16 && in.dtype() == DType::F32) return f(float{}, static_cast<uint16_t*>(out.raw()));
+  MT_CHECK(out.dtype() == in.dtype(), "elementwise kernel: ", dtype_name(in.dtype()), " in, ",
+           dtype_name(out.dtype()), " out (f32 -> bf16 or one dtype)");
+  with_float_type(in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    f(z, ptr<T>(out));
+  });
+}
+
+// gemm_shared_b's sets as PackedGemmRowsOf<In>, run by `run` (one of gemm.h's *_shared_b).
+template <typename In, typename Run>
+void shared_b(bool ta, bool tb, double alpha, const std::vector<KernelTable::GemmRows>& rows, const Tensor& b,
+              Run run) {
+  std::vector<PackedGemmRowsOf<In>> sets;
+  int64_t N = 0, K = 0;
+  for (const KernelTable::GemmRows& r : rows) {
+    const auto [m, n, k] = gemm_shape(ta, tb, r.a, b, r.c);
+    N = n, K = k;
+    sets.push_back({m, ptr<In>(r.a), float(r.beta), ptr<float>(r.c)});
+  }
+  run(ta, tb, sets.data(), int(sets.size()), N, K, float(alpha), ptr<In>(b));
+}
+
 class CpuKernels final : public KernelTable {
  public:
   Device device() const override { return Device::Cpu; }
@@ -126,27 +153,28 @@ class CpuKernels final : public KernelTable {
 
   void gemm_onto(bool ta, bool tb, double alpha, const Tensor& a, const Tensor& b, const Tensor& base,
                  const Tensor& c) const override {
-    if (a.dtype() != DType::F32 || b.dtype() != DType::F32 || c.dtype() != DType::F32)
+    const DType in = a.dtype();
+    if ((in != DType::F32 && in != DType::BF16) || b.dtype() != in || c.dtype() != DType::F32 ||
+        base.dtype() != DType::F32)
       return KernelTable::gemm_onto(ta, tb, alpha, a, b, base, c);
     same_numel(base, c, "gemm_onto");
     const auto [M, N, K] = gemm_shape(ta, tb, a, b, c);
-    gemm_f32_onto(ta, tb, M, N, K, float(alpha), ptr<float>(a), ptr<float>(b), ptr<float>(base), ptr<float>(c));
+    if (in == DType::F32)
+      gemm_f32_onto(ta, tb, M, N, K, float(alpha), ptr<float>(a), ptr<float>(b), ptr<float>(base), ptr<float>(c));
+    else
+      gemm_bf16_onto(ta, tb, M, N, K, float(alpha), ptr<bf16>(a), ptr<bf16>(b), ptr<float>(base), ptr<float>(c));
   }
 
   void gemm_shared_b(bool ta, bool tb, double alpha, const std::vector<GemmRows>& rows,
                      const Tensor& b) const override {
-    const bool f32 = b.dtype() == DType::F32 && std::all_of(rows.begin(), rows.end(), [](const GemmRows& r) {
-      return r.a.dtype() == DType::F32 && r.c.dtype() == DType::F32;
-    });
-    if (!f32) return KernelTable::gemm_shared_b(ta, tb, alpha, rows, b);
-    std::vector<PackedGemmRows> sets;
-    int64_t N = 0, K = 0;
-    for (const GemmRows& r : rows) {
-      const auto [m, n, k] = gemm_shape(ta, tb, r.a, b, r.c);
-      N = n, K = k;
-      sets.push_back({m, ptr<float>(r.a), float(r.beta), ptr<float>(r.c)});
-    }
-    gemm_f32_shared_b(ta, tb, sets.data(), int(sets.size()), N, K, float(alpha), ptr<float>(b));
+    const DType in = b.dtype();
+    const bool packable = (in == DType::F32 || in == DType::BF16) &&
+                          std::all_of(rows.begin(), rows.end(), [&](const GemmRows& r) {
+                            return r.a.dtype() == in && r.c.dtype() == DType::F32;
+                          });
+    if (!packable) return KernelTable::gemm_shared_b(ta, tb, alpha, rows, b);
+    if (in == DType::F32) return shared_b<float>(ta, tb, alpha, rows, b, gemm_f32_shared_b);
+    shared_b<bf16>(ta, tb, alpha, rows, b, gemm_bf16_shared_b);
   }
 
   void convert(const Tensor& dst, const Tensor& src) const override {
@@ -342,31 +370,33 @@ class CpuKernels final : public KernelTable {
   }
 
   void swiglu_forward(const Tensor& gate, const Tensor& up, const Tensor& out) const override {
-    with_float_type(out.dtype(), [&](auto z) {
+    with_output(gate, out, [&](auto z, auto* o) {
       using T = decltype(z);
-      kernels::swiglu_forward<T>(ptr<T>(gate), ptr<T>(up), out.numel(), ptr<T>(out));
+      kernels::swiglu_forward<T>(ptr<T>(gate), ptr<T>(up), out.numel(), o);
     });
   }
 
   void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                        const Tensor& dup) const override {
-    with_float_type(dout.dtype(), [&](auto z) {
+    MT_CHECK(dgate.dtype() == dup.dtype(), "swiglu_backward: gradients of two dtypes");
+    with_output(dout, dgate, [&](auto z, auto* dg) {
       using T = decltype(z);
-      kernels::swiglu_backward<T>(ptr<T>(gate), ptr<T>(up), ptr<T>(dout), dout.numel(), ptr<T>(dgate), ptr<T>(dup));
+      kernels::swiglu_backward<T>(ptr<T>(gate), ptr<T>(up), ptr<T>(dout), dout.numel(), dg,
+                                  static_cast<decltype(dg)>(dup.raw()));
     });
   }
 
   void gelu_forward(const Tensor& x, const Tensor& y) const override {
-    with_float_type(y.dtype(), [&](auto z) {
+    with_output(x, y, [&](auto z, auto* o) {
       using T = decltype(z);
-      kernels::gelu_forward<T>(ptr<T>(x), y.numel(), ptr<T>(y));
+      kernels::gelu_forward<T>(ptr<T>(x), y.numel(), o);
     });
   }
 
   void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) const override {
-    with_float_type(dy.dtype(), [&](auto z) {
+    with_output(dy, dx, [&](auto z, auto* o) {
       using T = decltype(z);
-      kernels::gelu_backward<T>(ptr<T>(x), ptr<T>(dy), dy.numel(), ptr<T>(dx));
+      kernels::gelu_backward<T>(ptr<T>(x), ptr<T>(dy), dy.numel(), o);
     });
   }
 

@@ -4,6 +4,7 @@
 // runs the scalar level.
 #include <type_traits>
 
+#include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/activation.h"
 #include "meshtrain/kernels/cpu/adamw.h"
 #include "meshtrain/kernels/cpu/attention.h"
@@ -46,20 +47,20 @@
 namespace meshtrain::kernels {
 
 // ---- activation.h
-template <typename T>
-void swiglu_forward(const T* gate, const T* up, int64_t n, T* out) {
+template <typename T, typename Out>
+void swiglu_forward(const T* gate, const T* up, int64_t n, Out* out) {
   MT_DISPATCH(swiglu_forward, gate, up, n, out);
 }
-template <typename T>
-void swiglu_backward(const T* gate, const T* up, const T* dout, int64_t n, T* dgate, T* dup) {
+template <typename T, typename Out>
+void swiglu_backward(const T* gate, const T* up, const T* dout, int64_t n, Out* dgate, Out* dup) {
   MT_DISPATCH(swiglu_backward, gate, up, dout, n, dgate, dup);
 }
-template <typename T>
-void gelu_forward(const T* x, int64_t n, T* y) {
+template <typename T, typename Out>
+void gelu_forward(const T* x, int64_t n, Out* y) {
   MT_DISPATCH(gelu_forward, x, n, y);
 }
-template <typename T>
-void gelu_backward(const T* x, const T* dy, int64_t n, T* dx) {
+template <typename T, typename Out>
+void gelu_backward(const T* x, const T* dy, int64_t n, Out* dx) {
   MT_DISPATCH(gelu_backward, x, dy, n, dx);
 }
 
@@ -165,6 +166,20 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
 }
 PackedGemmBlocking packed_gemm_blocking() { MT_DISPATCH_LEVEL(packed_gemm_blocking); }
 
+bool packed_gemm_bf16_available() {
+  static const bool cpu = __builtin_cpu_supports("avx512bf16");
+  return cpu && active_isa() == Isa::kAvx512;
+}
+
+void packed_gemm_bf16_rows(bool trans_a, bool trans_b, const PackedGemmRowsBf16* rows, int count, int64_t N, int64_t K,
+                           float alpha, const bf16* B) {
+  MT_CHECK(packed_gemm_bf16_available(), "the packed bf16 GEMM needs AVX-512 BF16 at the avx512 level (",
+           isa_description(), ")");
+  avx512::packed_gemm_bf16_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
+}
+
+PackedGemmBlocking packed_gemm_bf16_blocking() { return avx512::packed_gemm_bf16_blocking(); }
+
 // ---- embedding.h
 template <typename T>
 void embedding_forward(const int32_t* ids, int64_t n, const T* table, int64_t vocab, int64_t dim, T* out) {
@@ -228,11 +243,14 @@ CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t n, int64_t Vl
   MT_DISPATCH(vocab_ce_finish, targets, n, Vl, vocab_begin, row_max, sum_exp, target_logit, grad_scale, dlogits);
 }
 
+#define MT_INSTANTIATE_ACTIVATIONS(T, Out)                                                                         \
+  template void swiglu_forward<T, Out>(const T*, const T*, int64_t, Out*);                                         \
+  template void swiglu_backward<T, Out>(const T*, const T*, const T*, int64_t, Out*, Out*);                        \
+  template void gelu_forward<T, Out>(const T*, int64_t, Out*);                                                     \
+  template void gelu_backward<T, Out>(const T*, const T*, int64_t, Out*);
+MT_INSTANTIATE_ACTIVATIONS(float, uint16_t)
 #define MT_INSTANTIATE(T)                                                                                          \
-  template void swiglu_forward<T>(const T*, const T*, int64_t, T*);                                                \
-  template void swiglu_backward<T>(const T*, const T*, const T*, int64_t, T*, T*);                                 \
-  template void gelu_forward<T>(const T*, int64_t, T*);                                                            \
-  template void gelu_backward<T>(const T*, const T*, int64_t, T*);                                                 \
+  MT_INSTANTIATE_ACTIVATIONS(T, T)                                                                                 \
   template void adamw_step<T>(T*, const T*, T*, T*, int64_t, const AdamWHyper&, T);                                \
   template void attention_forward<T>(const AttentionShape&, const T*, const T*, const T*, const int32_t*, T, T*,   \
                                      T*);                                                                          \

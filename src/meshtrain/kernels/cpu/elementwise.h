@@ -79,6 +79,17 @@ inline void parallel_zero_bytes(void* dst, size_t bytes) {
   for_byte_ranges(bytes, [&](size_t from, size_t to) { std::memset(static_cast<char*>(dst) + from, 0, to - from); });
 }
 
+// f32 -> bf16 bits, round to nearest even, NaN stays a (quiet) NaN: the
+// rounding of bf16::from_float without its branch, so `omp simd` loops
+// vectorize it (convert_f32_to_bf16 and the kernels that write bf16).
+inline uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
 // exp(x) for float in plain arithmetic so `#pragma omp simd` loops vectorize
 // (glibc's vector expf needs -ffast-math). Cephes polynomial, ~1 ulp on
 // [-87.3, 88.7]; 0 below, +inf above; NaN propagates.

@@ -240,35 +240,104 @@ void gemm_f32_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_
   if (has_products(M, N, K, beta, C)) packed_gemm_f32(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
 }
 
-void gemm_f32_shared_b(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
-                       float alpha, const float* B) {
-  if (active_gemm_impl() == GemmImpl::kOnednn) {
-    for (int s = 0; s < count; ++s) onednn_gemm(trans_a, trans_b, rows[s].M, N, K, alpha, rows[s].A, B, rows[s].beta,
-                                                rows[s].C, false);
+namespace {
+
+// Products sharing op(B) through the packed GEMM of their input type.
+void packed_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K, float alpha,
+                 const float* B) {
+  packed_gemm_f32_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
+}
+void packed_rows(bool trans_a, bool trans_b, const PackedGemmRowsBf16* rows, int count, int64_t N, int64_t K,
+                 float alpha, const bf16* B) {
+  packed_gemm_bf16_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
+}
+bool packed_for(const float*) { return active_gemm_impl() == GemmImpl::kPacked; }
+bool packed_for(const bf16*) { return bf16_gemm_is_packed(); }
+// One product the other way (oneDNN, or the widened bf16 fallback).
+void unpacked_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                   const float* B, float beta, float* C) {
+  onednn_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, false);
+}
+void unpacked_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
+                   const bf16* B, float beta, float* C) {
+  gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+}
+
+// Each set's C = alpha op(A_i) op(B) + beta_i C_in (C_in: C unless set):
+// one pass over op(B) in the packed GEMM, one product per set otherwise.
+template <typename In>
+void shared_b_rows(bool trans_a, bool trans_b, const PackedGemmRowsOf<In>* rows, int count, int64_t N, int64_t K,
+                   float alpha, const In* B) {
+  if (!packed_for(B)) {
+    for (int s = 0; s < count; ++s) {
+      const PackedGemmRowsOf<In>& r = rows[s];
+      if (r.C_in && r.C_in != r.C && r.beta != 0.0f) std::memcpy(r.C, r.C_in, size_t(r.M * N) * sizeof(float));
+      unpacked_gemm(trans_a, trans_b, r.M, N, K, alpha, r.A, B, r.beta, r.C);
+    }
     return;
   }
   bool products = false;
-  for (int s = 0; s < count; ++s) products = has_products(rows[s].M, N, K, rows[s].beta, rows[s].C) || products;
-  if (products) packed_gemm_f32_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
+  for (int s = 0; s < count; ++s) {
+    const PackedGemmRowsOf<In>& r = rows[s];
+    if (K == 0 && r.C_in && r.C_in != r.C && r.beta != 0.0f) std::memcpy(r.C, r.C_in, size_t(r.M * N) * sizeof(float));
+    products = has_products(r.M, N, K, r.beta, r.C) || products;
+  }
+  if (products) packed_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
+}
+
+}  // namespace
+
+void gemm_f32_shared_b(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
+                       float alpha, const float* B) {
+  shared_b_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
+}
+
+void gemm_bf16_shared_b(bool trans_a, bool trans_b, const PackedGemmRowsBf16* rows, int count, int64_t N, int64_t K,
+                        float alpha, const bf16* B) {
+  shared_b_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
 }
 
 void gemm_f32_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                    const float* B, const float* C_in, float* C) {
-  const GemmImpl impl = active_gemm_impl();
-  if (C_in == C || impl == GemmImpl::kOnednn || K == 0) {  // C_in copied into C, then added to
-    if (C_in != C) std::memcpy(C, C_in, size_t(M * N) * sizeof(float));
-    return gemm_f32_using(impl, trans_a, trans_b, M, N, K, alpha, A, B, 1.0f, C);
-  }
   const PackedGemmRows rows{M, A, 1.0f, C, C_in};
-  packed_gemm_f32_rows(trans_a, trans_b, &rows, 1, N, K, alpha, B);
+  shared_b_rows(trans_a, trans_b, &rows, 1, N, K, alpha, B);
+}
+
+void gemm_bf16_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
+                    const bf16* B, const float* C_in, float* C) {
+  const PackedGemmRowsBf16 rows{M, A, 1.0f, C, C_in};
+  shared_b_rows(trans_a, trans_b, &rows, 1, N, K, alpha, B);
+}
+
+bool bf16_gemm_is_packed() {
+  // Where the CPU has AMX, oneDNN's bf16 kernels use it and are the faster
+  // ones (about 2x the packed GEMM's VDPBF16PS tile per core).
+  static const bool amx = __builtin_cpu_supports("amx-bf16");
+  return packed_gemm_bf16_available() && active_gemm_impl() == GemmImpl::kPacked && !amx;
+}
+
+const char* bf16_gemm_name() {
+  return bf16_gemm_is_packed() ? "packed" : bf16_gemm_is_native() ? "onednn" : "widened";
+}
+
+void gemm_bf16_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                     const bf16* A, const bf16* B, float beta, float* C) {
+  if (impl == GemmImpl::kPacked && packed_gemm_bf16_available()) {
+    if (has_products(M, N, K, beta, C)) {
+      const PackedGemmRowsBf16 rows{M, A, beta, C};
+      packed_gemm_bf16_rows(trans_a, trans_b, &rows, 1, N, K, alpha, B);
+    }
+  } else if (bf16_gemm_is_native()) {
+    onednn_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, true);
+  } else {
+    gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+  }
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
                const bf16* B, float beta, float* C) {
-  if (bf16_gemm_is_native())
-    onednn_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, true);
-  else
-    gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+  gemm_bf16_using(bf16_gemm_is_packed() ? GemmImpl::kPacked : GemmImpl::kOnednn, trans_a, trans_b, M, N, K, alpha, A,
+                  B, beta, C);
 }
 
 const char* gemm_library_version() {

@@ -24,7 +24,8 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
 // fallback, which widen and call it):
 //   packed  packed_gemm.h, the default at the avx2 and avx512 levels
 //   onednn  oneDNN's matmul, the default at the scalar level
-// MESHTRAIN_GEMM=packed|onednn chooses one at every level (comparisons).
+// MESHTRAIN_GEMM=packed|onednn chooses one at every level (comparisons);
+// onednn also turns the packed bf16 GEMM off (bf16_gemm_is_packed).
 enum class GemmImpl : int { kOnednn = 0, kPacked = 1 };
 GemmImpl active_gemm_impl();
 const char* gemm_impl_name(GemmImpl impl);  // "onednn" | "packed"
@@ -46,16 +47,34 @@ void gemm_f32_shared_b(bool trans_a, bool trans_b, const PackedGemmRows* rows, i
 void gemm_f32_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                    const float* B, const float* C_in, float* C);
 // What decides the GEMMs' bits here besides the ISA level: the f32 GEMM with
-// its blocking, and the oneDNN version (bf16), e.g. "packed 12x32 kc 256 +
-// oneDNN 2.6.3". For --version, bench headers and checkpoints' kernel
+// its blocking, the packed bf16 GEMM's where it runs, and the oneDNN
+// version, e.g. "packed 12x32 kc 512 + bf16 packed kc 1024 + oneDNN 2.6.3". For --version, bench headers and checkpoints' kernel
 // environment (a different value: no bitwise replay claim).
 std::string gemm_description();
 
-// bf16 inputs, f32 accumulate and output. Runs oneDNN's bf16 matmul where
-// the CPU has one (bf16_gemm_is_native()), else gemm_bf16_widened: the same
-// semantics (products of bf16 values are exact in f32, f32 accumulation).
+// bf16 inputs, f32 accumulate and output. Runs the packed bf16 GEMM where
+// bf16_gemm_is_packed(), else oneDNN's bf16 matmul where the CPU has one
+// (bf16_gemm_is_native()), else gemm_bf16_widened: the same semantics
+// (products of bf16 values are exact in f32, f32 accumulation; the order
+// of the sums, so the last bits, differ between the three).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
                const bf16* B, float beta, float* C);
+// gemm_bf16 through `impl`: packed where packed_gemm_bf16_available(), else
+// oneDNN's bf16 matmul where native, else widened (benchmarks, tests).
+void gemm_bf16_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                     const bf16* A, const bf16* B, float beta, float* C);
+// The bf16 twins of gemm_f32_shared_b and gemm_f32_onto (one pass over op(B)
+// and C_in read in the first k block when packed; product by product else).
+void gemm_bf16_shared_b(bool trans_a, bool trans_b, const PackedGemmRowsBf16* rows, int count, int64_t N, int64_t K,
+                        float alpha, const bf16* B);
+void gemm_bf16_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
+                    const bf16* B, const float* C_in, float* C);
+// Whether gemm_bf16 runs the packed GEMM: the CPU has AVX-512 BF16 at the
+// avx512 level (packed_gemm_bf16_available()), MESHTRAIN_GEMM leaves the
+// packed GEMMs on, and there is no AMX (where oneDNN's bf16 kernels use it
+// and are faster).
+bool bf16_gemm_is_packed();
+const char* bf16_gemm_name();  // "packed" | "onednn" | "widened"
 
 // Whether oneDNN has a bf16 matmul here (e.g. avx512_core or AMX; not AVX2),
 // decided once by creating one primitive descriptor, never by an exception

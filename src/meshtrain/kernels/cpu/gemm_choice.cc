@@ -46,6 +46,7 @@ std::string gemm_description() {
     const PackedGemmBlocking b = packed_gemm_blocking();
     s = "packed " + std::to_string(b.mr) + "x" + std::to_string(b.nr) + " kc " + std::to_string(b.kc) + " + ";
   }
+  if (bf16_gemm_is_packed()) s += "bf16 packed kc " + std::to_string(packed_gemm_bf16_blocking().kc) + " + ";
   return s + gemm_library_version();
 }
 

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "meshtrain/core/dtype.h"
+
 namespace meshtrain::kernels {
 
 struct PackedGemmBlocking {
@@ -29,17 +31,33 @@ void packed_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
 // next is packed (the weight gradients of layers that read one input: one
 // pass over it instead of one per layer); each C_i gets the bits
 // packed_gemm_f32 gives it alone.
-struct PackedGemmRows {
+template <typename In>
+struct PackedGemmRowsOf {
   int64_t M = 0;
-  const float* A = nullptr;
+  const In* A = nullptr;
   float beta = 0.0f;
   float* C = nullptr;
   // What beta multiplies, when not C itself: C = alpha op(A) op(B) + beta
   // C_in (a residual added inside the GEMM instead of copied first).
   const float* C_in = nullptr;
 };
+using PackedGemmRows = PackedGemmRowsOf<float>;
 void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
                           float alpha, const float* B);
 PackedGemmBlocking packed_gemm_blocking();
+
+// The same GEMM on bf16 operands, f32 accumulate and output, where the CPU
+// has AVX-512 BF16 (packed_gemm_bf16_available()): the same loops and
+// layouts with k in pairs, a VDPBF16PS tile (per pair of k: c += a(k+1)
+// b(k+1), then c += a(k) b(k), each rounded once; products of bf16 values
+// are exact in f32; the instruction reads bf16 denormals as zero and
+// flushes denormal results, as oneDNN's bf16 GEMM on the same CPU does).
+// Bits do not depend on the thread count nor on how the operands are
+// stored. Odd K pads the last pair with zero.
+bool packed_gemm_bf16_available();
+using PackedGemmRowsBf16 = PackedGemmRowsOf<bf16>;
+void packed_gemm_bf16_rows(bool trans_a, bool trans_b, const PackedGemmRowsBf16* rows, int count, int64_t N, int64_t K,
+                           float alpha, const bf16* B);
+PackedGemmBlocking packed_gemm_bf16_blocking();
 
 }  // namespace meshtrain::kernels

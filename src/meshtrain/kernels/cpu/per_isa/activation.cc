@@ -20,6 +20,13 @@ inline T sigmoid(T x) {
   return T(1) / (T(1) + exp_t(-x));  // exp overflow gives exactly 0, no NaN
 }
 
+// An output element: as computed, or its bf16 bits (elementwise.h).
+template <typename T>
+inline void put(T* out, T v) {
+  *out = v;
+}
+inline void put(uint16_t* out, float v) { *out = bf16_bits(v); }
+
 inline float tanh_t(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
 inline double tanh_t(double u) { return std::tanh(u); }
 
@@ -29,16 +36,16 @@ constexpr double kGeluA = 0.044715;
 
 }  // namespace
 
-template <typename T>
-void swiglu_forward(const T* gate, const T* up, int64_t n, T* out) {
+template <typename T, typename Out>
+void swiglu_forward(const T* gate, const T* up, int64_t n, Out* out) {
   parallel_range(n, n, [&](int64_t b, int64_t e) {
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i) out[i] = gate[i] * sigmoid(gate[i]) * up[i];
+    for (int64_t i = b; i < e; ++i) put(out + i, gate[i] * sigmoid(gate[i]) * up[i]);
   });
 }
 
-template <typename T>
-void swiglu_backward(const T* gate, const T* up, const T* dout, int64_t n, T* dgate, T* dup) {
+template <typename T, typename Out>
+void swiglu_backward(const T* gate, const T* up, const T* dout, int64_t n, Out* dgate, Out* dup) {
   // d silu(g)/dg = s (1 + g (1 - s)), s = sigmoid(g)
   parallel_range(n, n, [&](int64_t b, int64_t e) {
 #pragma omp simd
@@ -46,26 +53,26 @@ void swiglu_backward(const T* gate, const T* up, const T* dout, int64_t n, T* dg
       const T g = gate[i], u = up[i], d = dout[i];
       const T s = sigmoid(g);
       const T silu = g * s;
-      dgate[i] = d * u * (s * (T(1) + g * (T(1) - s)));
-      dup[i] = d * silu;
+      put(dgate + i, d * u * (s * (T(1) + g * (T(1) - s))));
+      put(dup + i, d * silu);
     }
   });
 }
 
-template <typename T>
-void gelu_forward(const T* x, int64_t n, T* y) {
+template <typename T, typename Out>
+void gelu_forward(const T* x, int64_t n, Out* y) {
   const T c = T(kGeluC), a = T(kGeluA);
   parallel_range(n, n, [&](int64_t b, int64_t e) {
 #pragma omp simd
     for (int64_t i = b; i < e; ++i) {
       const T v = x[i];
-      y[i] = T(0.5) * v * (T(1) + tanh_t(c * (v + a * v * v * v)));
+      put(y + i, T(0.5) * v * (T(1) + tanh_t(c * (v + a * v * v * v))));
     }
   });
 }
 
-template <typename T>
-void gelu_backward(const T* x, const T* dy, int64_t n, T* dx) {
+template <typename T, typename Out>
+void gelu_backward(const T* x, const T* dy, int64_t n, Out* dx) {
   const T c = T(kGeluC), a = T(kGeluA);
   parallel_range(n, n, [&](int64_t b, int64_t e) {
 #pragma omp simd
@@ -73,18 +80,21 @@ void gelu_backward(const T* x, const T* dy, int64_t n, T* dx) {
       const T v = x[i];
       const T t = tanh_t(c * (v + a * v * v * v));
       const T du = c * (T(1) + T(3) * a * v * v);
-      dx[i] = dy[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du);
+      put(dx + i, dy[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du));
     }
   });
 }
 
-#define MT_INSTANTIATE(T)                                                                  \
-  template void swiglu_forward<T>(const T*, const T*, int64_t, T*);                      \
-  template void swiglu_backward<T>(const T*, const T*, const T*, int64_t, T*, T*);       \
-  template void gelu_forward<T>(const T*, int64_t, T*);                                  \
-  template void gelu_backward<T>(const T*, const T*, int64_t, T*);
+#define MT_INSTANTIATE_ACTIVATIONS(T, Out)                                        \
+  template void swiglu_forward<T, Out>(const T*, const T*, int64_t, Out*);         \
+  template void swiglu_backward<T, Out>(const T*, const T*, const T*, int64_t, Out*, Out*); \
+  template void gelu_forward<T, Out>(const T*, int64_t, Out*);                     \
+  template void gelu_backward<T, Out>(const T*, const T*, int64_t, Out*);
+MT_INSTANTIATE_ACTIVATIONS(float, uint16_t)
+#define MT_INSTANTIATE(T) MT_INSTANTIATE_ACTIVATIONS(T, T)
 MT_PER_ISA_INSTANTIATE(MT_INSTANTIATE)
 #undef MT_INSTANTIATE
+#undef MT_INSTANTIATE_ACTIVATIONS
 
 }  // namespace meshtrain::kernels::MT_ISA_NS
 MT_ISA_END

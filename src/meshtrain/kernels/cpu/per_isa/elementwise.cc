@@ -109,14 +109,7 @@ bool all_finite(const T* x, int64_t n) {
 void convert_f32_to_bf16(const float* x, uint16_t* y, int64_t n) {
   parallel_range(n, n, [&](int64_t b, int64_t e) {
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i) {
-      // Same rounding as bf16::from_float: nearest even, NaN stays (quiet) NaN.
-      uint32_t u;
-      std::memcpy(&u, &x[i], 4);
-      const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-      const uint32_t nan = (u >> 16) | 0x40u;
-      y[i] = uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-    }
+    for (int64_t i = b; i < e; ++i) y[i] = bf16_bits(x[i]);
   });
 }
 

@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "meshtrain/kernels/cpu/per_isa/isa_target.h"
+#include "meshtrain/kernels/cpu/per_isa/packed_gemm_bf16_tiles.h"
 #include "meshtrain/kernels/cpu/per_isa/packed_gemm_tiles.h"
 #include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
 #include "meshtrain/kernels/cpu/scratch.h"
@@ -44,29 +45,75 @@ constexpr int64_t kChunkStrips = 16;
 // shared packing cost more than they save).
 constexpr double kParallelMinMacs = 1 << 21;
 
+// What the loops below need of an element type: f32, or bf16 in pairs of
+// k (packed_gemm_bf16_tiles.h). kc counts k values; a packed strip or
+// panel holds padded(kc) of them.
+struct F32Kit {
+  using In = float;
+  static constexpr int64_t kKC = packed_gemm_detail::kKC;
+  static int64_t padded(int64_t kc) { return kc; }
+  static bool in_place_k(int64_t) { return true; }
+  static void pack_a(const In* a, int64_t lda, bool trans, int64_t m, int64_t kc, In* out) {
+    packed_gemm_detail::pack_a(a, lda, trans, m, kc, out);
+  }
+  static void pack_b(const In* b, int64_t ldb, bool trans, int64_t kc, int64_t n, int64_t p0, int64_t p1, In* out) {
+    packed_gemm_detail::pack_b(b, ldb, trans, kc, n, p0, p1, out);
+  }
+  template <bool kInPlaceA>
+  static void tile(int64_t kc, const In* a, int64_t lda, const In* b, float* c, int64_t ldc, float alpha, float beta,
+                   const float* c_in) {
+    packed_gemm_detail::tile<kInPlaceA>(kc, a, lda, b, c, ldc, alpha, beta, c_in);
+  }
+};
+
+#if MT_KERNEL_ISA == MT_ISA_AVX512
+struct Bf16Kit {
+  using In = bf16;  // its 16 bits (core/dtype.h), which the tiles read as uint16_t
+  static constexpr int64_t kKC = kKCBf16;
+  static int64_t padded(int64_t kc) { return even_up(kc); }
+  // In place, a strip broadcasts (k, k + 1) from its rows: K even.
+  static bool in_place_k(int64_t K) { return K % 2 == 0; }
+  static const uint16_t* bits(const In* p) { return reinterpret_cast<const uint16_t*>(p); }
+  static void pack_a(const In* a, int64_t lda, bool trans, int64_t m, int64_t kc, In* out) {
+    pack_a_bf16(bits(a), lda, trans, m, kc, reinterpret_cast<uint16_t*>(out));
+  }
+  static void pack_b(const In* b, int64_t ldb, bool trans, int64_t kc, int64_t n, int64_t p0, int64_t p1, In* out) {
+    pack_b_bf16(bits(b), ldb, trans, kc, n, p0, p1, reinterpret_cast<uint16_t*>(out));
+  }
+  template <bool kInPlaceA>
+  static void tile(int64_t kc, const In* a, int64_t lda, const In* b, float* c, int64_t ldc, float alpha, float beta,
+                   const float* c_in) {
+    tile_bf16<kInPlaceA>(kc, bits(a), lda, bits(b), c, ldc, alpha, beta, c_in);
+  }
+};
+#endif
+
 // A tile's strip of op(A): packed (lda 0), or kMR rows of a row-major
 // op(A) read in place, lda apart.
+template <class Kit>
 struct StripA {
-  const float* a;
+  const typename Kit::In* a;
   int64_t lda;
 };
 
-void any_tile(int64_t kc, StripA a, const float* b, float* c, int64_t ldc, float alpha, float beta,
+template <class Kit>
+void any_tile(int64_t kc, StripA<Kit> a, const typename Kit::In* b, float* c, int64_t ldc, float alpha, float beta,
               const float* c_in) {
-  if (a.lda) return tile<true>(kc, a.a, a.lda, b, c, ldc, alpha, beta, c_in);
-  tile<false>(kc, a.a, 0, b, c, ldc, alpha, beta, c_in);
+  if (a.lda) return Kit::template tile<true>(kc, a.a, a.lda, b, c, ldc, alpha, beta, c_in);
+  Kit::template tile<false>(kc, a.a, 0, b, c, ldc, alpha, beta, c_in);
 }
 
 // C tile at (rows m <= kMR, columns n <= kNR) = alpha op + beta C_in (at
 // the same place in a matrix with the same ldc); partial tiles run the
 // same full tile on a copy, so edge elements get the same arithmetic.
-void edge_tile(int64_t kc, StripA a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n, float alpha,
-               float beta, const float* c_in) {
-  if (m == kMR && n == kNR) return any_tile(kc, a, b, c, ldc, alpha, beta, c_in);
+template <class Kit>
+void edge_tile(int64_t kc, StripA<Kit> a, const typename Kit::In* b, float* c, int64_t ldc, int64_t m, int64_t n,
+               float alpha, float beta, const float* c_in) {
+  if (m == kMR && n == kNR) return any_tile<Kit>(kc, a, b, c, ldc, alpha, beta, c_in);
   alignas(64) float buf[kMR * kNR] = {};
   if (beta != 0.0f)
     for (int64_t r = 0; r < m; ++r) std::memcpy(buf + r * kNR, c_in + r * ldc, size_t(n) * sizeof(float));
-  any_tile(kc, a, b, buf, kNR, alpha, beta, buf);
+  any_tile<Kit>(kc, a, b, buf, kNR, alpha, beta, buf);
   for (int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc, buf + r * kNR, size_t(n) * sizeof(float));
 }
 
@@ -79,44 +126,57 @@ void prefetch_c_tile(const float* c, int64_t ldc, int64_t rows) {
     for (int64_t v = 0; v < kNR; v += 64 / int64_t(sizeof(float))) __builtin_prefetch(c + r * ldc + v, 1, 3);
 }
 
-// This core's L2 in floats (256 KiB where the system does not say).
-int64_t l2_floats() {
-  static const int64_t floats = [] {
+// This core's L2 in bytes (256 KiB where the system does not say).
+int64_t l2_bytes() {
+  static const int64_t bytes = [] {
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return (l2 > 0 ? int64_t(l2) : int64_t(256) << 10) / int64_t(sizeof(float));
+    return l2 > 0 ? int64_t(l2) : int64_t(256) << 10;
   }();
-  return floats;
+  return bytes;
 }
 
-// Columns per packed B block of a wide op(B): kKC x nc floats fill half of
-// this core's L2 (so A strips, C and the next panels keep the other half).
+// Bytes of one column of a packed kKC-deep B block.
+template <class Kit>
+constexpr int64_t column_bytes() {
+  return Kit::kKC * int64_t(sizeof(typename Kit::In));
+}
+
+// Columns per packed B block of a wide op(B): a kKC x nc block fills half
+// of this core's L2 (so A strips, C and the next panels keep the other half).
+template <class Kit>
 int64_t block_columns() {
-  static const int64_t nc = std::clamp<int64_t>(l2_floats() / 2 / kKC / kNR * kNR, 4 * kNR, 64 * kNR);
+  static const int64_t nc = std::clamp<int64_t>(l2_bytes() / 2 / column_bytes<Kit>() / kNR * kNR, 4 * kNR, 64 * kNR);
   return nc;
 }
 
-// An op(B) up to this many columns is one block: kKC x N floats fit in the
-// whole L2. One block is worth the larger panels: a row-major op(A) is read
-// in place, a transposed one packed a chunk of strips at a time (not all of
-// a thread's rows through memory), and row sets sharing op(B) pack it once
+// An op(B) up to this many columns is one block: kKC x N fits in the whole
+// L2. One block is worth the larger panels: a row-major op(A) is read in
+// place, a transposed one packed a chunk of strips at a time (not all of a
+// thread's rows through memory), and row sets sharing op(B) pack it once
 // (on a 1 MiB L2, most N = 512 GEMMs of bench-small: +3 to +13%,
 // docs/performance.md).
+template <class Kit>
 int64_t whole_block_columns() {
-  static const int64_t nc = std::max(block_columns(), l2_floats() / kKC / kNR * kNR);
+  static const int64_t nc = std::max(block_columns<Kit>(), l2_bytes() / column_bytes<Kit>() / kNR * kNR);
   return nc;
 }
 
+template <class Kit>
 int64_t columns_per_block(int64_t N) {
   const int64_t whole = (N + kNR - 1) / kNR * kNR;
-  return whole <= whole_block_columns() ? whole : std::min(block_columns(), whole);
+  return whole <= whole_block_columns<Kit>() ? whole : std::min(block_columns<Kit>(), whole);
 }
 
-}  // namespace
+template <class Kit>
+PackedGemmBlocking blocking_of() {
+  return {kMR, kNR, Kit::kKC, block_columns<Kit>(), whole_block_columns<Kit>()};
+}
 
-PackedGemmBlocking packed_gemm_blocking() { return {kMR, kNR, kKC, block_columns(), whole_block_columns()}; }
-
-void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
-                          float alpha, const float* B) {
+template <class Kit>
+void run_rows(bool trans_a, bool trans_b, const PackedGemmRowsOf<typename Kit::In>* rows, int count, int64_t N,
+              int64_t K, float alpha, const typename Kit::In* B) {
+  using In = typename Kit::In;
+  constexpr int64_t kKC = Kit::kKC;
   if (N <= 0 || K <= 0) return;  // gemm() handles the degenerate shapes
   const int64_t ldb = trans_b ? K : N;
   double macs = 0;
@@ -128,7 +188,7 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
   if (most_strips == 0) return;
   const int team = macs < kParallelMinMacs || omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
   const int64_t kc_max = std::min(kKC, K);
-  const int64_t nc_max = columns_per_block(N);
+  const int64_t nc_max = columns_per_block<Kit>(N);
   const bool one_block = N <= nc_max;
   // A row-major op(A) is not packed: a tile broadcasts from its rows in
   // place, the same values in the same order (so the same bits), without
@@ -139,9 +199,10 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
   // transposed op(A) (in place, a strip is one short piece of each of kc
   // rows: too many lines), and rows a multiple of 4 KiB apart (a strip's
   // rows would all fall in the same L1 sets).
-  constexpr int64_t kAliasFloats = 4096 / int64_t(sizeof(float));
-  auto lda_of = [&](const PackedGemmRows& r) { return trans_a ? r.M : K; };
-  auto in_place = [&](const PackedGemmRows& r) { return !trans_a && lda_of(r) % kAliasFloats != 0; };
+  constexpr int64_t kAliasElements = 4096 / int64_t(sizeof(In));
+  using Rows = PackedGemmRowsOf<In>;
+  auto lda_of = [&](const Rows& r) { return trans_a ? r.M : K; };
+  auto in_place = [&](const Rows& r) { return !trans_a && lda_of(r) % kAliasElements != 0 && Kit::in_place_k(K); };
   bool all_in_place = true;
   for (int s = 0; s < count; ++s) all_in_place = all_in_place && in_place(rows[s]);
   // A packed op(A): with one column block each strip is used once per k
@@ -150,43 +211,44 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
   // are packed once per k block and reused by every column block, one row
   // set at a time (each would need its own packed rows).
   if (!one_block && !all_in_place && count > 1) {
-    for (int s = 0; s < count; ++s) MT_ISA_NS::packed_gemm_f32_rows(trans_a, trans_b, rows + s, 1, N, K, alpha, B);
+    for (int s = 0; s < count; ++s) run_rows<Kit>(trans_a, trans_b, rows + s, 1, N, K, alpha, B);
     return;
   }
   const int64_t thread_strips = (most_strips + team - 1) / team;
-  const int64_t b_floats = nc_max * kc_max + kPackSlack;
+  const int64_t kcp_max = Kit::padded(kc_max);
+  const int64_t b_elements = nc_max * kcp_max + kPackSlack;
   const int64_t a_strips = all_in_place ? 1 : one_block ? std::min(thread_strips, kChunkStrips) : thread_strips;
-  const int64_t a_floats = a_strips * kMR * kc_max + kPackSlack;  // per thread
+  const int64_t a_elements = a_strips * kMR * kcp_max + kPackSlack;  // per thread
   thread_local Scratch scratch;
-  float* const b_pack = static_cast<float*>(scratch.get(size_t(b_floats + team * a_floats) * sizeof(float)));
+  In* const b_pack = static_cast<In*>(scratch.get(size_t(b_elements + team * a_elements) * sizeof(In)));
 
 #pragma omp parallel num_threads(team)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    float* const a_pack = b_pack + b_floats + t * a_floats;
+    In* const a_pack = b_pack + b_elements + t * a_elements;
     // This thread's rows of a row set: strips [ceil(S t / nt), ceil(S (t + 1) / nt)):
     // an odd strip goes to the lower threads; thread 0 arrives first (the
     // others wake up to join it).
-    auto rows_begin = [&](const PackedGemmRows& r) { return ((r.M + kMR - 1) / kMR * t + nt - 1) / nt * kMR; };
-    auto rows_end = [&](const PackedGemmRows& r) {
+    auto rows_begin = [&](const Rows& r) { return ((r.M + kMR - 1) / kMR * t + nt - 1) / nt * kMR; };
+    auto rows_end = [&](const Rows& r) {
       return std::min(r.M, ((r.M + kMR - 1) / kMR * (t + 1) + nt - 1) / nt * kMR);
     };
     for (int64_t pc = 0; pc < K; pc += kKC) {
-      const int64_t kc = std::min(kKC, K - pc);
-      auto pack_rows = [&](const PackedGemmRows& r, int64_t i0, int64_t i1) {
+      const int64_t kc = std::min(kKC, K - pc), kcp = Kit::padded(kc);
+      auto pack_rows = [&](const Rows& r, int64_t i0, int64_t i1) {
         const int64_t lda = lda_of(r);
-        pack_a(trans_a ? r.A + pc * lda + i0 : r.A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, a_pack);
+        Kit::pack_a(trans_a ? r.A + pc * lda + i0 : r.A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, a_pack);
       };
       // Several column blocks, one row set (above): packed once per k block.
       if (!one_block && !in_place(rows[0]) && rows_begin(rows[0]) < rows_end(rows[0]))
         pack_rows(rows[0], rows_begin(rows[0]), rows_end(rows[0]));
       for (int64_t jc = 0; jc < N; jc += nc_max) {
         const int64_t nc = std::min(nc_max, N - jc), panels = (nc + kNR - 1) / kNR;
-        const float* b_block = trans_b ? B + jc * ldb + pc : B + pc * ldb + jc;
-        pack_b(b_block, ldb, trans_b, kc, nc, panels * t / nt, panels * (t + 1) / nt, b_pack);  // this thread's share
+        const In* b_block = trans_b ? B + jc * ldb + pc : B + pc * ldb + jc;
+        Kit::pack_b(b_block, ldb, trans_b, kc, nc, panels * t / nt, panels * (t + 1) / nt, b_pack);  // this thread's share
 #pragma omp barrier
         for (int s = 0; s < count; ++s) {  // every row set against the one packed B block
-          const PackedGemmRows& r = rows[s];
+          const Rows& r = rows[s];
           const int64_t row_begin = rows_begin(r), row_end = rows_end(r), lda = lda_of(r);
           const bool in_place_a = in_place(r);
           const float beta_k = pc == 0 ? r.beta : 1.0f;  // later k blocks add to the sum so far
@@ -198,7 +260,7 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
             if (one_block && !in_place_a) pack_rows(r, ic, ic_end);
             for (int64_t ir = ic; ir < ic_end; ir += kMR) {
               // In place, or packed: a chunk's strip, or an in-place op(A)'s partial last strip.
-              StripA strip{a_pack + (ir - packed_from) * kc, 0};
+              StripA<Kit> strip{a_pack + (ir - packed_from) * kcp, 0};
               if (in_place_a) {
                 if (ir + kMR <= r.M) {
                   strip = {r.A + ir * lda + pc, lda};
@@ -216,7 +278,7 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
                   if (C_in != C && beta_k != 0.0f) prefetch_c_tile(C_in + next, N, rows_next);
                 }
                 const int64_t at = ir * N + jc + jr;
-                edge_tile(kc, strip, b_pack + jr * kc, C + at, N, std::min<int64_t>(kMR, row_end - ir),
+                edge_tile<Kit>(kc, strip, b_pack + jr * kcp, C + at, N, std::min<int64_t>(kMR, row_end - ir),
                           std::min<int64_t>(kNR, nc - jr), alpha, beta_k, C_in + at);
               }
             }
@@ -227,6 +289,24 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
     }
   }
 }
+
+}  // namespace
+
+PackedGemmBlocking packed_gemm_blocking() { return blocking_of<F32Kit>(); }
+
+void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
+                          float alpha, const float* B) {
+  run_rows<F32Kit>(trans_a, trans_b, rows, count, N, K, alpha, B);
+}
+
+#if MT_KERNEL_ISA == MT_ISA_AVX512
+PackedGemmBlocking packed_gemm_bf16_blocking() { return blocking_of<Bf16Kit>(); }
+
+void packed_gemm_bf16_rows(bool trans_a, bool trans_b, const PackedGemmRowsBf16* rows, int count, int64_t N, int64_t K,
+                           float alpha, const bf16* B) {
+  run_rows<Bf16Kit>(trans_a, trans_b, rows, count, N, K, alpha, B);
+}
+#endif
 
 }  // namespace meshtrain::kernels::MT_ISA_NS
 MT_ISA_END

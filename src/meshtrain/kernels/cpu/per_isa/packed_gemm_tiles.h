@@ -56,6 +56,19 @@ inline VecF load_first(const float* p, int64_t n) {
 // The B panel streams from L2: fetched this many k steps ahead.
 inline constexpr int64_t kPrefetchK = 16;
 
+// C[kMR x kNR] (ldc) = alpha * acc + beta * C_in (beta == 0 never reads C_in).
+inline void store_tile(const VecF (&acc)[kMR][kNV], float* c, int64_t ldc, float alpha, float beta,
+                       const float* c_in) {
+  const VecF va = broadcast(alpha), vb = broadcast(beta);
+#pragma GCC unroll 16
+  for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) {
+      const int64_t at = r * ldc + v * kLanes;
+      store(c + at, beta == 0.0f ? acc[r][v] * va : fmadd(va, acc[r][v], vb * load(c_in + at)));
+    }
+}
+
 // C[kMR x kNR] (ldc) = alpha * op + beta * C_in (C_in: C itself, or the
 // rows of another matrix with the same ldc); beta == 0 never reads C_in.
 // The A strip is packed (a), or with kInPlaceA the kMR rows of a row-major
@@ -87,14 +100,7 @@ template <bool kInPlaceA>
     a += kInPlaceA ? 1 : kMR;
     b += kNR;
   }
-  const VecF va = broadcast(alpha), vb = broadcast(beta);
-#pragma GCC unroll 16
-  for (int r = 0; r < kMR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) {
-      const int64_t at = r * ldc + v * kLanes;
-      store(c + at, beta == 0.0f ? acc[r][v] * va : fmadd(va, acc[r][v], vb * load(c_in + at)));
-    }
+  store_tile(acc, c, ldc, alpha, beta, c_in);
 }
 
 // Entries [used, ld) of rows 0 .. k - 1 of a packed strip or panel (row

@@ -16,10 +16,10 @@
 
 #define MT_DECLARE_PER_ISA_KERNELS(ns)                                                                           \
   namespace meshtrain::kernels::ns {                                                                             \
-  template <typename T> void swiglu_forward(const T*, const T*, int64_t, T*);                                    \
-  template <typename T> void swiglu_backward(const T*, const T*, const T*, int64_t, T*, T*);                     \
-  template <typename T> void gelu_forward(const T*, int64_t, T*);                                                \
-  template <typename T> void gelu_backward(const T*, const T*, int64_t, T*);                                     \
+  template <typename T, typename Out> void swiglu_forward(const T*, const T*, int64_t, Out*);                    \
+  template <typename T, typename Out> void swiglu_backward(const T*, const T*, const T*, int64_t, Out*, Out*);   \
+  template <typename T, typename Out> void gelu_forward(const T*, int64_t, Out*);                                \
+  template <typename T, typename Out> void gelu_backward(const T*, const T*, int64_t, Out*);                     \
   template <typename T>                                                                                          \
   void adamw_step(T*, const T*, T*, T*, int64_t, const AdamWHyper&, T);                                          \
   template <typename T>                                                                                          \
@@ -77,3 +77,10 @@ MT_DECLARE_PER_ISA_KERNELS(scalar)
 MT_DECLARE_PER_ISA_KERNELS(avx2)
 MT_DECLARE_PER_ISA_KERNELS(avx512)
 #undef MT_DECLARE_PER_ISA_KERNELS
+
+// The bf16 packed GEMM exists at the AVX-512 level only (its tile needs
+// AVX-512 BF16 on top: packed_gemm_bf16_available() says whether to call it).
+namespace meshtrain::kernels::avx512 {
+void packed_gemm_bf16_rows(bool, bool, const PackedGemmRowsBf16*, int, int64_t, int64_t, float, const bf16*);
+PackedGemmBlocking packed_gemm_bf16_blocking();
+}  // namespace meshtrain::kernels::avx512
