@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "kernel_test_util.h"
+#include "meshtrain/kernels/cpu/elementwise.h"
 #include "support/numeric.h"
 
 namespace meshtrain::kernels {
@@ -85,6 +87,40 @@ TEST(Activations, FloatAgreesWithDoubleIncludingExtremes) {
   EXPECT_LT(testing::max_rel_diff(test::cast_vec<double>(of), o, 1.0), 2e-6);
   EXPECT_LT(testing::max_rel_diff(test::cast_vec<double>(dgf), dg, 1.0), 2e-6);
   for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(of[i]) && std::isfinite(dgf[i])) << a[i];
+}
+
+// The bf16 policy's operands written directly (Out = uint16_t): the bits of
+// computing in f32 and converting after, at every level, over values that
+// round up, down and to even, overflow to inf, and NaN.
+TEST(Activations, Bf16OutputsAreTheF32ResultsConverted) {
+  const int64_t n = 1000;
+  std::vector<float> a = test::random_vec<float>(n, 4, -6, 6), b = test::random_vec<float>(n, 5, -3, 3),
+                     d = test::random_vec<float>(n, 6, -2, 2);
+  a[1] = std::numeric_limits<float>::quiet_NaN();
+  b[2] = 3e38f, a[2] = 4.0f;  // silu(4) * 3e38 overflows to inf
+  for (Isa level : test::runnable_levels()) {
+    ScopedIsa scoped(level);
+    auto expect_converted = [&](const std::vector<float>& f32, const std::vector<uint16_t>& direct, const char* what) {
+      std::vector<uint16_t> converted(f32.size());
+      convert_f32_to_bf16(f32.data(), converted.data(), int64_t(f32.size()));
+      EXPECT_EQ(direct, converted) << what << " at " << isa_name(level);
+    };
+    std::vector<float> o(n), o2(n);
+    std::vector<uint16_t> h(n), h2(n);
+    swiglu_forward(a.data(), b.data(), n, o.data());
+    swiglu_forward(a.data(), b.data(), n, h.data());
+    expect_converted(o, h, "swiglu_forward");
+    swiglu_backward(a.data(), b.data(), d.data(), n, o.data(), o2.data());
+    swiglu_backward(a.data(), b.data(), d.data(), n, h.data(), h2.data());
+    expect_converted(o, h, "swiglu_backward dgate");
+    expect_converted(o2, h2, "swiglu_backward dup");
+    gelu_forward(a.data(), n, o.data());
+    gelu_forward(a.data(), n, h.data());
+    expect_converted(o, h, "gelu_forward");
+    gelu_backward(a.data(), d.data(), n, o.data());
+    gelu_backward(a.data(), d.data(), n, h.data());
+    expect_converted(o, h, "gelu_backward");
+  }
 }
 
 }  // namespace
