@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernel_test_util.h"
+#include "meshtrain/kernels/cpu/elementwise.h"
 #include "support/numeric.h"
 
 namespace meshtrain::kernels {
@@ -109,6 +110,29 @@ TEST(Norms, FloatAgreesWithDoubleAndThreadCountsAgree) {
   EXPECT_LT(testing::max_rel_diff(test::cast_vec<double>(fy), ry, 1.0), 1e-5);
   EXPECT_LT(testing::max_rel_diff(test::cast_vec<double>(fdx), rdx, 1.0), 1e-5);
   EXPECT_LT(testing::max_rel_diff(test::cast_vec<double>(fdw), rdw, 1.0), 1e-5);
+}
+
+// The bf16 policy's normed operand written directly: the bits of the f32
+// output converted, both norms, at every level.
+TEST(Norms, Bf16OutputIsTheF32OutputConverted) {
+  const int64_t n = 37, d = 96;
+  const std::vector<float> x = test::random_vec<float>(size_t(n * d), 8, -3, 3), w = test::random_vec<float>(size_t(d), 9),
+                           b = test::random_vec<float>(size_t(d), 10);
+  for (Isa level : test::runnable_levels()) {
+    ScopedIsa scoped(level);
+    std::vector<float> y(x.size()), mean(n), rstd(n), mean16(n), rstd16(n);
+    std::vector<uint16_t> direct(x.size()), converted(x.size());
+    rmsnorm_forward(x.data(), w.data(), n, d, 1e-5f, y.data(), rstd.data());
+    rmsnorm_forward(x.data(), w.data(), n, d, 1e-5f, direct.data(), rstd16.data());
+    convert_f32_to_bf16(y.data(), converted.data(), n * d);
+    EXPECT_EQ(direct, converted) << "rmsnorm at " << isa_name(level);
+    EXPECT_EQ(rstd, rstd16);
+    layernorm_forward(x.data(), w.data(), b.data(), n, d, 1e-5f, y.data(), mean.data(), rstd.data());
+    layernorm_forward(x.data(), w.data(), b.data(), n, d, 1e-5f, direct.data(), mean16.data(), rstd16.data());
+    convert_f32_to_bf16(y.data(), converted.data(), n * d);
+    EXPECT_EQ(direct, converted) << "layernorm at " << isa_name(level);
+    EXPECT_EQ(mean, mean16);
+  }
 }
 
 }  // namespace

@@ -71,7 +71,8 @@ class KernelTable {
   // policies while activations, statistics and gradients are f32.
   virtual void embedding_forward(const int32_t* ids, const Tensor& table, const Tensor& out) const = 0;
   virtual void embedding_backward(const int32_t* ids, const Tensor& dout, const Tensor& dtable) const = 0;  // +=
-  // RMSNorm (mean undefined) or LayerNorm (bias, mean defined): y = norm(x) w (+ b), per row of [n, d].
+  // RMSNorm (mean undefined) or LayerNorm (bias, mean defined): y = norm(x) w (+ b), per row of [n, d];
+  // y may be bf16 where x is f32 (as the activations' outputs below).
   virtual void norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y,
                             const Tensor& mean, const Tensor& rstd) const = 0;
   // dx += dnorm/dx . dy; dw += ...; db += ... (db undefined for RMSNorm).

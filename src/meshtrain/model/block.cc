@@ -57,14 +57,15 @@ Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const Toke
   Saved s;
   s.x = x;
   s.loss_coeff = loss_coeff;
-  Tensor xn1 = activation(alloc, dt, {nl, d}, normed);
+  const DType normed_dt = written_operand_dtype(op_, dt);  // the norms write the operand itself
+  Tensor xn1 = activation(alloc, normed_dt, {nl, d}, normed);
   s.stats1 = norm1_.forward(k, x, xn1, alloc);
   s.xn1 = tp_.column_input(as_operand(k, xn1, op_, alloc, normed), n, alloc, MemCategory::Activations);
   s.h = activation(alloc, dt, {nl, d});
   add_branch(k, x, s.h, n, attn_bias_, alloc, [&](const Tensor& out, const Tensor& base) {
     s.attn = attn_.forward(k, s.xn1, b, out, base, alloc);
   });
-  Tensor xn2 = activation(alloc, dt, {nl, d}, normed);
+  Tensor xn2 = activation(alloc, normed_dt, {nl, d}, normed);
   s.stats2 = norm2_.forward(k, s.h, xn2, alloc);
   s.xn2 = tp_.column_input(as_operand(k, xn2, op_, alloc, normed), n, alloc, MemCategory::Activations);
   Tensor y = activation(alloc, dt, {nl, d});

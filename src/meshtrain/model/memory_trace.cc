@@ -157,7 +157,8 @@ SymTensor ModelMemoryTrace::block_forward(MemoryReplay& r, comm::CommLedger* led
   const MemCategory normed = sp_ ? kWork : kAct;
   BlockTrace s;
   s.x = x;
-  SymTensor xn1 = r.alloc(nl * d, acc_, normed);
+  const DType normed_dt = written_operand_dtype(op_, acc_);
+  SymTensor xn1 = r.alloc(nl * d, normed_dt, normed);
   s.stats1 = norm_forward(r, nl, acc_);
   s.xn1 = column_input(r, ledger, r.as_operand(xn1, op_, normed), n, phase);
   s.h = r.alloc(nl * d, acc_, kAct);
@@ -168,7 +169,7 @@ SymTensor ModelMemoryTrace::block_forward(MemoryReplay& r, comm::CommLedger* led
     s.attn = attention_forward(r, b, dims);
     row_output(r, ledger, part, n, kWork, phase, "attention output (row-parallel partial sums)");
   }
-  SymTensor xn2 = r.alloc(nl * d, acc_, normed);
+  SymTensor xn2 = r.alloc(nl * d, normed_dt, normed);
   s.stats2 = norm_forward(r, nl, acc_);
   s.xn2 = column_input(r, ledger, r.as_operand(xn2, op_, normed), n, phase);
   SymTensor y = r.alloc(nl * d, acc_, kAct);
@@ -267,7 +268,7 @@ SymTensor ModelMemoryTrace::forward(MemoryReplay& r, comm::CommLedger* ledger, i
   }
   if (s == num_segments() - 1) {
     st.x_final = x;
-    SymTensor xf = r.alloc(nl * d, acc_, normed);
+    SymTensor xf = r.alloc(nl * d, written_operand_dtype(op_, acc_), normed);
     st.final_stats = norm_forward(r, nl, acc_);
     st.xf = column_input(r, ledger, r.as_operand(xf, op_, normed), n, comm::StepPhase::Forward);
     SymTensor logits = r.alloc(n * dims_.vocab_rows, acc_, kAct);

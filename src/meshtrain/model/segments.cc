@@ -55,7 +55,7 @@ Tensor HeadSegment::forward(const kernels::KernelTable& k, const TokenBatch& b, 
   const DType dt = acc_;
   const MemCategory normed = tp_.shards_rows() ? MemCategory::Workspace : MemCategory::Activations;
   st.x_final = x;
-  Tensor xf = activation(alloc, dt, {nl, cfg_.d_model}, normed);
+  Tensor xf = activation(alloc, written_operand_dtype(op_, dt), {nl, cfg_.d_model}, normed);
   st.final_stats = norm_.forward(k, x, xf, alloc);
   st.xf = tp_.column_input(as_operand(k, xf, op_, alloc, normed), n, alloc, MemCategory::Activations);
   Tensor logits = activation(alloc, dt, {n, head_.out});

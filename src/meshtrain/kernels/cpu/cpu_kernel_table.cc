@@ -333,17 +333,16 @@ class CpuKernels final : public KernelTable {
 
   void norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y,
                     const Tensor& mean, const Tensor& rstd) const override {
-    with_float_type(x.dtype(), [&](auto z) {
+    with_output(x, y, [&](auto z, auto* yp) {
       using T = decltype(z);
       // 16-bit weights (mixed policies) are widened; the math is f32.
       std::vector<float> wk, bk;
       const T* wp = param_as<T>(w, wk);
       const T* bp = param_as<T>(b, bk);
       if (!mean.defined())
-        rmsnorm_forward<T>(ptr<T>(x), wp, rows_of(x), cols_of(x), T(eps), ptr<T>(y), ptr<T>(rstd));
+        rmsnorm_forward<T>(ptr<T>(x), wp, rows_of(x), cols_of(x), T(eps), yp, ptr<T>(rstd));
       else
-        layernorm_forward<T>(ptr<T>(x), wp, bp, rows_of(x), cols_of(x), T(eps), ptr<T>(y), ptr<T>(mean),
-                             ptr<T>(rstd));
+        layernorm_forward<T>(ptr<T>(x), wp, bp, rows_of(x), cols_of(x), T(eps), yp, ptr<T>(mean), ptr<T>(rstd));
     });
   }
 

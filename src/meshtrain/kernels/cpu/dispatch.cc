@@ -191,16 +191,16 @@ void embedding_backward(const int32_t* ids, int64_t n, const T* dout, int64_t vo
 }
 
 // ---- norm.h
-template <typename T>
-void rmsnorm_forward(const T* x, const T* w, int64_t n, int64_t d, T eps, T* y, T* rstd) {
+template <typename T, typename Out>
+void rmsnorm_forward(const T* x, const T* w, int64_t n, int64_t d, T eps, Out* y, T* rstd) {
   MT_DISPATCH(rmsnorm_forward, x, w, n, d, eps, y, rstd);
 }
 template <typename T>
 void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, int64_t n, int64_t d, T* dx, T* dw) {
   MT_DISPATCH(rmsnorm_backward, x, w, rstd, dy, n, d, dx, dw);
 }
-template <typename T>
-void layernorm_forward(const T* x, const T* w, const T* b, int64_t n, int64_t d, T eps, T* y, T* mean, T* rstd) {
+template <typename T, typename Out>
+void layernorm_forward(const T* x, const T* w, const T* b, int64_t n, int64_t d, T eps, Out* y, T* mean, T* rstd) {
   MT_DISPATCH(layernorm_forward, x, w, b, n, d, eps, y, mean, rstd);
 }
 template <typename T>
@@ -249,6 +249,9 @@ CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t n, int64_t Vl
   template void gelu_forward<T, Out>(const T*, int64_t, Out*);                                                     \
   template void gelu_backward<T, Out>(const T*, const T*, int64_t, Out*);
 MT_INSTANTIATE_ACTIVATIONS(float, uint16_t)
+template void rmsnorm_forward<float, uint16_t>(const float*, const float*, int64_t, int64_t, float, uint16_t*, float*);
+template void layernorm_forward<float, uint16_t>(const float*, const float*, const float*, int64_t, int64_t, float,
+                                                 uint16_t*, float*, float*);
 #define MT_INSTANTIATE(T)                                                                                          \
   MT_INSTANTIATE_ACTIVATIONS(T, T)                                                                                 \
   template void adamw_step<T>(T*, const T*, T*, T*, int64_t, const AdamWHyper&, T);                                \
@@ -275,9 +278,9 @@ MT_INSTANTIATE_ACTIVATIONS(float, uint16_t)
   template bool all_finite<T>(const T*, int64_t);                                                                  \
   template void embedding_forward<T>(const int32_t*, int64_t, const T*, int64_t, int64_t, T*);                     \
   template void embedding_backward<T>(const int32_t*, int64_t, const T*, int64_t, int64_t, T*);                    \
-  template void rmsnorm_forward<T>(const T*, const T*, int64_t, int64_t, T, T*, T*);                               \
+  template void rmsnorm_forward<T, T>(const T*, const T*, int64_t, int64_t, T, T*, T*);                            \
   template void rmsnorm_backward<T>(const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*);             \
-  template void layernorm_forward<T>(const T*, const T*, const T*, int64_t, int64_t, T, T*, T*, T*);               \
+  template void layernorm_forward<T, T>(const T*, const T*, const T*, int64_t, int64_t, T, T*, T*, T*);            \
   template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*,  \
                                       T*);                                                                         \
   template void rope_apply<T>(T*, const int32_t*, int64_t, int64_t, int64_t, const RopeTable&, bool);           \

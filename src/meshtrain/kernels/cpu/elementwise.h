@@ -90,6 +90,14 @@ inline uint16_t bf16_bits(float x) {
   return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
+// An output element of a kernel whose Out is T or uint16_t (bf16 bits of an
+// f32 result): as computed, or rounded by bf16_bits.
+template <typename T>
+inline void store_out(T* out, T v) {
+  *out = v;
+}
+inline void store_out(uint16_t* out, float v) { *out = bf16_bits(v); }
+
 // exp(x) for float in plain arithmetic so `#pragma omp simd` loops vectorize
 // (glibc's vector expf needs -ffast-math). Cephes polynomial, ~1 ulp on
 // [-87.3, 88.7]; 0 below, +inf above; NaN propagates.

@@ -20,13 +20,6 @@ inline T sigmoid(T x) {
   return T(1) / (T(1) + exp_t(-x));  // exp overflow gives exactly 0, no NaN
 }
 
-// An output element: as computed, or its bf16 bits (elementwise.h).
-template <typename T>
-inline void put(T* out, T v) {
-  *out = v;
-}
-inline void put(uint16_t* out, float v) { *out = bf16_bits(v); }
-
 inline float tanh_t(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
 inline double tanh_t(double u) { return std::tanh(u); }
 
@@ -40,7 +33,7 @@ template <typename T, typename Out>
 void swiglu_forward(const T* gate, const T* up, int64_t n, Out* out) {
   parallel_range(n, n, [&](int64_t b, int64_t e) {
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i) put(out + i, gate[i] * sigmoid(gate[i]) * up[i]);
+    for (int64_t i = b; i < e; ++i) store_out(out + i, gate[i] * sigmoid(gate[i]) * up[i]);
   });
 }
 
@@ -53,8 +46,8 @@ void swiglu_backward(const T* gate, const T* up, const T* dout, int64_t n, Out* 
       const T g = gate[i], u = up[i], d = dout[i];
       const T s = sigmoid(g);
       const T silu = g * s;
-      put(dgate + i, d * u * (s * (T(1) + g * (T(1) - s))));
-      put(dup + i, d * silu);
+      store_out(dgate + i, d * u * (s * (T(1) + g * (T(1) - s))));
+      store_out(dup + i, d * silu);
     }
   });
 }
@@ -66,7 +59,7 @@ void gelu_forward(const T* x, int64_t n, Out* y) {
 #pragma omp simd
     for (int64_t i = b; i < e; ++i) {
       const T v = x[i];
-      put(y + i, T(0.5) * v * (T(1) + tanh_t(c * (v + a * v * v * v))));
+      store_out(y + i, T(0.5) * v * (T(1) + tanh_t(c * (v + a * v * v * v))));
     }
   });
 }
@@ -80,7 +73,7 @@ void gelu_backward(const T* x, const T* dy, int64_t n, Out* dx) {
       const T v = x[i];
       const T t = tanh_t(c * (v + a * v * v * v));
       const T du = c * (T(1) + T(3) * a * v * v);
-      put(dx + i, dy[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du));
+      store_out(dx + i, dy[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du));
     }
   });
 }

@@ -16,8 +16,8 @@
 MT_ISA_BEGIN
 namespace meshtrain::kernels::MT_ISA_NS {
 
-template <typename T>
-void rmsnorm_forward(const T* x, const T* w, int64_t n, int64_t d, T eps, T* y, T* rstd) {
+template <typename T, typename Out>
+void rmsnorm_forward(const T* x, const T* w, int64_t n, int64_t d, T eps, Out* y, T* rstd) {
   parallel_range(n, n * d, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       const T* xr = x + i * d;
@@ -26,9 +26,9 @@ void rmsnorm_forward(const T* x, const T* w, int64_t n, int64_t d, T eps, T* y, 
       for (int64_t j = 0; j < d; ++j) ss += double(xr[j]) * double(xr[j]);
       const T r = T(1.0 / std::sqrt(ss / double(d) + double(eps)));
       rstd[i] = r;
-      T* yr = y + i * d;
+      Out* yr = y + i * d;
 #pragma omp simd
-      for (int64_t j = 0; j < d; ++j) yr[j] = xr[j] * r * w[j];
+      for (int64_t j = 0; j < d; ++j) store_out(yr + j, xr[j] * r * w[j]);
     }
   });
 }
@@ -116,8 +116,8 @@ void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, int64_
   });
 }
 
-template <typename T>
-void layernorm_forward(const T* x, const T* w, const T* b, int64_t n, int64_t d, T eps, T* y, T* mean, T* rstd) {
+template <typename T, typename Out>
+void layernorm_forward(const T* x, const T* w, const T* b, int64_t n, int64_t d, T eps, Out* y, T* mean, T* rstd) {
   parallel_range(n, n * d, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       const T* xr = x + i * d;
@@ -131,9 +131,9 @@ void layernorm_forward(const T* x, const T* w, const T* b, int64_t n, int64_t d,
       const T m = T(mu), r = T(1.0 / std::sqrt(var / double(d) + double(eps)));
       mean[i] = m;
       rstd[i] = r;
-      T* yr = y + i * d;
+      Out* yr = y + i * d;
 #pragma omp simd
-      for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * r * w[j] + b[j];
+      for (int64_t j = 0; j < d; ++j) store_out(yr + j, (xr[j] - m) * r * w[j] + b[j]);
     }
   });
 }
@@ -170,14 +170,18 @@ void layernorm_backward(const T* x, const T* w, const T* mean, const T* rstd, co
   });
 }
 
+#define MT_INSTANTIATE_NORM_FORWARD(T, Out)                                                                 \
+  template void rmsnorm_forward<T, Out>(const T*, const T*, int64_t, int64_t, T, Out*, T*);              \
+  template void layernorm_forward<T, Out>(const T*, const T*, const T*, int64_t, int64_t, T, Out*, T*, T*);
+MT_INSTANTIATE_NORM_FORWARD(float, uint16_t)
 #define MT_INSTANTIATE(T)                                                                                   \
-  template void rmsnorm_forward<T>(const T*, const T*, int64_t, int64_t, T, T*, T*);                     \
+  MT_INSTANTIATE_NORM_FORWARD(T, T)                                                                     \
   template void rmsnorm_backward<T>(const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*);   \
-  template void layernorm_forward<T>(const T*, const T*, const T*, int64_t, int64_t, T, T*, T*, T*);     \
   template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, \
                                       T*, T*, T*);
 MT_PER_ISA_INSTANTIATE(MT_INSTANTIATE)
 #undef MT_INSTANTIATE
+#undef MT_INSTANTIATE_NORM_FORWARD
 
 }  // namespace meshtrain::kernels::MT_ISA_NS
 MT_ISA_END

@@ -50,11 +50,11 @@
   void convert_bf16_to_f32(const uint16_t*, float*, int64_t);                                                    \
   template <typename T> void embedding_forward(const int32_t*, int64_t, const T*, int64_t, int64_t, T*);         \
   template <typename T> void embedding_backward(const int32_t*, int64_t, const T*, int64_t, int64_t, T*);        \
-  template <typename T> void rmsnorm_forward(const T*, const T*, int64_t, int64_t, T, T*, T*);                   \
+  template <typename T, typename Out> void rmsnorm_forward(const T*, const T*, int64_t, int64_t, T, Out*, T*);   \
   template <typename T>                                                                                          \
   void rmsnorm_backward(const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*);                       \
-  template <typename T>                                                                                          \
-  void layernorm_forward(const T*, const T*, const T*, int64_t, int64_t, T, T*, T*, T*);                         \
+  template <typename T, typename Out>                                                                                          \
+  void layernorm_forward(const T*, const T*, const T*, int64_t, int64_t, T, Out*, T*, T*);                         \
   template <typename T>                                                                                          \
   void layernorm_backward(const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*, T*);       \
   template <typename T>                                                                                          \
