@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
       f32_gemm == kernels::GemmImpl::kPacked ? kernels::GemmImpl::kOnednn : kernels::GemmImpl::kPacked;
   std::printf("kernels: %s | GEMM: %s | f32 GEMM %s (MESHTRAIN_GEMM), bf16 GEMM %s\n",
               kernels::isa_description().c_str(), kernels::gemm_description().c_str(),
-              kernels::gemm_impl_name(f32_gemm), kernels::bf16_gemm_is_native() ? "native" : "widened to fp32");
+              kernels::gemm_impl_name(f32_gemm), kernels::bf16_gemm_name());
   std::printf("model FLOPs per token: %.1f MFLOP (6 x %lld matmul params + 12 L d T)\n", flops_per_token * 1e-6,
               static_cast<long long>(model::build_model_spec(cfg).matmul_params(cfg)));
   for (int threads : thread_counts) {

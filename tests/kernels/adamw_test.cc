@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernel_test_util.h"
+#include "meshtrain/kernels/cpu/elementwise.h"
 #include "support/numeric.h"
 
 namespace meshtrain::kernels {
@@ -78,6 +79,27 @@ TEST(AdamW, IndependentOfThreadCount) {
     return std::vector<std::vector<float>>{p, m, v};
   };
   EXPECT_EQ(run(1), run(2));
+}
+
+// The bf16 compute copy written in the update's pass: the bits of the
+// updated f32 master converted after, and the master itself unchanged by
+// asking for it, at every level.
+TEST(AdamW, Bf16CopyIsTheUpdatedMasterConverted) {
+  const int64_t n = 4099;
+  AdamWHyper h;
+  h.weight_decay = 0.1;
+  h.step = 2;
+  const auto g = test::cast_vec<float>(random_vec(n, 3)), p0 = test::cast_vec<float>(random_vec(n, 4));
+  for (Isa level : test::runnable_levels()) {
+    ScopedIsa scoped(level);
+    std::vector<float> p = p0, m(n, 0.01f), v(n, 0.02f), pc = p0, mc(n, 0.01f), vc(n, 0.02f);
+    std::vector<uint16_t> fused(n, 0xffff), converted(n);
+    adamw_step(p.data(), g.data(), m.data(), v.data(), n, h, 0.5f);
+    adamw_step(pc.data(), g.data(), mc.data(), vc.data(), n, h, 0.5f, fused.data());
+    convert_f32_to_bf16(p.data(), converted.data(), n);
+    EXPECT_EQ(pc, p) << isa_name(level);
+    EXPECT_EQ(fused, converted) << isa_name(level);
+  }
 }
 
 }  // namespace

@@ -134,9 +134,12 @@ class KernelTable {
                         int64_t count) const = 0;
 
   // ---- optimizer ----
-  // One AdamW update of `param` from grad * grad_scale; m, v in the optimizer dtype.
+  // One AdamW update of `param` from grad * grad_scale; m, v in the optimizer
+  // dtype. compute_copy, where defined (param's numel, a 16-bit dtype): also
+  // the updated param converted into it (the bits of convert after; the f32
+  // master's compute copy under the mixed policies).
   virtual void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                     const AdamWHyper& h, double grad_scale) const = 0;
+                     const AdamWHyper& h, double grad_scale, const Tensor& compute_copy) const = 0;
 };
 
 // The table of a device; ConfigError when this build has none for it.

@@ -16,7 +16,8 @@ AdamW::AdamW(const OptimizerConfig& cfg, const std::vector<int64_t>& moment_nume
 }
 
 void AdamW::step(double lr, double grad_scale, const std::vector<OptSegment>& segments,
-                 const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
+                 const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                 const std::vector<Tensor>& compute_copies) {
   ++steps_;
   kernels::AdamWHyper h;
   h.lr = lr;
@@ -29,9 +30,9 @@ void AdamW::step(double lr, double grad_scale, const std::vector<OptSegment>& se
     MT_CHECK(s.offset + s.n <= m_[u].numel(), "segment outside unit ", s.unit, "'s moments");
     h.weight_decay = s.decay ? cfg_.weight_decay : 0.0;
     const Tensor& p = params[u];
-    kernels::kernels_for(p).adamw(p.flat_slice(s.offset, s.offset + s.n), grads[u].flat_slice(s.offset, s.offset + s.n),
-                                  m_[u].flat_slice(s.offset, s.offset + s.n), v_[u].flat_slice(s.offset, s.offset + s.n),
-                                  h, grad_scale);
+    auto slice = [&](const Tensor& t) { return t.flat_slice(s.offset, s.offset + s.n); };
+    const Tensor copy = compute_copies.empty() ? Tensor() : slice(compute_copies[u]);
+    kernels::kernels_for(p).adamw(slice(p), slice(grads[u]), slice(m_[u]), slice(v_[u]), h, grad_scale, copy);
   }
 }
 

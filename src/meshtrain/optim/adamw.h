@@ -31,9 +31,12 @@ class AdamW {
         const std::shared_ptr<CachingAllocator>& alloc);
   // One update with learning rate `lr` of every segment; params[u] and
   // grads[u] hold unit u's owned range. Gradients are multiplied by
-  // grad_scale (the clip coefficient) on the fly.
+  // grad_scale (the clip coefficient) on the fly. compute_copies, when not
+  // empty, hold each unit's owned range in the compute dtype (params[u]
+  // being its f32 master): the updated values are converted into them in
+  // the same pass.
   void step(double lr, double grad_scale, const std::vector<OptSegment>& segments, const std::vector<Tensor>& params,
-            const std::vector<Tensor>& grads);
+            const std::vector<Tensor>& grads, const std::vector<Tensor>& compute_copies = {});
   int64_t steps_taken() const { return steps_; }
   void set_steps_taken(int64_t s) { steps_ = s; }
   Tensor& m(int unit) { return m_[size_t(unit)]; }

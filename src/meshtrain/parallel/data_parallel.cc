@@ -221,23 +221,30 @@ double DataParallel::grad_sum_squares() {
 }
 
 void DataParallel::step(double lr, double grad_scale) {
-  std::vector<Tensor> params, grads;
+  std::vector<Tensor> params, grads, compute_copies;
+  const bool master = model_.params().precision().has_master_copy();
   for (int u = 0; u < nu_; ++u) {
     params.push_back(owned_params(u));
     grads.push_back(owned_grad(u));
+    if (master) compute_copies.push_back(owned_compute_params(u));
   }
-  adamw_->step(lr, grad_scale, opt_segments_, params, grads);
-  refresh_params();
+  // The update writes the masters' compute copies in its own pass (what
+  // refresh_params converts after a checkpoint load).
+  adamw_->step(lr, grad_scale, opt_segments_, params, grads, compute_copies);
+  publish_params();
+}
+
+Tensor DataParallel::owned_compute_params(int u) {
+  if (plan().owned_numel(u) == 0) return Tensor();
+  const UnitShard& s = plan().unit(u);
+  return plan().shards_params() ? gathered_->shard(u) : full_params_[size_t(u)].flat_slice(s.owned_begin, s.owned_end);
 }
 
 void DataParallel::refresh_params() {
   if (model_.params().precision().has_master_copy())
     for (int u = 0; u < nu_; ++u) {
-      if (plan().owned_numel(u) == 0) continue;
-      const UnitShard& s = plan().unit(u);
-      const Tensor dst = plan().shards_params() ? gathered_->shard(u)
-                                                : full_params_[size_t(u)].flat_slice(s.owned_begin, s.owned_end);
-      kernels::kernels_for(dst).convert(dst, masters_[size_t(u)]);
+      const Tensor dst = owned_compute_params(u);
+      if (dst.defined()) kernels::kernels_for(dst).convert(dst, masters_[size_t(u)]);
     }
   publish_params();
 }

@@ -109,6 +109,9 @@ class DataParallel {
   // and 2). Collective over dp.
   void refresh_params();
   Tensor owned_params(int u);  // the owned range the optimizer updates (the master when there is one)
+  // The owned range of the parameters the layers read (the compute dtype;
+  // the same tensor as owned_params without a master); undefined if empty.
+  Tensor owned_compute_params(int u);
   Tensor owned_grad(int u);    // reduced gradient of the owned range (after finish_grads)
   Tensor moment(int which, int u);  // Adam moment of the owned range: 0 = m, 1 = v
   // Full logical values of every held unit, concatenated in unit order, as

@@ -13,7 +13,11 @@ struct AdamWHyper {
   int64_t step = 1;  // 1-based update count, for bias correction
 };
 
+// param_bf16, where not null, also receives the updated param's bf16 bits
+// (the 16-bit compute copy of an f32 master, as convert_f32_to_bf16 would
+// round it, in the same pass).
 template <typename T>
-void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWHyper& h, T grad_scale);
+void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWHyper& h, T grad_scale,
+                uint16_t* param_bf16 = nullptr);
 
 }  // namespace meshtrain::kernels

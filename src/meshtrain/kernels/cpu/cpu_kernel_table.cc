@@ -502,15 +502,21 @@ class CpuKernels final : public KernelTable {
   }
 
   void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWHyper& h,
-             double grad_scale) const override {
+             double grad_scale, const Tensor& compute_copy) const override {
     MT_CHECK(param.numel() == grad.numel() && param.numel() == m.numel() && param.numel() == v.numel(),
              "adamw slices differ in length");
     MT_CHECK(param.dtype() == grad.dtype() && param.dtype() == m.dtype() && param.dtype() == v.dtype(),
              "adamw: the CPU kernel runs one dtype for parameters, gradients and moments");
+    // bf16 copies of f32 come out of the update's pass; others are converted after.
+    const bool fused = compute_copy.defined() && compute_copy.dtype() == DType::BF16 && param.dtype() == DType::F32;
+    MT_CHECK(!compute_copy.defined() || compute_copy.numel() == param.numel(), "adamw: a compute copy of ",
+             compute_copy.numel(), " elements for ", param.numel());
     with_float_type(param.dtype(), [&](auto z) {
       using T = decltype(z);
-      adamw_step<T>(ptr<T>(param), ptr<T>(grad), ptr<T>(m), ptr<T>(v), param.numel(), h, T(grad_scale));
+      adamw_step<T>(ptr<T>(param), ptr<T>(grad), ptr<T>(m), ptr<T>(v), param.numel(), h, T(grad_scale),
+                    fused ? static_cast<uint16_t*>(compute_copy.raw()) : nullptr);
     });
+    if (compute_copy.defined() && !fused) convert(compute_copy, param);
   }
 };
 

@@ -66,8 +66,9 @@ void gelu_backward(const T* x, const T* dy, int64_t n, Out* dx) {
 
 // ---- adamw.h
 template <typename T>
-void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWHyper& h, T grad_scale) {
-  MT_DISPATCH(adamw_step, param, grad, m, v, n, h, grad_scale);
+void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWHyper& h, T grad_scale,
+                uint16_t* param_bf16) {
+  MT_DISPATCH(adamw_step, param, grad, m, v, n, h, grad_scale, param_bf16);
 }
 
 // ---- attention.h
@@ -254,7 +255,7 @@ template void layernorm_forward<float, uint16_t>(const float*, const float*, con
                                                  uint16_t*, float*, float*);
 #define MT_INSTANTIATE(T)                                                                                          \
   MT_INSTANTIATE_ACTIVATIONS(T, T)                                                                                 \
-  template void adamw_step<T>(T*, const T*, T*, T*, int64_t, const AdamWHyper&, T);                                \
+  template void adamw_step<T>(T*, const T*, T*, T*, int64_t, const AdamWHyper&, T, uint16_t*);                     \
   template void attention_forward<T>(const AttentionShape&, const T*, const T*, const T*, const int32_t*, T, T*,   \
                                      T*);                                                                          \
   template void attention_backward<T>(const AttentionShape&, const T*, const T*, const T*, const int32_t*, T,      \

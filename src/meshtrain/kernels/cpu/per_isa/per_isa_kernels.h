@@ -21,7 +21,7 @@
   template <typename T, typename Out> void gelu_forward(const T*, int64_t, Out*);                                \
   template <typename T, typename Out> void gelu_backward(const T*, const T*, int64_t, Out*);                     \
   template <typename T>                                                                                          \
-  void adamw_step(T*, const T*, T*, T*, int64_t, const AdamWHyper&, T);                                          \
+  void adamw_step(T*, const T*, T*, T*, int64_t, const AdamWHyper&, T, uint16_t*);                              \
   template <typename T>                                                                                          \
   void attention_forward(const AttentionShape&, const T*, const T*, const T*, const int32_t*, T, T*, T*);        \
   template <typename T>                                                                                          \
