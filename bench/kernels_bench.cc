@@ -186,7 +186,7 @@ BENCHMARK_TEMPLATE(BM_GemmLayerMix, bf16)->Apply(mix_args<bf16>)->Unit(benchmark
 
 // Weight gradients of layers that read one input: q, k, v (set 0) or gate,
 // up (set 1); mode 0 one packed GEMM each, mode 1 one pass over the input
-// (gemm_f32_shared_b). Args: set, mode, threads.
+// (gemm_shared_b). Args: set, mode, threads.
 void BM_GemmSharedInput(benchmark::State& state) {
   const std::vector<int64_t> outs =
       state.range(0) == 0 ? std::vector<int64_t>{kModel, kKvHeads * kHeadDim, kKvHeads * kHeadDim}
@@ -205,7 +205,7 @@ void BM_GemmSharedInput(benchmark::State& state) {
   for (size_t i = 0; i < outs.size(); ++i) rows.push_back({outs[i], dy[i].data(), 0.0f, dw[i].data()});
   for (auto _ : state) {
     if (shared)
-      mk::gemm_f32_shared_b(true, false, rows.data(), int(rows.size()), kModel, kTokens, 1.0f, x.data());
+      mk::gemm_shared_b(true, false, rows.data(), int(rows.size()), kModel, kTokens, 1.0f, x.data());
     else
       for (const auto& r : rows)
         mk::gemm_f32_using(mk::GemmImpl::kPacked, true, false, r.M, kModel, kTokens, 1.0f, r.A, x.data(), 0.0f, r.C);
@@ -218,7 +218,7 @@ BENCHMARK(BM_GemmSharedInput)
     ->UseRealTime();
 
 // An output projection plus the residual: mode 0 copies the residual into y
-// and adds with beta 1, mode 1 reads it inside the GEMM (gemm_f32_onto).
+// and adds with beta 1, mode 1 reads it inside the GEMM (gemm_onto).
 // Args: the projection's input width (512: o_proj, 1408: down_proj), mode, threads.
 void BM_GemmOntoResidual(benchmark::State& state) {
   const int64_t in = state.range(0);
@@ -229,7 +229,7 @@ void BM_GemmOntoResidual(benchmark::State& state) {
   std::vector<float> y(size_t(kTokens * kModel));
   for (auto _ : state) {
     if (onto) {
-      mk::gemm_f32_onto(false, true, kTokens, kModel, in, 1.0f, x.data(), w.data(), res.data(), y.data());
+      mk::gemm_onto(false, true, kTokens, kModel, in, 1.0f, x.data(), w.data(), res.data(), y.data());
     } else {
       std::copy(res.begin(), res.end(), y.begin());
       mk::gemm<float>(false, true, kTokens, kModel, in, 1.0f, x.data(), w.data(), 1.0f, y.data());

@@ -1,6 +1,6 @@
 // Covers the packed bf16 GEMM (per_isa/packed_gemm_bf16_tiles.h, the bf16
-// kit of per_isa/packed_gemm.cc, gemm_bf16 / gemm_bf16_shared_b /
-// gemm_bf16_onto in cpu/gemm.cc): bit for bit against a scalar emulation
+// kit of per_isa/packed_gemm.cc, gemm_bf16 / gemm_shared_b /
+// gemm_onto in cpu/gemm.cc): bit for bit against a scalar emulation
 // of its arithmetic (k in pairs, the odd one added first, each sum rounded
 // once, k blocks of kc), for odd shapes, odd K, every transpose, alpha and
 // beta; its invariance to the thread count and to how the operands are
@@ -155,10 +155,10 @@ TEST(PackedGemmBf16, RowSetsSharingBAndSumsOntoGetTheBitsOfSeparateCalls) {
             for (size_t i = 0; i < ms.size(); ++i)
               gemm_bf16_using(GemmImpl::kPacked, ta, false, ms[i], n, k, 0.75f, a[i].data(), bm.data(), sets[i].beta,
                               alone[i].data());
-            gemm_bf16_shared_b(ta, false, sets.data(), int(sets.size()), n, k, 0.75f, bm.data());
+            gemm_shared_b(ta, false, sets.data(), int(sets.size()), n, k, 0.75f, bm.data());
             gemm_bf16_using(GemmImpl::kPacked, ta, false, ms[0], n, k, 0.75f, a[0].data(), bm.data(), 1.0f,
                             copied.data());
-            gemm_bf16_onto(ta, false, ms[0], n, k, 0.75f, a[0].data(), bm.data(), base.data(), onto.data());
+            gemm_onto(ta, false, ms[0], n, k, 0.75f, a[0].data(), bm.data(), base.data(), onto.data());
             return 0;
           });
           const std::string where = " N=" + std::to_string(n) + " K=" + std::to_string(k) + " ta=" +

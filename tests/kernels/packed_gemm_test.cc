@@ -232,7 +232,7 @@ TEST(PackedGemm, RowSetsSharingBGetTheBitsOfSeparateCalls) {
 // C = alpha op(A) op(B) + C_in with C_in apart (the residual added inside
 // the GEMM): the bits of copying C_in into C and adding with beta 1, C
 // never read (NaN), at 1 and 2 threads, one and several column blocks, one
-// and several k blocks, edge tiles; gemm_f32_onto likewise through the
+// and several k blocks, edge tiles; gemm_onto likewise through the
 // active implementation.
 TEST(PackedGemm, SumOntoAnotherMatrixGetsTheBitsOfCopyThenAdd) {
   for (Isa level : test::runnable_levels()) {
@@ -248,7 +248,7 @@ TEST(PackedGemm, SumOntoAnotherMatrixGetsTheBitsOfCopyThenAdd) {
             packed_gemm_f32(ta, false, s.m, s.n, s.k, 0.75f, in.a.data(), in.b.data(), 1.0f, copied.data());
             packed_gemm_f32_rows(ta, false, &rows, 1, s.n, s.k, 0.75f, in.b.data());
             gemm<float>(ta, false, s.m, s.n, s.k, 0.75f, in.a.data(), in.b.data(), 1.0f, reference.data());
-            gemm_f32_onto(ta, false, s.m, s.n, s.k, 0.75f, in.a.data(), in.b.data(), in.c.data(), via_gemm.data());
+            gemm_onto(ta, false, s.m, s.n, s.k, 0.75f, in.a.data(), in.b.data(), in.c.data(), via_gemm.data());
             return 0;
           });
           EXPECT_EQ(copied, onto) << isa_name(level) << " M=" << s.m << " N=" << s.n << " ta=" << ta

@@ -17,4 +17,12 @@ void swiglu_backward(const T* gate, const T* up, const T* dout, int64_t n, Out* 
 template <typename T, typename Out> void gelu_forward(const T* x, int64_t n, Out* y);
 template <typename T, typename Out> void gelu_backward(const T* x, const T* dy, int64_t n, Out* dx);
 
+// The explicit instantiations for one (T, Out), in the dispatching
+// namespace and in each ISA level's (dispatch.cc, per_isa/activation.cc).
+#define MT_INSTANTIATE_ACTIVATIONS(T, Out)                                               \
+  template void swiglu_forward<T, Out>(const T*, const T*, int64_t, Out*);                  \
+  template void swiglu_backward<T, Out>(const T*, const T*, const T*, int64_t, Out*, Out*); \
+  template void gelu_forward<T, Out>(const T*, int64_t, Out*);                              \
+  template void gelu_backward<T, Out>(const T*, const T*, int64_t, Out*);
+
 }  // namespace meshtrain::kernels

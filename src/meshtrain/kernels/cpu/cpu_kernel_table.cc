@@ -114,10 +114,9 @@ void with_output(const Tensor& in, const Tensor& out, F&& f) {
   });
 }
 
-// gemm_shared_b's sets as PackedGemmRowsOf<In>, run by `run` (one of gemm.h's *_shared_b).
-template <typename In, typename Run>
-void shared_b(bool ta, bool tb, double alpha, const std::vector<KernelTable::GemmRows>& rows, const Tensor& b,
-              Run run) {
+// KernelTable::gemm_shared_b's sets as PackedGemmRowsOf<In>, run by gemm.h's.
+template <typename In>
+void shared_b(bool ta, bool tb, double alpha, const std::vector<KernelTable::GemmRows>& rows, const Tensor& b) {
   std::vector<PackedGemmRowsOf<In>> sets;
   int64_t N = 0, K = 0;
   for (const KernelTable::GemmRows& r : rows) {
@@ -125,7 +124,7 @@ void shared_b(bool ta, bool tb, double alpha, const std::vector<KernelTable::Gem
     N = n, K = k;
     sets.push_back({m, ptr<In>(r.a), float(r.beta), ptr<float>(r.c)});
   }
-  run(ta, tb, sets.data(), int(sets.size()), N, K, float(alpha), ptr<In>(b));
+  kernels::gemm_shared_b(ta, tb, sets.data(), int(sets.size()), N, K, float(alpha), ptr<In>(b));
 }
 
 class CpuKernels final : public KernelTable {
@@ -160,9 +159,9 @@ class CpuKernels final : public KernelTable {
     same_numel(base, c, "gemm_onto");
     const auto [M, N, K] = gemm_shape(ta, tb, a, b, c);
     if (in == DType::F32)
-      gemm_f32_onto(ta, tb, M, N, K, float(alpha), ptr<float>(a), ptr<float>(b), ptr<float>(base), ptr<float>(c));
+      kernels::gemm_onto(ta, tb, M, N, K, float(alpha), ptr<float>(a), ptr<float>(b), ptr<float>(base), ptr<float>(c));
     else
-      gemm_bf16_onto(ta, tb, M, N, K, float(alpha), ptr<bf16>(a), ptr<bf16>(b), ptr<float>(base), ptr<float>(c));
+      kernels::gemm_onto(ta, tb, M, N, K, float(alpha), ptr<bf16>(a), ptr<bf16>(b), ptr<float>(base), ptr<float>(c));
   }
 
   void gemm_shared_b(bool ta, bool tb, double alpha, const std::vector<GemmRows>& rows,
@@ -173,8 +172,8 @@ class CpuKernels final : public KernelTable {
                             return r.a.dtype() == in && r.c.dtype() == DType::F32;
                           });
     if (!packable) return KernelTable::gemm_shared_b(ta, tb, alpha, rows, b);
-    if (in == DType::F32) return shared_b<float>(ta, tb, alpha, rows, b, gemm_f32_shared_b);
-    shared_b<bf16>(ta, tb, alpha, rows, b, gemm_bf16_shared_b);
+    if (in == DType::F32) return shared_b<float>(ta, tb, alpha, rows, b);
+    shared_b<bf16>(ta, tb, alpha, rows, b);
   }
 
   void convert(const Tensor& dst, const Tensor& src) const override {

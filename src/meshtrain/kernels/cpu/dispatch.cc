@@ -244,11 +244,6 @@ CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t n, int64_t Vl
   MT_DISPATCH(vocab_ce_finish, targets, n, Vl, vocab_begin, row_max, sum_exp, target_logit, grad_scale, dlogits);
 }
 
-#define MT_INSTANTIATE_ACTIVATIONS(T, Out)                                                                         \
-  template void swiglu_forward<T, Out>(const T*, const T*, int64_t, Out*);                                         \
-  template void swiglu_backward<T, Out>(const T*, const T*, const T*, int64_t, Out*, Out*);                        \
-  template void gelu_forward<T, Out>(const T*, int64_t, Out*);                                                     \
-  template void gelu_backward<T, Out>(const T*, const T*, int64_t, Out*);
 MT_INSTANTIATE_ACTIVATIONS(float, uint16_t)
 template void rmsnorm_forward<float, uint16_t>(const float*, const float*, int64_t, int64_t, float, uint16_t*, float*);
 template void layernorm_forward<float, uint16_t>(const float*, const float*, const float*, int64_t, int64_t, float,

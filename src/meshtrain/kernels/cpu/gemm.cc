@@ -263,10 +263,12 @@ void unpacked_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
 }
 
+}  // namespace
+
 // Each set's C = alpha op(A_i) op(B) + beta_i C_in (C_in: C unless set):
 // one pass over op(B) in the packed GEMM, one product per set otherwise.
 template <typename In>
-void shared_b_rows(bool trans_a, bool trans_b, const PackedGemmRowsOf<In>* rows, int count, int64_t N, int64_t K,
+void gemm_shared_b(bool trans_a, bool trans_b, const PackedGemmRowsOf<In>* rows, int count, int64_t N, int64_t K,
                    float alpha, const In* B) {
   if (!packed_for(B)) {
     for (int s = 0; s < count; ++s) {
@@ -285,29 +287,19 @@ void shared_b_rows(bool trans_a, bool trans_b, const PackedGemmRowsOf<In>* rows,
   if (products) packed_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
 }
 
-}  // namespace
-
-void gemm_f32_shared_b(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
-                       float alpha, const float* B) {
-  shared_b_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
+template <typename In>
+void gemm_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const In* A, const In* B,
+               const float* C_in, float* C) {
+  const PackedGemmRowsOf<In> rows{M, A, 1.0f, C, C_in};
+  gemm_shared_b(trans_a, trans_b, &rows, 1, N, K, alpha, B);
 }
 
-void gemm_bf16_shared_b(bool trans_a, bool trans_b, const PackedGemmRowsBf16* rows, int count, int64_t N, int64_t K,
-                        float alpha, const bf16* B) {
-  shared_b_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
-}
-
-void gemm_f32_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                   const float* B, const float* C_in, float* C) {
-  const PackedGemmRows rows{M, A, 1.0f, C, C_in};
-  shared_b_rows(trans_a, trans_b, &rows, 1, N, K, alpha, B);
-}
-
-void gemm_bf16_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
-                    const bf16* B, const float* C_in, float* C) {
-  const PackedGemmRowsBf16 rows{M, A, 1.0f, C, C_in};
-  shared_b_rows(trans_a, trans_b, &rows, 1, N, K, alpha, B);
-}
+#define MT_INSTANTIATE(In)                                                                                         \
+  template void gemm_shared_b<In>(bool, bool, const PackedGemmRowsOf<In>*, int, int64_t, int64_t, float, const In*); \
+  template void gemm_onto<In>(bool, bool, int64_t, int64_t, int64_t, float, const In*, const In*, const float*, float*);
+MT_INSTANTIATE(float)
+MT_INSTANTIATE(bf16)
+#undef MT_INSTANTIATE
 
 bool bf16_gemm_is_packed() {
   // Where the CPU has AMX, oneDNN's bf16 kernels use it and are the faster

@@ -36,19 +36,22 @@ GemmImpl resolve_gemm_request(const char* request, int isa_level);
 // gemm<float> through `impl`, whichever is active (benchmarks, tests).
 void gemm_f32_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, const float* B, float beta, float* C);
-// f32 products that share op(B) (PackedGemmRows, packed_gemm.h), each as
-// gemm<float> would compute it alone: the packed GEMM packs op(B) once for
-// all of them, oneDNN runs them one by one.
-void gemm_f32_shared_b(bool trans_a, bool trans_b, const PackedGemmRows* rows, int count, int64_t N, int64_t K,
-                       float alpha, const float* B);
+// Products that share op(B) (PackedGemmRowsOf, packed_gemm.h), In float or
+// bf16, each as gemm<float> / gemm_bf16 would compute it alone: the packed
+// GEMM packs op(B) once for all of them, the others run them one by one.
+template <typename In>
+void gemm_shared_b(bool trans_a, bool trans_b, const PackedGemmRowsOf<In>* rows, int count, int64_t N, int64_t K,
+                   float alpha, const In* B);
 // C = alpha op(A) op(B) + C_in (C_in [M,N], C itself or apart): the same
-// bits as copying C_in into C and then gemm<float> with beta 1; the packed
-// GEMM reads C_in in its first k block instead of a copy first.
-void gemm_f32_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                   const float* B, const float* C_in, float* C);
+// bits as copying C_in into C and then a GEMM with beta 1; the packed GEMM
+// reads C_in in its first k block instead of a copy first.
+template <typename In>
+void gemm_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const In* A, const In* B,
+               const float* C_in, float* C);
 // What decides the GEMMs' bits here besides the ISA level: the f32 GEMM with
 // its blocking, the packed bf16 GEMM's where it runs, and the oneDNN
-// version, e.g. "packed 12x32 kc 512 + bf16 packed kc 1024 + oneDNN 2.6.3". For --version, bench headers and checkpoints' kernel
+// version, e.g. "packed 12x32 kc 512 + bf16 packed kc 1024 +
+// oneDNN 2.6.3". For --version, bench headers and checkpoints' kernel
 // environment (a different value: no bitwise replay claim).
 std::string gemm_description();
 
@@ -63,12 +66,6 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
 // oneDNN's bf16 matmul where native, else widened (benchmarks, tests).
 void gemm_bf16_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                      const bf16* A, const bf16* B, float beta, float* C);
-// The bf16 twins of gemm_f32_shared_b and gemm_f32_onto (one pass over op(B)
-// and C_in read in the first k block when packed; product by product else).
-void gemm_bf16_shared_b(bool trans_a, bool trans_b, const PackedGemmRowsBf16* rows, int count, int64_t N, int64_t K,
-                        float alpha, const bf16* B);
-void gemm_bf16_onto(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
-                    const bf16* B, const float* C_in, float* C);
 // Whether gemm_bf16 runs the packed GEMM: the CPU has AVX-512 BF16 at the
 // avx512 level (packed_gemm_bf16_available()), MESHTRAIN_GEMM leaves the
 // packed GEMMs on, and there is no AMX (where oneDNN's bf16 kernels use it

@@ -78,16 +78,10 @@ void gelu_backward(const T* x, const T* dy, int64_t n, Out* dx) {
   });
 }
 
-#define MT_INSTANTIATE_ACTIVATIONS(T, Out)                                        \
-  template void swiglu_forward<T, Out>(const T*, const T*, int64_t, Out*);         \
-  template void swiglu_backward<T, Out>(const T*, const T*, const T*, int64_t, Out*, Out*); \
-  template void gelu_forward<T, Out>(const T*, int64_t, Out*);                     \
-  template void gelu_backward<T, Out>(const T*, const T*, int64_t, Out*);
 MT_INSTANTIATE_ACTIVATIONS(float, uint16_t)
 #define MT_INSTANTIATE(T) MT_INSTANTIATE_ACTIVATIONS(T, T)
 MT_PER_ISA_INSTANTIATE(MT_INSTANTIATE)
 #undef MT_INSTANTIATE
-#undef MT_INSTANTIATE_ACTIVATIONS
 
 }  // namespace meshtrain::kernels::MT_ISA_NS
 MT_ISA_END
