@@ -1,4 +1,6 @@
-// The packed f32 GEMM (packed_gemm.h). Loops, outermost first:
+// The packed GEMMs (packed_gemm.h): f32, and bf16 at the avx512 level, one
+// template of the loops over an element kit (F32Kit, Bf16Kit below; kc
+// counts k values, padded to pairs for bf16). Loops, outermost first:
 //   k blocks pc (kKC, in order) > [pack this thread's rows of op(A)]
 //   > column blocks jc (nc) > [pack op(B) block, shared by the team]
 //   > this thread's strips ir (kMR) > panels jr (kNR) > register tile.
