@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "meshtrain/core/dtype.h"
+
 namespace meshtrain::kernels {
 
 template <typename T> void add_inplace(T* y, const T* x, int64_t n);          // y += x
@@ -79,24 +81,13 @@ inline void parallel_zero_bytes(void* dst, size_t bytes) {
   for_byte_ranges(bytes, [&](size_t from, size_t to) { std::memset(static_cast<char*>(dst) + from, 0, to - from); });
 }
 
-// f32 -> bf16 bits, round to nearest even, NaN stays a (quiet) NaN: the
-// rounding of bf16::from_float without its branch, so `omp simd` loops
-// vectorize it (convert_f32_to_bf16 and the kernels that write bf16).
-inline uint16_t bf16_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t nan = (u >> 16) | 0x40u;
-  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
 // An output element of a kernel whose Out is T or uint16_t (bf16 bits of an
-// f32 result): as computed, or rounded by bf16_bits.
+// f32 result): as computed, or rounded by bf16::from_float.
 template <typename T>
 inline void store_out(T* out, T v) {
   *out = v;
 }
-inline void store_out(uint16_t* out, float v) { *out = bf16_bits(v); }
+inline void store_out(uint16_t* out, float v) { *out = bf16::from_float(v); }
 
 // exp(x) for float in plain arithmetic so `#pragma omp simd` loops vectorize
 // (glibc's vector expf needs -ffast-math). Cephes polynomial, ~1 ulp on

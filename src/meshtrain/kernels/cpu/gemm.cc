@@ -270,19 +270,17 @@ void unpacked_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
 template <typename In>
 void gemm_shared_b(bool trans_a, bool trans_b, const PackedGemmRowsOf<In>* rows, int count, int64_t N, int64_t K,
                    float alpha, const In* B) {
-  if (!packed_for(B)) {
-    for (int s = 0; s < count; ++s) {
-      const PackedGemmRowsOf<In>& r = rows[s];
-      if (r.C_in && r.C_in != r.C && r.beta != 0.0f) std::memcpy(r.C, r.C_in, size_t(r.M * N) * sizeof(float));
-      unpacked_gemm(trans_a, trans_b, r.M, N, K, alpha, r.A, B, r.beta, r.C);
-    }
-    return;
-  }
+  const bool packed = packed_for(B);
   bool products = false;
   for (int s = 0; s < count; ++s) {
     const PackedGemmRowsOf<In>& r = rows[s];
-    if (K == 0 && r.C_in && r.C_in != r.C && r.beta != 0.0f) std::memcpy(r.C, r.C_in, size_t(r.M * N) * sizeof(float));
-    products = has_products(r.M, N, K, r.beta, r.C) || products;
+    // Only the packed GEMM reads C_in in place (and only when it has k blocks).
+    if ((!packed || K == 0) && r.C_in && r.C_in != r.C && r.beta != 0.0f)
+      std::memcpy(r.C, r.C_in, size_t(r.M * N) * sizeof(float));
+    if (!packed)
+      unpacked_gemm(trans_a, trans_b, r.M, N, K, alpha, r.A, B, r.beta, r.C);
+    else
+      products = has_products(r.M, N, K, r.beta, r.C) || products;
   }
   if (products) packed_rows(trans_a, trans_b, rows, count, N, K, alpha, B);
 }

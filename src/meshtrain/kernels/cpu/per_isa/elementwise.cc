@@ -109,7 +109,7 @@ bool all_finite(const T* x, int64_t n) {
 void convert_f32_to_bf16(const float* x, uint16_t* y, int64_t n) {
   parallel_range(n, n, [&](int64_t b, int64_t e) {
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i) y[i] = bf16_bits(x[i]);
+    for (int64_t i = b; i < e; ++i) y[i] = bf16::from_float(x[i]);
   });
 }
 
