@@ -438,17 +438,21 @@ void BM_GradientZeroFill(benchmark::State& state) {
 }
 MT_BENCH_THREADS(BM_GradientZeroFill);
 
+// range(1) = 1: the update also writes the bf16 compute copy (the bf16
+// policy's optimizer pass).
 void BM_AdamW(benchmark::State& state) {
   set_threads(state);
   const int64_t n = 16 << 20;
+  const bool with_copy = state.range(1) != 0;
   auto p = random_floats(n, 1), g = random_floats(n, 2);
   std::vector<float> m(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+  std::vector<uint16_t> copy(with_copy ? static_cast<size_t>(n) : 0);
   mk::AdamWHyper h;
   h.weight_decay = 0.1;
-  for (auto _ : state) mk::adamw_step(p.data(), g.data(), m.data(), v.data(), n, h, 1.0f);
-  bytes(state, 7.0 * 4 * n);  // p, g, m, v read; p, m, v written
+  for (auto _ : state) mk::adamw_step(p.data(), g.data(), m.data(), v.data(), n, h, 1.0f, with_copy ? copy.data() : nullptr);
+  bytes(state, (7.0 * 4 + (with_copy ? 2.0 : 0.0)) * n);  // p, g, m, v read; p, m, v (and the copy) written
 }
-MT_BENCH_THREADS(BM_AdamW);
+BENCHMARK(BM_AdamW)->ArgsProduct({{1, 2}, {0, 1}})->UseRealTime();
 
 }  // namespace
 

@@ -63,10 +63,44 @@ TEST(HostPages, BigBlocksAreAdvisedAsHugePages) {
   if (kernel_has_transparent_huge_pages()) {
     EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
   }
-  // The partial huge page at the end is not advised (it stays in 4 KiB pages).
+  // The partial huge page at the end is not advised (padding it would add
+  // more than 1/8 of the block): it stays in 4 KiB pages.
   const std::string tail_flags = vm_flags_at(static_cast<char*>(p) + 3 * kHugePageBytes);
   EXPECT_EQ(tail_flags.find(" hg"), std::string::npos) << tail_flags;
   release_host_pages(p);
+}
+
+// Where padding the last partial huge page costs at most 1/8 of the block,
+// the block is padded and its tail advised too: no 4 KiB pages at its end.
+TEST(HostPages, ATailWorthPaddingIsAHugePageToo) {
+  const size_t bytes = 16 * kHugePageBytes + 12345;
+  EXPECT_EQ(huge_page_span(bytes), 17 * kHugePageBytes);
+  void* p = allocate_host_pages(bytes);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 1, bytes);
+  const std::string tail_flags = vm_flags_at(static_cast<char*>(p) + 16 * kHugePageBytes);
+  ASSERT_FALSE(tail_flags.empty()) << "no mapping of this process contains the block's tail";
+  if (kernel_has_transparent_huge_pages()) {
+    EXPECT_NE(tail_flags.find(" hg"), std::string::npos) << tail_flags;
+  }
+  release_host_pages(p);
+}
+
+TEST(HostPages, HugePageSpanPadsAtMostAnEighth) {
+  EXPECT_EQ(huge_page_span(kHugePageBytes - 1), 0u);
+  EXPECT_EQ(huge_page_span(kHugePageBytes), kHugePageBytes);
+  EXPECT_EQ(huge_page_span(kHugePageBytes + 1), kHugePageBytes);  // padding 2 MiB: not worth it
+  EXPECT_EQ(huge_page_span(8 * kHugePageBytes - 1), 8 * kHugePageBytes);
+  for (size_t bytes = kHugePageBytes; bytes < 40 * kHugePageBytes; bytes += 98765) {
+    const size_t span = huge_page_span(bytes);
+    EXPECT_EQ(span % kHugePageBytes, 0u) << bytes;
+    EXPECT_GE(span + kHugePageBytes, bytes + 1) << bytes;  // every whole huge page inside the block
+    if (span >= bytes) {
+      EXPECT_LE(span - bytes, bytes / 8) << bytes;
+    } else {
+      EXPECT_GT(span + kHugePageBytes - bytes, bytes / 8) << bytes;  // padding would have cost more
+    }
+  }
 }
 
 TEST(HostPages, OutOfMemoryIsANullBlock) { EXPECT_EQ(allocate_host_pages(size_t(1) << 62), nullptr); }

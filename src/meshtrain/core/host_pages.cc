@@ -2,18 +2,23 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace meshtrain {
 
+size_t huge_page_span(size_t bytes) {
+  if (bytes < kHugePageBytes) return 0;
+  const size_t whole = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  return whole - bytes <= bytes / 8 ? whole : whole - kHugePageBytes;
+}
+
 void* allocate_host_pages(size_t bytes) {
-  const bool huge = bytes >= kHugePageBytes;
+  const size_t span = huge_page_span(bytes);
   void* p = nullptr;
-  if (::posix_memalign(&p, huge ? kHugePageBytes : 64, bytes) != 0) return nullptr;
-  // Only the whole huge pages inside the block are advised: a partial one at
-  // its end stays in 4 KiB pages, so resident memory never exceeds the block.
+  if (::posix_memalign(&p, span > 0 ? kHugePageBytes : 64, std::max(bytes, span)) != 0) return nullptr;
   // Advice only: a kernel without THP (or with it off) keeps 4 KiB pages.
-  if (huge) (void)::madvise(p, bytes / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
+  if (span > 0) (void)::madvise(p, span, MADV_HUGEPAGE);
   return p;
 }
 
