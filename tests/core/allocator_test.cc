@@ -1,4 +1,5 @@
 #include "meshtrain/core/allocator.h"
+#include "meshtrain/core/host_pages.h"
 #include "meshtrain/core/memory_tracker.h"
 
 #include <gtest/gtest.h>
@@ -31,6 +32,29 @@ TEST(CachingAllocator, AlignedAndEmptyCache) {
   void* z = alloc->allocate(0, MemCategory::Other);
   EXPECT_NE(z, nullptr);
   alloc->deallocate(z, 0, MemCategory::Other);
+}
+
+// A host block padded to whole huge pages (host_pages.h) holds more than
+// its size: the tracker reports that padding apart from the categories, and
+// it leaves with the block when the cache is emptied.
+TEST(CachingAllocator, ReportsHugePagePaddingApart) {
+  auto alloc = CachingAllocator::create();
+  const size_t padded = 16 * kHugePageBytes + 12345, unpadded = kHugePageBytes + 12345, small = 4096;
+  void* a = alloc->allocate(padded, MemCategory::Activations);
+  void* b = alloc->allocate(unpadded, MemCategory::Activations);
+  void* c = alloc->allocate(small, MemCategory::Activations);
+  const int64_t block = int64_t(CachingAllocator::rounded_size(padded));
+  EXPECT_EQ(alloc->tracker().page_padding(), 17 * int64_t(kHugePageBytes) - block);
+  EXPECT_EQ(alloc->tracker().current(MemCategory::Activations),
+            block + int64_t(CachingAllocator::rounded_size(unpadded) + CachingAllocator::rounded_size(small)));
+  EXPECT_NE(alloc->tracker().snapshot().str().find("page_padding=1.94 MiB"), std::string::npos)
+      << alloc->tracker().snapshot().str();
+  alloc->deallocate(a, padded, MemCategory::Activations);
+  alloc->deallocate(b, unpadded, MemCategory::Activations);
+  alloc->deallocate(c, small, MemCategory::Activations);
+  EXPECT_EQ(alloc->tracker().page_padding(), 17 * int64_t(kHugePageBytes) - block) << "cached blocks keep theirs";
+  alloc->empty_cache();
+  EXPECT_EQ(alloc->tracker().page_padding(), 0);
 }
 
 TEST(MemoryTracker, PeakAndReset) {

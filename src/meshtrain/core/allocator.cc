@@ -10,7 +10,7 @@ namespace meshtrain {
 namespace {
 
 std::mutex registry_mu;
-DeviceMemory registry[2] = {{allocate_host_pages, release_host_pages}, {}};
+DeviceMemory registry[2] = {{allocate_host_pages, release_host_pages, host_pages_footprint}, {}};
 
 }  // namespace
 
@@ -36,6 +36,10 @@ size_t CachingAllocator::rounded_size(size_t bytes) {
   return (bytes + g - 1) / g * g;
 }
 
+int64_t CachingAllocator::padding_of(size_t block) const {
+  return memory_.footprint ? int64_t(memory_.footprint(block) - block) : 0;
+}
+
 void* CachingAllocator::allocate(size_t bytes, MemCategory category) {
   const size_t sz = rounded_size(bytes);
   void* p = nullptr;
@@ -55,7 +59,10 @@ void* CachingAllocator::allocate(size_t bytes, MemCategory category) {
     p = memory_.allocate(sz);
     if (!p) MT_THROW(Error, "out of ", device_name(device_), " memory allocating ", format_bytes(int64_t(sz)), " for ",
                      mem_category_name(category), " (in use: ", format_bytes(tracker_.total_current()), ")");
+    std::lock_guard<std::mutex> lock(mu_);
     ++os_allocations_;
+    page_padding_ += padding_of(sz);
+    tracker_.set_page_padding(page_padding_);
   }
   tracker_.on_alloc(category, int64_t(sz));
   return p;
@@ -73,10 +80,14 @@ void CachingAllocator::deallocate(void* p, size_t bytes, MemCategory category) {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [sz, p] : free_) memory_.release(p);
+  for (auto& [sz, p] : free_) {
+    memory_.release(p);
+    page_padding_ -= padding_of(sz);
+  }
   free_.clear();
   cached_bytes_ = 0;
   tracker_.set_cached(0);
+  tracker_.set_page_padding(page_padding_);
 }
 
 }  // namespace meshtrain

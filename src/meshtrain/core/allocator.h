@@ -21,6 +21,9 @@ namespace meshtrain {
 struct DeviceMemory {
   void* (*allocate)(size_t bytes) = nullptr;  // 64-byte aligned, or nullptr when out of memory
   void (*release)(void* p) = nullptr;
+  // The bytes an allocation of `bytes` holds, page padding included (host:
+  // huge pages, host_pages.h); nullptr where it is `bytes`.
+  size_t (*footprint)(size_t bytes) = nullptr;
 };
 void register_device_memory(Device device, DeviceMemory memory);
 
@@ -48,11 +51,13 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
 
  private:
   explicit CachingAllocator(Device device);
+  int64_t padding_of(size_t block) const;
   Device device_;
   DeviceMemory memory_;
   std::mutex mu_;
   std::multimap<size_t, void*> free_;  // rounded size -> block
   int64_t cached_bytes_ = 0;
+  int64_t page_padding_ = 0;  // the OS blocks' bytes beyond their sizes
   int64_t os_allocations_ = 0;
   MemoryTracker tracker_;
 };

@@ -13,10 +13,12 @@ size_t huge_page_span(size_t bytes) {
   return whole - bytes <= bytes / 8 ? whole : whole - kHugePageBytes;
 }
 
+size_t host_pages_footprint(size_t bytes) { return std::max(bytes, huge_page_span(bytes)); }
+
 void* allocate_host_pages(size_t bytes) {
   const size_t span = huge_page_span(bytes);
   void* p = nullptr;
-  if (::posix_memalign(&p, span > 0 ? kHugePageBytes : 64, std::max(bytes, span)) != 0) return nullptr;
+  if (::posix_memalign(&p, span > 0 ? kHugePageBytes : 64, host_pages_footprint(bytes)) != 0) return nullptr;
   // Advice only: a kernel without THP (or with it off) keeps 4 KiB pages.
   if (span > 0) (void)::madvise(p, span, MADV_HUGEPAGE);
   return p;

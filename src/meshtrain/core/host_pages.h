@@ -27,6 +27,8 @@ size_t huge_page_span(size_t bytes);
 // boundary with huge_page_span(bytes) advised as huge pages (the block
 // padded to it); nullptr when out of memory. Free with release_host_pages.
 void* allocate_host_pages(size_t bytes);
+// What such a block holds: `bytes` with its padding.
+size_t host_pages_footprint(size_t bytes);
 void release_host_pages(void* p);
 
 }  // namespace meshtrain

@@ -40,6 +40,7 @@ MemorySnapshot MemoryTracker::snapshot() const {
   s.total_current = total_current();
   s.total_peak = total_peak();
   s.cached = cached();
+  s.page_padding = page_padding();
   return s;
 }
 
@@ -59,7 +60,8 @@ std::string MemorySnapshot::str() const {
     if (peak[i] == 0) continue;
     s += std::string(mem_category_name(MemCategory(i))) + "=" + format_bytes(peak[i]) + " ";
   }
-  return s + "total_peak=" + format_bytes(total_peak) + " cached=" + format_bytes(cached);
+  return s + "total_peak=" + format_bytes(total_peak) + " cached=" + format_bytes(cached) +
+         " page_padding=" + format_bytes(page_padding);
 }
 
 }  // namespace meshtrain

@@ -22,6 +22,7 @@ struct MemorySnapshot {
   int64_t total_current = 0;
   int64_t total_peak = 0;
   int64_t cached = 0;  // held by the allocator, free for reuse
+  int64_t page_padding = 0;  // held by the allocator's OS blocks beyond their sizes (huge-page tails)
   std::string str() const;  // "params=1.2MiB grads=... peak=..."
 };
 
@@ -30,12 +31,14 @@ class MemoryTracker {
   void on_alloc(MemCategory c, int64_t bytes);
   void on_free(MemCategory c, int64_t bytes);
   void set_cached(int64_t bytes) { cached_.store(bytes, std::memory_order_relaxed); }
+  void set_page_padding(int64_t bytes) { page_padding_.store(bytes, std::memory_order_relaxed); }
 
   int64_t current(MemCategory c) const { return cur_[int(c)].load(std::memory_order_relaxed); }
   int64_t peak(MemCategory c) const { return peak_[int(c)].load(std::memory_order_relaxed); }
   int64_t total_current() const { return total_.load(std::memory_order_relaxed); }
   int64_t total_peak() const { return total_peak_.load(std::memory_order_relaxed); }
   int64_t cached() const { return cached_.load(std::memory_order_relaxed); }
+  int64_t page_padding() const { return page_padding_.load(std::memory_order_relaxed); }
   // Peaks restart from the current values (e.g. at the start of a step).
   void reset_peaks();
   MemorySnapshot snapshot() const;
@@ -44,7 +47,7 @@ class MemoryTracker {
   static void raise(std::atomic<int64_t>& peak, int64_t v);
   std::array<std::atomic<int64_t>, kNumMemCategories> cur_{};
   std::array<std::atomic<int64_t>, kNumMemCategories> peak_{};
-  std::atomic<int64_t> total_{0}, total_peak_{0}, cached_{0};
+  std::atomic<int64_t> total_{0}, total_peak_{0}, cached_{0}, page_padding_{0};
 };
 
 std::string format_bytes(int64_t bytes);  // "1.50 MiB"

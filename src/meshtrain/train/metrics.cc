@@ -15,6 +15,7 @@ nlohmann::json StepMetrics::to_json() const {
   for (int c = 0; c < kNumMemCategories; ++c) mem[std::string(mem_category_name(MemCategory(c)))] = memory.peak[c];
   mem["total"] = memory.total_peak;
   mem["cached"] = memory.cached;
+  mem["page_padding"] = memory.page_padding;
   nlohmann::json j = {{"step", step},
                       {"loss", loss},
                       {"N", supervised},
