@@ -17,10 +17,11 @@ inline constexpr size_t kHugePageBytes = size_t(2) << 20;
 // The bytes of a block of `bytes` that are advised as huge pages (0 below
 // kHugePageBytes): its whole huge pages, and the partial one at its end too
 // where the padding that takes is at most 1/8 of the block. A tail left in
-// 4 KiB pages costs a TLB miss per 4 KiB wherever a kernel streams it (on a
-// Zen 5 guest the bf16 step ran 13% slower with every tail in 4 KiB pages:
-// docs/performance.md); the 1/8 bounds what the padding adds to resident
-// memory. The tracker counts the block, not its padding.
+// 4 KiB pages is slow to stream once the step has turned the caches over
+// (about 5 us per 4 KiB page measured on a Zen 5 guest, where it cost the
+// bf16 step 15% of its time: docs/performance.md); the 1/8 bounds what the
+// padding adds to resident memory. The caching allocator reports the
+// padding apart from the tracked blocks (MemorySnapshot::page_padding).
 size_t huge_page_span(size_t bytes);
 
 // `bytes` aligned to 64 bytes, or from kHugePageBytes on to a huge-page
