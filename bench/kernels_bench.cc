@@ -449,7 +449,8 @@ void BM_AdamW(benchmark::State& state) {
   std::vector<uint16_t> copy(with_copy ? static_cast<size_t>(n) : 0);
   mk::AdamWHyper h;
   h.weight_decay = 0.1;
-  for (auto _ : state) mk::adamw_step(p.data(), g.data(), m.data(), v.data(), n, h, 1.0f, with_copy ? copy.data() : nullptr);
+  uint16_t* copy_out = with_copy ? copy.data() : nullptr;
+  for (auto _ : state) mk::adamw_step(p.data(), g.data(), m.data(), v.data(), n, h, 1.0f, copy_out);
   bytes(state, (7.0 * 4 + (with_copy ? 2.0 : 0.0)) * n);  // p, g, m, v read; p, m, v (and the copy) written
 }
 BENCHMARK(BM_AdamW)->ArgsProduct({{1, 2}, {0, 1}})->UseRealTime();
