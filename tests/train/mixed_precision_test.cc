@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "meshtrain/checkpoint/reader.h"
 #include "support/numeric.h"
 #include "train/train_fixtures.h"
 
@@ -201,6 +202,63 @@ TEST(MixedPrecision, Fp16ResumeIsExactWithTheScalerState) {
   EXPECT_EQ(resumed_scales, std::vector<double>(straight.scales.begin() + 3, straight.scales.end()));
   EXPECT_EQ(params, straight.params) << "resume must continue bit for bit";
   fs::remove_all(dir);
+}
+
+// A bf16 / fp16 checkpoint saved under dp=2, ZeRO-3 (masters and moments
+// sharded) loads into other layouts: the f32 masters and the moments come
+// back bit for bit (written back by the target layout), the fp16 scaler's
+// state travels with them, and the next step matches the source's (loss
+// within 1e-5 relative: the reduction order changes with R).
+TEST(MixedPrecision, CheckpointsReshardWithTheMastersAndTheScaler) {
+  const auto ds = varied_documents(96, 3);
+  for (const std::string precision : {"bf16", "fp16"}) {
+    auto layout = [&](int R, int stage, const fs::path& dir) {
+      auto cfg = mixed(precision, R, 1, stage);
+      cfg.training.micro_batch = 4 / R;  // a global window of 4 rows at every R
+      cfg.training.loss_scale.initial = std::ldexp(1.0, 20);
+      cfg.training.loss_scale.growth_interval = 2;  // the scale moves before the save
+      cfg.training.loss_scale.hysteresis = 1;
+      cfg.checkpoint.dir = dir.string();
+      cfg.checkpoint.keep_last = 10;
+      return cfg;
+    };
+    const fs::path src = fresh_dir("mp_src_" + precision);
+    double next_loss = 0, next_scale = 0, saved_scale = 0;
+    std::mutex mu;
+    with_trainers(layout(2, 3, src), ds, std::nullopt, [&](train::Trainer& t) {
+      double scale = 0;
+      for (int s = 0; s < 3; ++s) scale = t.step().loss_scale;
+      t.save_checkpoint();
+      const auto m = t.step();
+      std::lock_guard<std::mutex> lock(mu);
+      saved_scale = scale, next_loss = m.loss, next_scale = m.loss_scale;
+    });
+    const auto src_tensors = tensors_of(src);
+    const auto reader = checkpoint::CheckpointReader::open(src.string());
+    for (const auto& name : reader.names())
+      EXPECT_EQ(reader.tensor(name).dtype, DType::F32) << precision << " " << name << ": masters are kept in f32";
+    if (precision == "fp16") {
+      EXPECT_NE(saved_scale, std::ldexp(1.0, 20)) << "the scaler moved before the save";
+    }
+    for (auto [R, stage] : {std::pair{1, 0}, std::pair{4, 1}, std::pair{4, 3}}) {
+      SCOPED_TRACE(::testing::Message() << precision << " to dp=" << R << " zero=" << stage);
+      const fs::path out = fresh_dir("mp_dst");
+      double loss = 0, scale = 0;
+      with_trainers(layout(R, stage, out), ds, std::nullopt, [&](train::Trainer& t) {
+        t.restore(checkpoint::CheckpointReader::open(src.string()));
+        t.save_checkpoint();  // what the target layout holds, written back
+        const auto m = t.step();
+        std::lock_guard<std::mutex> lock(mu);
+        loss = m.loss, scale = m.loss_scale;
+      });
+      EXPECT_EQ(tensors_of(out), src_tensors);
+      EXPECT_NEAR(loss, next_loss, 1e-5 * next_loss);
+      EXPECT_EQ(checkpoint::CheckpointReader::open(out.string()).metadata().at("loss_scaler"),
+                reader.metadata().at("loss_scaler"))
+          << "the loss scaler's state travels with the checkpoint";
+      EXPECT_EQ(scale, next_scale);
+    }
+  }
 }
 
 // The allocator's accounting per category follows the policy's bytes per
