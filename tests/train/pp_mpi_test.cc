@@ -127,8 +127,9 @@ TEST(PipelineMpi, TensorTimesPipelineMatchesOneRank) {
 }
 
 // Activations of 8 KiB per micro-batch (d_model 128), above the eager limit
-// of Open MPI's shared-memory transport (4 KiB, set explicitly by CMake): a
-// send then completes only once its receive is posted, as it does across
+// of Open MPI's shared-memory transport (4 KiB by default; CMake lowers it to
+// 256 bytes for every MPI trainer test): a send then completes only once its
+// receive is posted, as it does across
 // nodes, so an order of sends and receives that relied on buffering would
 // hang here (a known deadlock elsewhere). Every schedule, pp = world, with
 // the embedding tied to the head on another stage (its gradient summed
