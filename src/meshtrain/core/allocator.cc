@@ -59,10 +59,9 @@ void* CachingAllocator::allocate(size_t bytes, MemCategory category) {
     p = memory_.allocate(sz);
     if (!p) MT_THROW(Error, "out of ", device_name(device_), " memory allocating ", format_bytes(int64_t(sz)), " for ",
                      mem_category_name(category), " (in use: ", format_bytes(tracker_.total_current()), ")");
+    tracker_.add_page_padding(padding_of(sz));
     std::lock_guard<std::mutex> lock(mu_);
     ++os_allocations_;
-    page_padding_ += padding_of(sz);
-    tracker_.set_page_padding(page_padding_);
   }
   tracker_.on_alloc(category, int64_t(sz));
   return p;
@@ -82,12 +81,11 @@ void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [sz, p] : free_) {
     memory_.release(p);
-    page_padding_ -= padding_of(sz);
+    tracker_.add_page_padding(-padding_of(sz));
   }
   free_.clear();
   cached_bytes_ = 0;
   tracker_.set_cached(0);
-  tracker_.set_page_padding(page_padding_);
 }
 
 }  // namespace meshtrain

@@ -57,7 +57,6 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
   std::mutex mu_;
   std::multimap<size_t, void*> free_;  // rounded size -> block
   int64_t cached_bytes_ = 0;
-  int64_t page_padding_ = 0;  // the OS blocks' bytes beyond their sizes
   int64_t os_allocations_ = 0;
   MemoryTracker tracker_;
 };

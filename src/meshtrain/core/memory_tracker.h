@@ -31,7 +31,7 @@ class MemoryTracker {
   void on_alloc(MemCategory c, int64_t bytes);
   void on_free(MemCategory c, int64_t bytes);
   void set_cached(int64_t bytes) { cached_.store(bytes, std::memory_order_relaxed); }
-  void set_page_padding(int64_t bytes) { page_padding_.store(bytes, std::memory_order_relaxed); }
+  void add_page_padding(int64_t bytes) { page_padding_.fetch_add(bytes, std::memory_order_relaxed); }
 
   int64_t current(MemCategory c) const { return cur_[int(c)].load(std::memory_order_relaxed); }
   int64_t peak(MemCategory c) const { return peak_[int(c)].load(std::memory_order_relaxed); }

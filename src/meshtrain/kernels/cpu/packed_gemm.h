@@ -1,9 +1,8 @@
 // The project's own f32 GEMM (and its bf16 twin, below), for the shapes of
 // a training step: op(B) and op(A) packed into cache-sized blocks (a
-// row-major op(A) of one column block is read in place), a
-// register-blocked tile per ISA level (AVX-512
-// 12 x 32, AVX2 6 x 16, plain loops at the scalar level), threads over rows
-// of C. Same contract as gemm.h (row-major, transposes, alpha, beta; beta ==
+// row-major op(A) of one column block is read in place), a register-blocked
+// tile per ISA level (AVX-512 12 x 32, AVX2 6 x 16, plain loops at the
+// scalar level), threads over rows of C. Same contract as gemm.h (row-major, transposes, alpha, beta; beta ==
 // 0 never reads C). Its bits do not depend on the thread count nor on how
 // the operands are stored: each element is summed over k in fixed blocks of
 // kc in order.
