@@ -98,7 +98,7 @@ Result run(const std::string& schedule, int p, int m, const data::TokenDataset& 
       r.formula = met.pipeline_bubble_formula;
     }
     std::lock_guard<std::mutex> lock(mu);
-    r.peak_activations[size_t(ctx.mesh.coord("pp"))] = act;
+    r.peak_activations[size_t(ctx.mesh.coord(comm::Axis::Pp))] = act;
     if (ctx.rank == 0) r.step_s = median(times), r.bubble = median(bubbles), r.costed = median(costed);
   });
   return r;

@@ -171,15 +171,15 @@ bool for_each_mesh_rank(const std::function<void(ProcessGroup&, Mesh&)>& fn, Gro
     fn(g, mesh);
   }, options);
 }
-const std::vector<std::string> kDenseAxes{"pp", "dp", "cp", "tp"};
-// Every single axis, every pair (named in either order), ep and edp.
-std::vector<std::vector<std::string>> every_group() {
-  std::vector<std::vector<std::string>> sets;
-  for (auto& a : kDenseAxes) sets.push_back({a});
+const std::vector<Axis> kDenseAxes{Axis::Pp, Axis::Dp, Axis::Cp, Axis::Tp};
+// Every single axis, every pair, ep and edp.
+std::vector<Axes> every_group() {
+  std::vector<Axes> sets;
+  for (Axis a : kDenseAxes) sets.push_back(a);
   for (size_t i = 0; i < kDenseAxes.size(); ++i)
-    for (size_t j = i + 1; j < kDenseAxes.size(); ++j) sets.push_back({kDenseAxes[j], kDenseAxes[i]});
-  sets.push_back({"ep"});
-  sets.push_back({"edp"});
+    for (size_t j = i + 1; j < kDenseAxes.size(); ++j) sets.push_back(kDenseAxes[j] | kDenseAxes[i]);
+  sets.push_back(Axis::Ep);
+  sets.push_back(Axis::Edp);
   return sets;
 }
 
@@ -189,30 +189,31 @@ TEST(MeshGroups, EveryAxisAndPair) {
   const int R = mesh_ranks();
   const MeshShape shape = test_mesh(R);
   if (!for_each_mesh_rank([&](ProcessGroup& g, Mesh& mesh) {
-        const auto me = shape.coords(g.rank());
-        const std::vector<std::string>& axes = kDenseAxes;
-        for (auto& set : every_group()) {
+        const MeshCoords me = shape.coords(g.rank());
+        for (Axes set : every_group()) {
           ProcessGroup& sub = mesh.group(set);
+          EXPECT_EQ(sub.name(), set.key());
           int64_t sum = 0, count = 0;
           for (int r = 0; r < R; ++r) {
-            auto c = shape.coords(r);
+            const MeshCoords c = shape.coords(r);
             bool same = true;
-            if (set[0] == "ep" || set[0] == "edp") {
-              same = c["pp"] == me.at("pp") && c["tp"] == me.at("tp") &&
-                     (set[0] == "ep" ? c["edp"] == me.at("edp") : c["ep"] == me.at("ep"));
+            if (set == Axes(Axis::Ep) || set == Axes(Axis::Edp)) {
+              same = c[Axis::Pp] == me[Axis::Pp] && c[Axis::Tp] == me[Axis::Tp] &&
+                     (set == Axes(Axis::Ep) ? c[Axis::Edp] == me[Axis::Edp] : c[Axis::Ep] == me[Axis::Ep]);
             } else {
-              for (auto& a : axes)
-                if (std::find(set.begin(), set.end(), a) == set.end() && c[a] != me.at(a)) same = false;
+              for (Axis a : kDenseAxes)
+                if (!set.has(a) && c[a] != me[a]) same = false;
             }
             if (same) sum += r, ++count;
           }
-          ASSERT_EQ(sub.size(), count) << set[0];
+          ASSERT_EQ(sub.size(), count) << set.key();
           int64_t v = g.rank(), got = 0;
           sub.all_reduce(&v, &got, 1, DType::I64);
-          ASSERT_EQ(got, sum) << set[0] << (set.size() > 1 ? "+" + set[1] : "");
+          ASSERT_EQ(got, sum) << set.key();
         }
-        EXPECT_EQ(mesh.group("tp").rank(), me.at("tp"));
-        EXPECT_EQ(mesh.coord("dp"), me.at("dp"));
+        EXPECT_EQ(mesh.group(Axis::Tp).rank(), me[Axis::Tp]);
+        EXPECT_EQ(mesh.coord(Axis::Dp), me[Axis::Dp]);
+        EXPECT_EQ(&mesh.group("pp+tp"), &mesh.group(Axis::Pp | Axis::Tp));  // by name, for tools
       }))
     GTEST_SKIP();
 }
@@ -224,8 +225,8 @@ TEST(MeshGroups, EveryAxisAndPair) {
 // world still work.
 TEST(MeshGroups, LookingGroupsUpInAnyOrderPerRankCreatesNothing) {
   if (!for_each_mesh_rank([&](ProcessGroup& g, Mesh& mesh) {
-        const std::vector<std::vector<std::string>> sets = every_group();
-        std::vector<std::vector<std::string>> order = sets;
+        const std::vector<Axes> sets = every_group();
+        std::vector<Axes> order = sets;
         if (g.rank() % 2 == 1) std::reverse(order.begin(), order.end());
         if (g.rank() == 0) order.pop_back();  // never asks for edp before using it
         for (const auto& set : order) EXPECT_GE(mesh.group(set).size(), 1);
@@ -233,7 +234,7 @@ TEST(MeshGroups, LookingGroupsUpInAnyOrderPerRankCreatesNothing) {
           ProcessGroup& sub = mesh.group(set);
           int64_t one = 1, members = 0;
           sub.all_reduce(&one, &members, 1, DType::I64);
-          EXPECT_EQ(members, sub.size()) << set[0];
+          EXPECT_EQ(members, sub.size()) << set.key();
         }
         int64_t one = 1, everyone = 0;
         g.all_reduce(&one, &everyone, 1, DType::I64);

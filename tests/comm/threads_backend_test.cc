@@ -284,16 +284,24 @@ TEST(MeshShapeTest, ValidationShowsTheProduct) {
 TEST(MeshShapeTest, TpIsInnermostAndExpertAxisIsCarvedFromDpCp) {
   const MeshShape s{.pp = 2, .dp = 2, .cp = 2, .tp = 2, .ep = 2};
   auto c = s.coords(13);  // 13 = ((1*2 + 1)*2 + 0)*2 + 1
-  EXPECT_EQ(c["pp"], 1);
-  EXPECT_EQ(c["dp"], 1);
-  EXPECT_EQ(c["cp"], 0);
-  EXPECT_EQ(c["tp"], 1);
-  EXPECT_EQ(c["ep"], 0);   // i = dp*cp_size + cp = 2; 2 % 2
-  EXPECT_EQ(c["edp"], 1);  // 2 / 2
+  EXPECT_EQ(c[Axis::Pp], 1);
+  EXPECT_EQ(c[Axis::Dp], 1);
+  EXPECT_EQ(c[Axis::Cp], 0);
+  EXPECT_EQ(c[Axis::Tp], 1);
+  EXPECT_EQ(c[Axis::Ep], 0);   // i = dp*cp_size + cp = 2; 2 % 2
+  EXPECT_EQ(c[Axis::Edp], 1);  // 2 / 2
   EXPECT_EQ(s.rank_of(c), 13);
-  EXPECT_EQ(s.coords(1)["tp"], 1);
+  EXPECT_EQ(s.coords(1)[Axis::Tp], 1);
   EXPECT_EQ(s.world_size(), 16);
-  EXPECT_EQ(s.size("edp"), 2);
+  EXPECT_EQ(s.size(Axis::Edp), 2);
+  // A group's members in group rank order: the ranks agreeing off the set.
+  EXPECT_EQ(s.members(13, Axis::Tp), (std::vector<int>{12, 13}));
+  EXPECT_EQ(s.members(13, Axis::Pp | Axis::Tp), (std::vector<int>{4, 5, 12, 13}));
+  EXPECT_EQ(s.members(13, Axis::Ep), (std::vector<int>{13, 15}));  // pp 1, tp 1, edp 1: dp*cp index 2, 3
+  EXPECT_EQ(s.members(13, Axis::Edp), (std::vector<int>{9, 13}));   // ep 0: dp*cp index 0, 2
+  EXPECT_EQ(Axes::parse("pp+tp"), Axis::Pp | Axis::Tp);
+  EXPECT_EQ((Axis::Tp | Axis::Pp).key(), "pp+tp");
+  EXPECT_THROW(Axes::parse("pp+xx"), ConfigError);
 }
 
 TEST(Backends, MpiEntryPointsExistWithoutIfdefs) {

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <set>
 
-#include "meshtrain/model/moe_routing.h"
+#include "meshtrain/kernels/moe_routing.h"
 #include "meshtrain/model/transformer.h"
 #include "model/model_fixtures.h"
 
@@ -79,8 +79,8 @@ void gradient_check(const model::ModelConfig& cfg, bool recompute, bool expect_d
   EXPECT_LT(worst, 1e-5) << "worst at " << worst_name;
 }
 
-model::MoeRouting route(const std::vector<double>& logits, int64_t E, int64_t k, int64_t seq, double cf) {
-  return model::route_tokens({E, k, seq, cf, 1.0}, logits.data(), int64_t(logits.size()) / E);
+kernels::MoeRouting route(const std::vector<double>& logits, int64_t E, int64_t k, int64_t seq, double cf) {
+  return kernels::route_tokens({E, k, seq, cf, 1.0}, logits.data(), int64_t(logits.size()) / E);
 }
 
 }  // namespace
@@ -138,13 +138,13 @@ TEST(MoeRouting, DecisionsArePerRowSoMicroBatchSplitsAgree) {
 }
 
 TEST(MoeRouting, BucketsBoundTheBufferSizes) {
-  EXPECT_EQ(model::expert_rows_bucket(0), 0);
-  EXPECT_EQ(model::expert_rows_bucket(1), 8);
-  EXPECT_EQ(model::expert_rows_bucket(9), 16);
-  EXPECT_EQ(model::expert_rows_bucket(100), 112);  // step 16 in [64, 128)
+  EXPECT_EQ(kernels::expert_rows_bucket(0), 0);
+  EXPECT_EQ(kernels::expert_rows_bucket(1), 8);
+  EXPECT_EQ(kernels::expert_rows_bucket(9), 16);
+  EXPECT_EQ(kernels::expert_rows_bucket(100), 112);  // step 16 in [64, 128)
   std::set<int64_t> sizes;
   for (int64_t c = 1; c <= 4096; ++c) {
-    const int64_t b = model::expert_rows_bucket(c);
+    const int64_t b = kernels::expert_rows_bucket(c);
     EXPECT_GE(b, c);
     EXPECT_LE(b, c + std::max<int64_t>(7, c / 4));
     sizes.insert(b);

@@ -61,7 +61,7 @@ TEST(Executor, PipelineSchedulesMatchTheWholeModelBitwise) {
     o.world_size = 2;
     o.mesh.pp = 2;
     comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
-      const int r = ctx.mesh.coord("pp");
+      const int r = ctx.mesh.coord(comm::Axis::Pp);
       model::Transformer stage(cfg, ctx.allocator, {}, stage_partition(cfg, r));
       stage.params().zero_grads();
       parallel::StepExecutor exec(stage, nullptr, &ctx.group("pp"));
@@ -89,7 +89,7 @@ TEST(Executor, AFailingStageStopsTheOtherWithItsError) {
   const auto start = std::chrono::steady_clock::now();
   try {
     comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
-      const int r = ctx.mesh.coord("pp");
+      const int r = ctx.mesh.coord(comm::Axis::Pp);
       model::Transformer stage(cfg, ctx.allocator, {}, stage_partition(cfg, r));
       parallel::StepExecutor exec(stage, nullptr, &ctx.group("pp"));
       const auto prog = stage_program("1f1b", 2, cfg, r, stage);

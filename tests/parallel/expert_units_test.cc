@@ -101,21 +101,21 @@ TEST(ExpertUnits, HeldOnlyByOwnersShardedOverTheirReplicasCountedOnce) {
           for (int r = 0; r < mesh.world_size(); ++r) {
             const parallel::LayoutPlan plan(cfg, mesh, r, options);
             const parallel::ShardPlan& shards = plan.shards();
-            const int owner_first = plan.coord("ep") * int(cfg.n_experts / ep);
+            const int owner_first = plan.coord(comm::Axis::Ep) * int(cfg.n_experts / ep);
             for (int u = 0; u < shards.num_units(); ++u) {
               const parallel::UnitShard& s = shards.unit(u);
               EXPECT_EQ(s.experts, plan.spec().units[size_t(u)].experts);
               EXPECT_EQ(s.group_size, s.experts ? dp / ep : dp) << "unit " << u;
-              EXPECT_EQ(s.group_rank, s.experts ? plan.coord("edp") : plan.coord("dp"));
+              EXPECT_EQ(s.group_rank, s.experts ? plan.coord(comm::Axis::Edp) : plan.coord(comm::Axis::Dp));
               if (s.numel == 0) continue;
               const auto [sb, se] = shards.save_range(u);
               for (const parallel::OwnedPiece& o : shards.owned_pieces(u)) {
                 const model::ParamSpec& p = plan.spec().params[size_t(o.param)];
-                EXPECT_EQ(plan.param(o.param).stages, std::vector<int>{plan.coord("pp")}) << p.name;
+                EXPECT_EQ(plan.param(o.param).stages, std::vector<int>{plan.coord(comm::Axis::Pp)}) << p.name;
                 if (p.expert >= 0) {
                   EXPECT_GE(p.expert, owner_first) << p.name << " held by a rank that does not own it";
                   EXPECT_LT(p.expert, owner_first + cfg.n_experts / ep) << p.name;
-                  EXPECT_EQ(plan.param(o.param).reduce_axes, std::vector<std::string>{"edp"});
+                  EXPECT_EQ(plan.param(o.param).reduce_axes, comm::Axes(comm::Axis::Edp));
                 }
                 if (!plan.param(o.param).counts_in_norm) continue;
                 for (int64_t e = o.param_begin; e < o.param_end; ++e) count[p.name].owned[size_t(p.global_flat(e))]++;

@@ -73,14 +73,14 @@ void check_mesh(const model::ModelConfig& cfg, const comm::MeshShape& mesh) {
   std::map<std::string, std::set<std::vector<int64_t>>> distinct;  // pieces already counted
   for (int r = 0; r < mesh.world_size(); ++r) {
     const parallel::LayoutPlan plan(cfg, mesh, r, parallel::LayoutOptions{});
-    const int dp = plan.coord("dp"), cp = plan.coord("cp");
+    const int dp = plan.coord(comm::Axis::Dp), cp = plan.coord(comm::Axis::Cp);
     for (size_t i = 0; i < plan.spec().params.size(); ++i) {
       const model::ParamSpec& p = plan.spec().params[i];
       const parallel::ParamLayout& l = plan.param(int(i));
       // A tied embedding sits on the first stage and, as a copy, with the
       // head on the last; everything else on its chunk's stage.
       const bool tied = cfg.tied_embeddings && p.unit == 0 && mesh.pp > 1;
-      const std::vector<int> stages = tied ? std::vector<int>{0, mesh.pp - 1} : std::vector<int>{plan.coord("pp")};
+      const std::vector<int> stages = tied ? std::vector<int>{0, mesh.pp - 1} : std::vector<int>{plan.coord(comm::Axis::Pp)};
       EXPECT_EQ(l.stages, stages) << p.name;
       if (tied) {
         EXPECT_EQ(plan.tied_units(), std::vector<int>{0});
@@ -183,12 +183,12 @@ TEST(LayoutPlan, GradientGroupsFollowThePlacement) {
   auto axes = [](const parallel::LayoutPlan& p, const std::string& name) {
     for (size_t i = 0; i < p.spec().params.size(); ++i)
       if (p.spec().params[i].name == name) return p.param(int(i)).reduce_axes;
-    return std::vector<std::string>{};
+    return comm::Axes{};
   };
   const std::string norm = "model.layers.0.input_layernorm.weight", q = "model.layers.0.self_attn.q_proj.weight";
-  EXPECT_EQ(axes(plain, norm), std::vector<std::string>{"dp"});
-  EXPECT_EQ(axes(seq, norm), (std::vector<std::string>{"dp", "tp"}));  // each rank saw a sequence shard
-  EXPECT_EQ(axes(seq, q), std::vector<std::string>{"dp"});               // sharded: nothing to sum over tp
+  EXPECT_EQ(axes(plain, norm), comm::Axes(comm::Axis::Dp));
+  EXPECT_EQ(axes(seq, norm), comm::Axis::Dp | comm::Axis::Tp);  // each rank saw a sequence shard
+  EXPECT_EQ(axes(seq, q), comm::Axes(comm::Axis::Dp));           // sharded: nothing to sum over tp
 }
 
 TEST(LayoutPlan, ImpossibleCountsAreRejectedWithTheArithmetic) {

@@ -62,7 +62,6 @@ Result run_tp(const model::ModelConfig& cfg, int t, bool sp, bool defer_weights 
     const parallel::LayoutPlan plan(cfg, mesh, r, opt);
     auto alloc = CachingAllocator::create();
     model::ExecOptions exec = exec_in(DType::F64, recompute);
-    exec.sequence_parallel = sp;
     model::Transformer m(cfg, alloc, exec, plan.partition(), t > 1 ? world->group(r).get() : nullptr);
     // Biases start at zero; give them values (a function of the global
     // index, so every layout agrees) so a bias added once per rank shows.
@@ -90,8 +89,7 @@ Result run_tp(const model::ModelConfig& cfg, int t, bool sp, bool defer_weights 
     for (int i = 0; i < m.params().size(); ++i) {
       const model::ParamSpec& p = plan.spec().params[size_t(i)];
       const parallel::ParamLayout& l = plan.param(i);
-      const bool sums = l.tp_replicas > 1 ||
-                        std::find(l.reduce_axes.begin(), l.reduce_axes.end(), "tp") != l.reduce_axes.end();
+      const bool sums = l.tp_replicas > 1 || l.reduce_axes.has(comm::Axis::Tp);
       const auto g = to_vector<double>(m.params().get(i).grad);
       for (int64_t e = 0; e < p.numel(); ++e) {
         const size_t at = size_t(base[size_t(p.global_index)] + p.global_flat(e));

@@ -58,7 +58,7 @@ TEST(Timeline, GatheredOverThePipelineGroup) {
   o.world_size = 2;
   o.mesh.pp = 2;
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
-    const int r = ctx.mesh.coord("pp");
+    const int r = ctx.mesh.coord(comm::Axis::Pp);
     const auto t = parallel::gather_timeline(ctx.group("pp"), ref.stages[size_t(r)]);
     std::lock_guard<std::mutex> lock(mu);
     if (r == 1) got = t;

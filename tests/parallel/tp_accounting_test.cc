@@ -70,10 +70,10 @@ std::vector<RankRun> run(const model::ModelConfig& cfg, int t, bool sp) {
   run_ranks(t, [&](int r) {
     auto alloc = CachingAllocator::create();
     model::ExecOptions exec;
-    exec.sequence_parallel = sp;
     model::ModelPartition part;
     part.tp_size = t;
     part.tp_rank = r;
+    part.sequence_parallel = sp;
     comm::ProcessGroup* tp = t > 1 ? world->group(r).get() : nullptr;
     model::Transformer m(cfg, alloc, exec, part, tp);
     m.params().zero_grads();

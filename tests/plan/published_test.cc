@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "meshtrain/plan/published_runs.h"
+#include "meshtrain/train/meta_step.h"
 
 using namespace meshtrain;
 
@@ -20,7 +21,7 @@ std::string hardware_file(const char* name) { return std::string(MESHTRAIN_HARDW
 
 void check_rows(const std::vector<plan::PublishedRun>& runs, const plan::HardwareProfile& hw) {
   for (const plan::PublishedRun& r : runs) {
-    const plan::PublishedCheck c = plan::check_published(r, hw);
+    const plan::PublishedCheck c = plan::check_published(r, hw, train::meta_step_recorder());
     std::printf("%-24s published %5.1f%%  predicted %5.1f%%  step %8.2f s (makespan %.2f bubble %.3f tp %.2f exposed %.3f update %.3f)  peak %6.1f GiB\n", r.label.c_str(),
                 r.published_percent, c.predicted_percent, c.step_s, c.makespan_s, c.bubble, c.tp_s, c.exposed_s, c.update_s, double(c.peak_bytes) / (1 << 30));
     EXPECT_NEAR(c.predicted_percent, r.published_percent, 5.0) << r.label;

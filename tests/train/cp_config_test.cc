@@ -68,8 +68,8 @@ TEST(ContextParallelConfig, GradientsSumAndZeroShardsOverDataTimesContextAxes) {
   o.zero_stage = 1;
   for (int rank = 0; rank < 4; ++rank) {
     const parallel::LayoutPlan plan(cfg.model, mesh, rank, o);
-    EXPECT_EQ(plan.data_axes(), (std::vector<std::string>{"dp", "cp"}));
-    EXPECT_EQ(plan.param(0).reduce_axes, (std::vector<std::string>{"dp", "cp"}));
+    EXPECT_EQ(plan.data_axes(), comm::Axis::Dp | comm::Axis::Cp);
+    EXPECT_EQ(plan.param(0).reduce_axes, comm::Axis::Dp | comm::Axis::Cp);
     // Rank = dp coordinate x cp + cp coordinate owns the same shard index in the dp x cp group.
     EXPECT_EQ(plan.shards().unit(0).owned_begin, rank * plan.shards().unit(0).shard);
     EXPECT_TRUE(plan.param(0).counts_in_norm);  // every shard owner counts its own part

@@ -39,7 +39,7 @@ Values local_values(const train::TrainConfig& cfg, const comm::MeshShape& mesh, 
       const std::vector<double> unit = t.engine().gather_unit(u, false);
       for (int i : plan.spec().units[size_t(u)].params) {
         const auto& p = plan.spec().params[size_t(i)];
-        mine[{p.name, t.layout().coord("tp")}] =
+        mine[{p.name, t.layout().coord(comm::Axis::Tp)}] =
             std::vector<double>(unit.begin() + p.unit_offset, unit.begin() + p.unit_offset + p.numel());
       }
     }

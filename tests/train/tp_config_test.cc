@@ -44,8 +44,8 @@ TEST(TensorParallelConfig, ReadsTpAndSequenceParallelism) {
   const comm::MeshShape m = train::mesh_for(c, 8);
   EXPECT_EQ(m.tp, 4);
   EXPECT_EQ(m.dp, 2);
-  EXPECT_EQ(m.coords(3).at("tp"), 3);
-  EXPECT_EQ(m.coords(4).at("dp"), 1);
+  EXPECT_EQ(m.coords(3)[comm::Axis::Tp], 3);
+  EXPECT_EQ(m.coords(4)[comm::Axis::Dp], 1);
   auto from_world = c;
   from_world.parallel.dp = 0;  // mpirun: dp = world / tp
   EXPECT_EQ(train::mesh_for(from_world, 12).dp, 3);

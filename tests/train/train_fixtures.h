@@ -135,13 +135,15 @@ inline std::vector<double> gathered(train::Trainer& t, bool grads = false) {
 
 // Runs fn on every rank of the threads world the config's layout needs
 // (dp x cp x tp x pp), each with its Trainer on the same datasets.
+// max_tag: the groups' tag bound (comm/types.h GroupOptions; 0: the backend's).
 inline void with_trainers(const train::TrainConfig& cfg, const data::TokenDataset& train_ds,
                           const std::optional<data::TokenDataset>& val_ds,
-                          const std::function<void(train::Trainer&)>& fn) {
+                          const std::function<void(train::Trainer&)>& fn, int max_tag = 0) {
   comm::LaunchOptions o;
   o.world_size = cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp * cfg.parallel.pp;
   o.mesh = train::mesh_for(cfg, o.world_size);
   o.group.timeout = comm::Millis(60000);
+  o.group.max_tag = max_tag;
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
     if (cfg.training.threads > 0) set_compute_threads(cfg.training.threads);  // as train_main does
     train::Trainer t(cfg, ctx, train_ds, val_ds);

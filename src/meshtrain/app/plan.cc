@@ -6,6 +6,7 @@
 #include "meshtrain/plan/plan_report.h"
 #include "meshtrain/plan/published_runs.h"
 #include "meshtrain/train/equivalence.h"
+#include "meshtrain/train/meta_step.h"
 #include "meshtrain/train/plan_inputs.h"
 #include "meshtrain/train/trainer.h"
 
@@ -43,7 +44,7 @@ std::string plan(const PlanRequest& q) {
   if (!q.published.empty()) {
     MT_REQUIRE(ConfigError, hw.has_value(), "--published ", q.published,
                " needs --hardware FILE (the machine to model)");
-    return plan::render_published(plan::published_runs(q.published), *hw);
+    return plan::render_published(plan::published_runs(q.published), *hw, train::meta_step_recorder());
   }
   if (q.config.empty()) return seed_report(q, hw);
 
@@ -58,11 +59,11 @@ std::string plan(const PlanRequest& q) {
     check_devices(layout, q);
   }
   if (q.devices > 0 && q.layout.empty()) {
-    const auto candidates = plan::search_meshes(train::step_inputs(cfg), q.devices, profile);
+    const auto candidates = plan::search_meshes(train::step_inputs(cfg), q.devices, profile, train::meta_step_recorder());
     return plan::render_search(candidates, q.devices, profile);
   }
   cfg = train::with_layout(cfg, layout);
-  const plan::Prediction prediction = plan::predict(train::step_inputs(cfg, layout), profile);
+  const plan::Prediction prediction = plan::predict(train::step_inputs(cfg, layout), train::meta_step_recorder(), profile);
   if (q.json) return plan::render_json(prediction).dump(2) + "\n";
   // The options a run of this layout uses: pipeline chunks from the cost
   // model (or parallel.pp_layers) and the schedule's placement.

@@ -4,7 +4,7 @@
 // training): the collective commit happens in poll()/wait(), which the
 // trainer calls on every rank at the same points (e.g. once per step).
 //
-//   AsyncCheckpointer ckpt(ctx.group("dp"), "runs/x/ckpt", {.keep_last = 3});
+//   AsyncCheckpointer ckpt(ctx.group(comm::Axis::Dp), "runs/x/ckpt", {.keep_last = 3});
 //   ... each step:  ckpt.poll();            // commits when all writers are done
 //   ... at a save boundary:  ckpt.save(request);  // waits for the previous save first
 //   ... at exit:    ckpt.wait();

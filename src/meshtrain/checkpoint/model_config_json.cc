@@ -32,7 +32,8 @@ json model_config_to_json(const ModelConfig& c) {
           {"moe_layers", c.moe_layers},
           {"moe_capacity_factor", c.moe_capacity_factor},
           {"moe_aux_loss_coeff", c.moe_aux_loss_coeff},
-          {"moe_shared_expert", c.moe_shared_expert}};
+          {"moe_shared_expert", c.moe_shared_expert},
+          {"moe_force_balance", c.moe_force_balance}};
 }
 
 namespace {
@@ -97,6 +98,7 @@ ModelConfig model_config_from_json(const json& j) {
   take(j, "moe_capacity_factor", c.moe_capacity_factor);
   take(j, "moe_aux_loss_coeff", c.moe_aux_loss_coeff);
   take(j, "moe_shared_expert", c.moe_shared_expert);
+  take(j, "moe_force_balance", c.moe_force_balance);
   try {
     c.finalize();
   } catch (const ConfigError& e) {

@@ -39,7 +39,18 @@ class CommLedger {
     op.action = action_;
     ops_.push_back(std::move(op));
   }
+  // An op as a recording group issues it: stamped with the current action
+  // and phase.
+  void record(const std::string& group, int group_size, OpKind kind, int64_t bytes) {
+    ops_.push_back({group, group_size, kind, bytes, phase_, "", action_});
+  }
   void set_action(int index) { action_ = index; }
+  // Where the step is: a program action (index >= 0) and its phase, or the
+  // step's own work outside the program (-1).
+  void set_position(int action, StepPhase phase) {
+    action_ = action;
+    phase_ = phase;
+  }
   const std::vector<PlannedOp>& ops() const { return ops_; }
   // Calls and bytes per (group, op kind): what each group's CommStats holds
   // after the step.
@@ -48,6 +59,7 @@ class CommLedger {
  private:
   std::vector<PlannedOp> ops_;
   int action_ = -1;
+  StepPhase phase_ = StepPhase::Bookkeeping;
 };
 
 }  // namespace meshtrain::comm

@@ -6,19 +6,23 @@
 
 namespace meshtrain::comm {
 
-const std::vector<std::string>& MeshShape::axis_names() {
-  static const std::vector<std::string> names{"pp", "dp", "cp", "tp"};
-  return names;
+int MeshShape::size(Axis a) const {
+  switch (a) {
+    case Axis::Pp: return pp;
+    case Axis::Dp: return dp;
+    case Axis::Cp: return cp;
+    case Axis::Tp: return tp;
+    case Axis::Ep: return ep;
+    case Axis::Edp: return dp * cp / ep;
+  }
+  return 1;
 }
 
-int MeshShape::size(const std::string& axis) const {
-  if (axis == "pp") return pp;
-  if (axis == "dp") return dp;
-  if (axis == "cp") return cp;
-  if (axis == "tp") return tp;
-  if (axis == "ep") return ep;
-  if (axis == "edp") return dp * cp / ep;
-  MT_THROW(ConfigError, "unknown mesh axis '", axis, "' (axes: pp, dp, cp, tp, ep, edp)");
+int MeshShape::size(Axes axes) const {
+  int n = 1;
+  for (int i = 0; i < kNumAxes; ++i)
+    if (axes.has(Axis(i))) n *= size(Axis(i));
+  return n;
 }
 
 std::string MeshShape::str() const {
@@ -34,33 +38,53 @@ void MeshShape::validate(int world) const {
              ", so ep = ", ep, " must divide it (ep is never multiplied into the device count)");
 }
 
-std::map<std::string, int> MeshShape::coords(int rank) const {
-  std::map<std::string, int> c;
-  c["tp"] = rank % tp;
-  c["cp"] = (rank / tp) % cp;
-  c["dp"] = (rank / (tp * cp)) % dp;
-  c["pp"] = rank / (tp * cp * dp);
-  const int i = c["dp"] * cp + c["cp"];
-  c["ep"] = i % ep;
-  c["edp"] = i / ep;
+MeshCoords MeshShape::coords(int rank) const {
+  MeshCoords c;
+  c[Axis::Tp] = rank % tp;
+  c[Axis::Cp] = (rank / tp) % cp;
+  c[Axis::Dp] = (rank / (tp * cp)) % dp;
+  c[Axis::Pp] = rank / (tp * cp * dp);
+  const int i = c[Axis::Dp] * cp + c[Axis::Cp];
+  c[Axis::Ep] = i % ep;
+  c[Axis::Edp] = i / ep;
   return c;
 }
 
-int MeshShape::rank_of(const std::map<std::string, int>& c) const {
-  return ((c.at("pp") * dp + c.at("dp")) * cp + c.at("cp")) * tp + c.at("tp");
+int MeshShape::rank_of(const MeshCoords& c) const {
+  return ((c[Axis::Pp] * dp + c[Axis::Dp]) * cp + c[Axis::Cp]) * tp + c[Axis::Tp];
 }
 
-std::string Mesh::key(std::vector<std::string> axes) {
-  // Canonical order pp, dp, cp, tp (then ep/edp as given).
-  const auto& order = MeshShape::axis_names();
-  auto pos = [&](const std::string& a) {
-    auto it = std::find(order.begin(), order.end(), a);
-    return it == order.end() ? int(order.size()) : int(it - order.begin());
-  };
-  std::stable_sort(axes.begin(), axes.end(), [&](auto& a, auto& b) { return pos(a) < pos(b); });
-  std::string k;
-  for (auto& a : axes) k += (k.empty() ? "" : "+") + a;
-  return k;
+std::vector<int> MeshShape::members(int rank, Axes axes) const {
+  const bool experts = axes.has(Axis::Ep) || axes.has(Axis::Edp);
+  MT_CHECK(!experts || (!axes.has(Axis::Dp) && !axes.has(Axis::Cp)), "a group over ", axes.key(),
+           " mixes the expert axes with dp or cp");
+  const std::array<Axis, 4> system = experts ? std::array<Axis, 4>{Axis::Pp, Axis::Edp, Axis::Ep, Axis::Tp}
+                                             : kWorldAxes;
+  const MeshCoords me = coords(rank);
+  std::vector<int> out;
+  for (int r = 0; r < world_size(); ++r) {
+    const MeshCoords c = coords(r);
+    if (std::all_of(system.begin(), system.end(), [&](Axis a) { return axes.has(a) || c[a] == me[a]; }))
+      out.push_back(r);
+  }
+  return out;
+}
+
+const std::vector<Axes>& Mesh::group_axes() {
+  static const std::vector<Axes> sets = [] {
+    std::vector<Axes> s;
+    for (int mask = 1; mask < 16; ++mask) {
+      Axes a;
+      for (int i = 0; i < 4; ++i)
+        if (mask & (1 << i)) a = a | kWorldAxes[size_t(i)];
+      s.push_back(a);
+    }
+    s.push_back(Axis::Ep);
+    s.push_back(Axis::Edp);
+    s.push_back(Axes{Axis::Pp, Axis::Tp, Axis::Ep});
+    return s;
+  }();
+  return sets;
 }
 
 Mesh Mesh::create(const MeshShape& shape, const std::shared_ptr<ProcessGroup>& world) {
@@ -70,52 +94,27 @@ Mesh Mesh::create(const MeshShape& shape, const std::shared_ptr<ProcessGroup>& w
   m.rank_ = world->rank();
   m.coords_ = shape.coords(m.rank_);
   m.world_ = world;
-  const auto& axes = MeshShape::axis_names();
-  // Every non-empty subset of axes, in the same order on every rank: the
-  // group of a subset holds ranks agreeing on all other coordinates.
-  for (int mask = 1; mask < 16; ++mask) {
-    int color = 0, key = 0;
-    std::vector<std::string> names;
-    for (int a = 0; a < 4; ++a) {
-      const int sz = shape.size(axes[size_t(a)]), c = m.coords_[axes[size_t(a)]];
-      if (mask & (1 << a)) {
-        key = key * sz + c;
-        names.push_back(axes[size_t(a)]);
-      } else {
-        color = color * sz + c;
-      }
-    }
-    const std::string k = Mesh::key(names);
-    m.groups_[k] = world->split(color, key, k);
+  // In the same order on every rank: a group is colored by its first
+  // member and ordered by world rank.
+  for (Axes axes : group_axes()) {
+    const std::vector<int> members = shape.members(m.rank_, axes);
+    const int position = int(std::find(members.begin(), members.end(), m.rank_) - members.begin());
+    m.groups_[axes] = world->split(members.front(), position, SplitPlace{int(members.size()), position}, axes.key());
   }
-  // Expert axes inside dp x cp (S9): same pp and tp coordinate.
-  const int outer = m.coords_["pp"] * shape.tp + m.coords_["tp"];
-  const int ep = shape.ep, edp = shape.dp * shape.cp / shape.ep;
-  m.groups_["ep"] = world->split(outer * edp + m.coords_["edp"], m.coords_["ep"], "ep");
-  m.groups_["edp"] = world->split(outer * ep + m.coords_["ep"], m.coords_["edp"], "edp");
-  // Every holder of some routed expert for one edp coordinate: the model
-  // axes times ep (global views and norms of the experts span it).
-  const std::string holders = Mesh::key({"pp", "tp", "ep"});
-  m.groups_[holders] =
-      world->split(m.coords_["edp"], (m.coords_["pp"] * ep + m.coords_["ep"]) * shape.tp + m.coords_["tp"], holders);
   return m;
 }
 
-int Mesh::coord(const std::string& axis) const {
-  auto it = coords_.find(axis);
-  MT_REQUIRE(ConfigError, it != coords_.end(), "unknown mesh axis '", axis, "'");
-  return it->second;
-}
-
-std::shared_ptr<ProcessGroup> Mesh::group_ptr(std::vector<std::string> axes) const {
-  const std::string k = key(std::move(axes));
-  auto it = groups_.find(k);
-  MT_REQUIRE(ConfigError, it != groups_.end(), "mesh has no group '", k,
+std::shared_ptr<ProcessGroup> Mesh::group_ptr(Axes axes) const {
+  auto it = groups_.find(axes);
+  MT_REQUIRE(ConfigError, it != groups_.end(), "mesh has no group '", axes.key(),
              "' (axes pp, dp, cp, tp in any combination, ep / edp alone, or pp+tp+ep)");
   return it->second;
 }
 
-ProcessGroup& Mesh::group(const std::string& axis) const { return *group_ptr({axis}); }
-ProcessGroup& Mesh::group(std::vector<std::string> axes) const { return *group_ptr(std::move(axes)); }
+ProcessGroup& Mesh::group(std::initializer_list<std::string_view> names) const {
+  Axes axes;
+  for (std::string_view n : names) axes = axes | Axes::parse(n);
+  return group(axes);
+}
 
 }  // namespace meshtrain::comm

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "meshtrain/comm/comm_plan.h"
 #include "meshtrain/comm/mesh.h"
 #include "meshtrain/comm/process_group.h"
 #include "meshtrain/core/allocator.h"
@@ -19,10 +20,14 @@ struct ParallelContext {
   Mesh mesh;                                    // groups along every axis
   std::shared_ptr<CachingAllocator> allocator;  // this rank's memory
   CounterRng rng{0};                            // same seed on every rank
+  // Set when the groups record instead of communicating (recording_group.h):
+  // the step stamps its program actions and phases into it.
+  std::shared_ptr<CommLedger> ledger;
 
-  ProcessGroup& group(const std::string& axis) const { return mesh.group(axis); }
-  ProcessGroup& group(std::vector<std::string> axes) const { return mesh.group(std::move(axes)); }
-  ProcessGroup& group(std::initializer_list<const char*> axes) const { return mesh.group(axes); }
+  ProcessGroup& group(Axes axes) const { return mesh.group(axes); }
+  // By name ("dp", "pp+tp"; or {"pp", "tp"}): for tools and tests.
+  ProcessGroup& group(std::string_view key) const { return mesh.group(key); }
+  ProcessGroup& group(std::initializer_list<std::string_view> names) const { return mesh.group(names); }
 };
 
 }  // namespace meshtrain::comm

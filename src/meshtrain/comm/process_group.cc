@@ -66,14 +66,30 @@ void ProcessGroup::validate(const OpDesc& d) const {
     case OpKind::Send:
     case OpKind::Recv:
       MT_REQUIRE(CommError, d.root >= 0 && d.root < R, where(), "peer ", d.root, " outside group of size ", R);
+      MT_REQUIRE(CommError, d.tag >= 0 && d.tag <= max_tag(), where(), "tag ", d.tag, " outside [0, ", max_tag(),
+                 "] (the group's tag bound)");
       break;
     default: break;
   }
 }
 
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, SplitPlace place, const std::string& name) {
+  return split_placed(color, key, place, name);
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::split_placed(int color, int key, SplitPlace place,
+                                                         const std::string& name) {
+  std::shared_ptr<ProcessGroup> g = split(color, key, name, options());
+  MT_CHECK(color < 0 || (g && g->size() == place.size && g->rank() == place.rank), "split of group '", name_,
+           "' into '", name, "': expected rank ", place.rank, " of ", place.size, ", got rank ", g ? g->rank() : -1,
+           " of ", g ? g->size() : 0);
+  return g;
+}
+
 Work ProcessGroup::issue(OpDesc& d, bool async) {
   if (d.timeout.count() <= 0) d.timeout = options_.timeout;
   validate(d);
+  on_issue(d);
   fault::point("collective");  // a rank dying on its way into an op its peers are in
   const auto t0 = Clock::now();
   // One member with its result already in place (a data-parallel group of

@@ -35,6 +35,8 @@
 // One rank's group object is used by one thread at a time.
 #pragma once
 
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,6 +83,16 @@ class ProcessGroup {
   }
   virtual std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name,
                                               const GroupOptions& options) = 0;
+  // The same split where the caller knows the new group's size and its own
+  // rank in it (the mesh and the engine compute both from the layout):
+  // checked against what the split gives, and all a recording group
+  // (recording_group.h), which has no peers to ask, needs.
+  std::shared_ptr<ProcessGroup> split(int color, int key, SplitPlace place, const std::string& name);
+  // The largest tag send/recv accept: the backend's bound (MPI_TAG_UB under
+  // MPI, at least 32767), or the group options' lower one.
+  int max_tag() const {
+    return options_.max_tag > 0 ? std::min(options_.max_tag, backend_max_tag()) : backend_max_tag();
+  }
   // Fails every pending and future op of the group on every member.
   virtual void abort(const std::string& reason) = 0;
 
@@ -136,6 +148,11 @@ class ProcessGroup {
 
  protected:
   ProcessGroup(std::string name, GroupOptions options) : name_(std::move(name)), options_(options) {}
+  virtual std::shared_ptr<ProcessGroup> split_placed(int color, int key, SplitPlace place, const std::string& name);
+  virtual int backend_max_tag() const { return std::numeric_limits<int>::max(); }
+  // Every op as it is issued (validated, before anything runs), size-1
+  // shortcuts included: what CommStats counts.
+  virtual void on_issue(const OpDesc&) {}
   // Backends run `d` (validated, timeout resolved). async=false may run
   // inline, fill d.waited_s and return an empty Work (= finished).
   virtual Work start(OpDesc& d, bool async) = 0;

@@ -31,6 +31,11 @@ struct OpOptions {
   int tag = 0;  // send/recv only: messages match on (peer, tag), FIFO per pair
 };
 
+// A member's place in a group a split makes: its size and the member's rank.
+struct SplitPlace {
+  int size = 1, rank = 0;
+};
+
 // Per-group options, inherited by groups made with split().
 struct GroupOptions {
   Millis timeout = kDefaultTimeout;
@@ -38,6 +43,9 @@ struct GroupOptions {
   // (op, seq, count, dtype, root, reduce op). The threads backend always
   // does this (it is free there); MPI pays one small all-gather per op.
   bool check = false;
+  // The largest tag send/recv may use, below the backend's own bound (0:
+  // the backend's). Lets a test run a backend with MPI's smallest legal bound.
+  int max_tag = 0;
 };
 
 // Partition of `count` elements over `parts` ranks used by reduce_scatter

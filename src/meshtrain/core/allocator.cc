@@ -4,13 +4,17 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/host_pages.h"
+#include "meshtrain/core/meta_memory.h"
 
 namespace meshtrain {
 
 namespace {
 
 std::mutex registry_mu;
-DeviceMemory registry[2] = {{allocate_host_pages, release_host_pages, host_pages_footprint}, {}};
+DeviceMemory registry[kNumDevices] = {{allocate_host_pages, release_host_pages, host_pages_footprint,
+                                       host_zero, host_copy},
+                                      {},
+                                      meta_memory()};
 
 }  // namespace
 

@@ -24,6 +24,9 @@ struct DeviceMemory {
   // The bytes an allocation of `bytes` holds, page padding included (host:
   // huge pages, host_pages.h); nullptr where it is `bytes`.
   size_t (*footprint)(size_t bytes) = nullptr;
+  // Tensor::zero_ and Tensor::copy_from on this device's memory.
+  void (*zero)(void* p, size_t bytes) = nullptr;
+  void (*copy)(void* dst, const void* src, size_t bytes) = nullptr;
 };
 void register_device_memory(Device device, DeviceMemory memory);
 
@@ -44,6 +47,7 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
   // Returns all cached blocks to the OS (outside the training loop only).
   void empty_cache();
 
+  const DeviceMemory& memory() const { return memory_; }
   MemoryTracker& tracker() { return tracker_; }
   const MemoryTracker& tracker() const { return tracker_; }
   int64_t os_allocations() const { return os_allocations_; }  // fresh blocks ever requested

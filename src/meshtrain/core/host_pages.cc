@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 namespace meshtrain {
 
@@ -25,5 +26,8 @@ void* allocate_host_pages(size_t bytes) {
 }
 
 void release_host_pages(void* p) { std::free(p); }
+
+void host_zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }
+void host_copy(void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); }
 
 }  // namespace meshtrain

@@ -31,5 +31,8 @@ void* allocate_host_pages(size_t bytes);
 // What such a block holds: `bytes` with its padding.
 size_t host_pages_footprint(size_t bytes);
 void release_host_pages(void* p);
+// Tensor::zero_ and copy_from on host memory (memset, memmove).
+void host_zero(void* p, size_t bytes);
+void host_copy(void* dst, const void* src, size_t bytes);
 
 }  // namespace meshtrain

@@ -1,5 +1,7 @@
 #include "meshtrain/core/tensor.h"
 
+#include "meshtrain/core/host_pages.h"
+
 namespace meshtrain {
 
 Storage::Storage(std::shared_ptr<CachingAllocator> alloc, size_t bytes, MemCategory cat)
@@ -66,13 +68,20 @@ Tensor Tensor::flat_slice(int64_t begin, int64_t end) const {
 }
 
 void Tensor::zero_() const {
-  if (numel()) std::memset(raw(), 0, nbytes());
+  if (numel()) memory().zero(raw(), nbytes());
+}
+
+const DeviceMemory& Tensor::memory() const {
+  static const DeviceMemory host{nullptr, nullptr, nullptr, host_zero, host_copy};
+  return storage_->allocator() ? storage_->allocator()->memory() : host;  // wrapped memory is the host's
 }
 
 void Tensor::copy_from(const Tensor& src) const {
   MT_CHECK(src.dtype_ == dtype_ && src.numel() == numel(), "copy_from: ", dtype_name(src.dtype_),
            src.shape_.str(), " into ", dtype_name(dtype_), shape_.str());
-  if (numel()) std::memmove(raw(), src.raw(), nbytes());
+  MT_CHECK(src.device() == device(), "copy_from: a ", device_name(src.device()), " tensor into a ",
+           device_name(device()), " one");
+  if (numel()) memory().copy(raw(), src.raw(), nbytes());
 }
 
 }  // namespace meshtrain

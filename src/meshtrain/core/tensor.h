@@ -27,6 +27,7 @@ class Storage {
   size_t bytes() const { return bytes_; }
   MemCategory category() const { return cat_; }
   Device device() const { return alloc_ ? alloc_->device() : Device::Cpu; }
+  const CachingAllocator* allocator() const { return alloc_.get(); }
 
  private:
   std::shared_ptr<CachingAllocator> alloc_;
@@ -61,6 +62,8 @@ class Tensor {
   template <typename T> T* data() const {
     MT_CHECK(defined(), "data() on an undefined tensor");
     MT_CHECK(dtype_of<T> == dtype_, "tensor is ", dtype_name(dtype_), ", accessed as ", dtype_name(dtype_of<T>));
+    MT_CHECK(device() != Device::Meta, "host access to a meta tensor ", shape_.str(),
+             ": code that reads values must go through the kernel table");
     return static_cast<T*>(raw());
   }
   template <typename T> std::span<T> span() const { return {data<T>(), size_t(numel())}; }
@@ -73,10 +76,11 @@ class Tensor {
   Tensor flat_slice(int64_t begin, int64_t end) const;
 
   void zero_() const;
-  void copy_from(const Tensor& src) const;  // same dtype and numel
+  void copy_from(const Tensor& src) const;  // same dtype, numel and device
   bool shares_storage(const Tensor& o) const { return storage_ == o.storage_; }
 
  private:
+  const DeviceMemory& memory() const;
   std::shared_ptr<Storage> storage_;
   size_t offset_ = 0;
   Shape shape_;

@@ -16,6 +16,7 @@
 #include "meshtrain/kernels/cpu/attention.h"
 #include "meshtrain/kernels/cpu/cross_entropy.h"
 #include "meshtrain/kernels/cpu/rope.h"
+#include "meshtrain/kernels/moe_routing.h"
 
 namespace meshtrain::kernels {
 
@@ -65,6 +66,10 @@ class KernelTable {
   // last one shorter), the blocks computed in parallel.
   virtual void block_sum_squares(const Tensor& x, int64_t block, double* out) const = 0;
   virtual bool all_finite(const Tensor& x) const = 0;
+  // The f64 elements of x's ranges [begin, begin + count), in the order
+  // given, added one by one to one f64 accumulator (the global norm's
+  // canonical order: parallel/grad_norm.h).
+  virtual double sum_in_order(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& ranges) const = 0;
 
   // ---- layers ----
   // Parameters (table, norm weights, biases) may be bf16/f16 under the mixed
@@ -102,6 +107,25 @@ class KernelTable {
   virtual CrossEntropyResult cross_entropy_backward(const Tensor& logits, const int32_t* targets, double grad_scale,
                                                     const Tensor& dlogits) const = 0;
 
+  // ---- context parallelism (cpu/attention.h): one query span against one K/V span ----
+  // The softmax state of rows = B * Hq * span queries: o [rows, D], a and l [rows].
+  struct SoftmaxStateRef {
+    Tensor o, a, l;
+  };
+  virtual void softmax_state_init(const SoftmaxStateRef& st) const = 0;  // a = -inf, l = 0, o = 0
+  // Folds the keys of span ks into the state of the queries of span qs (q [B, qs.len, Hq, D]).
+  virtual void attention_partial_forward(const AttentionShape& s, const Tensor& q, AttentionSpan qs, const Tensor& k,
+                                         const Tensor& v, AttentionSpan ks, double scale,
+                                         const SoftmaxStateRef& st) const = 0;
+  // out [B, qs_len, Hq, D] = o / l, lse [B, Hq, qs_len] = a + log l.
+  virtual void softmax_state_finalize(const AttentionShape& s, int64_t qs_len, const SoftmaxStateRef& st,
+                                      const Tensor& out, const Tensor& lse) const = 0;
+  // dq, dk, dv += the contribution of the keys of span ks, from the final out and lse.
+  virtual void attention_partial_backward(const AttentionShape& s, const Tensor& q, AttentionSpan qs, const Tensor& k,
+                                          const Tensor& v, AttentionSpan ks, double scale, const Tensor& out,
+                                          const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk,
+                                          const Tensor& dv) const = 0;
+
   // ---- tensor parallelism (cpu/vocab_parallel.h) ----
   // This rank's vocabulary rows [vocab_begin, vocab_begin + table rows) of
   // vocab_size: out[i] = table[ids[i] - vocab_begin], a zero row for an id
@@ -123,7 +147,14 @@ class KernelTable {
                                              const Tensor& sum_exp, const Tensor& target_logit, double grad_scale,
                                              const Tensor& dlogits) const = 0;
 
-  // ---- mixture of experts (cpu/moe_rows.h): index lists walked in order ----
+  // ---- mixture of experts ----
+  // The routing decisions of router logits [n, E] (f32 or f64; moe_routing.h:
+  // index logic on the host over the logits' values).
+  virtual MoeRouting route(const MoeRoutingConfig& cfg, const Tensor& logits) const = 0;
+  // dlogits [n, E] = router_logit_grads(r, cfg, dgate, aux_scale) (moe_routing.h).
+  virtual void router_backward(const MoeRouting& r, const MoeRoutingConfig& cfg, const double* dgate,
+                               double aux_scale, const Tensor& dlogits) const = 0;
+  // Index lists walked in order (cpu/moe_rows.h):
   // dst[i, :] = src[rows[i], :] for i < count (any dtype, dst has >= count rows).
   virtual void gather_rows(const Tensor& src, const int32_t* rows, int64_t count, const Tensor& dst) const = 0;
   // dst[dst_rows[i], :] += w[i] * src[src_rows[i], :] for i = 0..count-1 in order (w null: 1).
@@ -145,7 +176,8 @@ class KernelTable {
 // The table of a device; ConfigError when this build has none for it.
 const KernelTable& kernels_for(Device device);
 inline const KernelTable& kernels_for(const Tensor& t) { return kernels_for(t.device()); }
-// A device backend installs its table (the host's is built in).
-void register_kernels(Device device, const KernelTable* table);
+// A device backend installs its table (the host's and the meta device's are
+// built in); returns the table it replaces (a test may wrap the host's).
+const KernelTable* register_kernels(Device device, const KernelTable* table);
 
 }  // namespace meshtrain::kernels

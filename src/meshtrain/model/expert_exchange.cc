@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "meshtrain/core/error.h"
-#include "meshtrain/model/moe_routing.h"
+#include "meshtrain/kernels/moe_routing.h"
 
 namespace meshtrain::model {
 
@@ -51,7 +51,7 @@ void ExpertExchange::exchange(const Tensor& from, const std::vector<size_t>& fro
 Tensor ExpertExchange::dispatch(const Tensor& mine, const std::shared_ptr<CachingAllocator>& alloc,
                                 MemCategory cat) const {
   if (!ep_) return mine;
-  const Tensor received = Tensor::empty(Shape{expert_rows_bucket(std::max<int64_t>(received_rows_, 1)), mine.dim(1)},
+  const Tensor received = Tensor::empty(Shape{kernels::expert_rows_bucket(std::max<int64_t>(received_rows_, 1)), mine.dim(1)},
                                        mine.dtype(), alloc, cat);
   exchange(mine, send_rows_, received, recv_rows_, mine.dim(1), mine.dtype());
   return received;

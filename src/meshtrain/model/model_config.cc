@@ -45,6 +45,7 @@ void ModelConfig::finalize_moe() {
   MT_REQUIRE(ConfigError, n_experts >= 0, "model.n_experts = ", n_experts, ": expected >= 0 (0: dense)");
   if (n_experts == 0) {
     MT_REQUIRE(ConfigError, moe_layers.empty(), "model.moe_layers is set but model.n_experts = 0: set n_experts");
+    MT_REQUIRE(ConfigError, !moe_force_balance, "model.moe_force_balance is set but model.n_experts = 0");
     return;
   }
   MT_REQUIRE(ConfigError, experts_top_k >= 1 && experts_top_k <= n_experts, "model.experts_top_k = ", experts_top_k,

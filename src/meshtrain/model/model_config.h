@@ -41,6 +41,10 @@ struct ModelConfig {
   double moe_capacity_factor = 0.0;  // 0: dropless; else capacity per row = ceil(f * seq * k / E)
   double moe_aux_loss_coeff = 0.01;  // load-balancing loss weight (Switch form, per row)
   bool moe_shared_expert = false;    // a dense feed-forward every token also takes
+  // Routing replaced by the balanced round robin the planner assumes
+  // (kernels/moe_routing.h balanced_routing): for benchmarks and for checking
+  // `meshtrain plan` against a run, never for training a model.
+  bool moe_force_balance = false;
 
   bool is_moe_layer(int64_t layer) const;
 

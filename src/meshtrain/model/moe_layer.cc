@@ -6,23 +6,6 @@
 
 namespace meshtrain::model {
 
-namespace {
-
-// Host copies of a [rows, cols] f32 / f64 tensor (routing is index logic on the host).
-std::vector<double> to_host(const Tensor& t) {
-  std::vector<double> v(size_t(t.numel()));
-  if (t.dtype() == DType::F64) std::copy_n(t.data<double>(), v.size(), v.begin());
-  else std::copy_n(t.data<float>(), v.size(), v.begin());
-  return v;
-}
-
-void from_host(const std::vector<double>& v, const Tensor& t) {
-  if (t.dtype() == DType::F64) std::copy(v.begin(), v.end(), t.data<double>());
-  else std::copy(v.begin(), v.end(), t.data<float>());
-}
-
-}  // namespace
-
 MoeLayer::MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
                    comm::ProcessGroup* ep)
     : cfg_(cfg), op_(params.precision().compute), acc_(params.precision().accumulate()), ep_(ep) {
@@ -45,8 +28,9 @@ MoeLayer::MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::st
   if (cfg.moe_shared_expert) shared_ = std::make_unique<Mlp>(cfg, params, prefix + ".shared_expert");
 }
 
-MoeRoutingConfig MoeLayer::routing_config(int64_t seq) const {
-  return {cfg_.n_experts, cfg_.experts_top_k, seq, cfg_.moe_capacity_factor, cfg_.moe_aux_loss_coeff};
+kernels::MoeRoutingConfig MoeLayer::routing_config(int64_t seq) const {
+  return {cfg_.n_experts, cfg_.experts_top_k, seq, cfg_.moe_capacity_factor, cfg_.moe_aux_loss_coeff,
+          cfg_.moe_force_balance};
 }
 
 MoeLayer::Saved MoeLayer::forward(const kernels::KernelTable& k, const Tensor& xn, int64_t seq, const Tensor& y,
@@ -54,15 +38,16 @@ MoeLayer::Saved MoeLayer::forward(const kernels::KernelTable& k, const Tensor& x
                                   const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = xn.dim(0), d = cfg_.d_model, E = cfg_.n_experts;
   Saved s;
-  // Router logits in the accumulate type (fp32 under every policy), softmax on the host in double.
+  // Router logits in the accumulate type (fp32 under every policy); the
+  // routing decisions are index logic over them (kernels/moe_routing.h).
   Tensor logits = activation(alloc, acc_, {n, E}, MemCategory::Workspace);
   router_.forward(k, xn, logits);
-  auto routing = std::make_shared<MoeRouting>(route_tokens(routing_config(seq), to_host(logits).data(), n));
-  const MoeRouting& r = *routing;
+  auto routing = std::make_shared<kernels::MoeRouting>(k.route(routing_config(seq), logits));
+  const kernels::MoeRouting& r = *routing;
   s.routing = routing;
 
   // Every rank takes part in the exchange, with or without tokens.
-  const int64_t buffer_rows = expert_rows_bucket(std::max<int64_t>(r.begin[size_t(E)], 1));
+  const int64_t buffer_rows = kernels::expert_rows_bucket(std::max<int64_t>(r.begin[size_t(E)], 1));
   s.x_experts = activation(alloc, xn.dtype(), {buffer_rows, d});
   s.y_experts = activation(alloc, acc_, {buffer_rows, d});
   // Each block's kept rows are gathered; only its padding rows (and the
@@ -106,7 +91,7 @@ MoeLayer::Saved MoeLayer::forward(const kernels::KernelTable& k, const Tensor& x
 void MoeLayer::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const Tensor& dy,
                         bool dy_changes, const Tensor& dxn, double aux_scale, WeightGrads& wg,
                         const std::shared_ptr<CachingAllocator>& alloc) const {
-  const MoeRouting& r = *s.routing;
+  const kernels::MoeRouting& r = *s.routing;
   const int64_t n = xn.dim(0), E = cfg_.n_experts, kept = int64_t(r.comb_token.size());
   if (shared_) shared_->backward(k, xn, s.shared, dy, dy_changes, dxn, wg, alloc);
   else k.fill(dxn, 0.0);
@@ -137,8 +122,7 @@ void MoeLayer::backward(const kernels::KernelTable& k, const Tensor& xn, const S
   if (kept > 0) k.add_rows(dxn, r.comb_token.data(), dx_experts, r.comb_row.data(), nullptr, kept);  // (token, slot) order
   // Router: softmax backward of the gates' and the aux loss's gradients.
   Tensor dlogits = activation(alloc, acc_, {n, E}, wg.deferred() ? MemCategory::Activations : MemCategory::Workspace);
-  from_host(router_logit_grads(r, routing_config(r.seq), dgate.data(), aux_scale),
-            dlogits);
+  k.router_backward(r, routing_config(r.seq), dgate.data(), aux_scale, dlogits);
   const Tensor dl_op = as_operand(k, dlogits, op_, alloc);
   wg.linear(k, router_, xn, dl_op, false);
   router_.backward_input(k, dl_op, dxn, true);

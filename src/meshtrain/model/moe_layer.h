@@ -18,7 +18,7 @@
 
 #include "meshtrain/model/expert_exchange.h"
 #include "meshtrain/model/mlp_layer.h"
-#include "meshtrain/model/moe_routing.h"
+#include "meshtrain/kernels/moe_routing.h"
 #include "meshtrain/model/moe_stats.h"
 
 namespace meshtrain::model {
@@ -26,7 +26,7 @@ namespace meshtrain::model {
 class MoeLayer {
  public:
   struct Saved {
-    std::shared_ptr<const MoeRouting> routing;
+    std::shared_ptr<const kernels::MoeRouting> routing;
     std::shared_ptr<const ExpertExchange> exchange;
     Tensor x_experts;                 // this rank's tokens per expert [buffer rows, d] (operand type)
     Tensor y_experts;                 // their outputs, back from the owners [buffer rows, d]
@@ -48,7 +48,7 @@ class MoeLayer {
                 const std::shared_ptr<CachingAllocator>& alloc) const;
 
  private:
-  MoeRoutingConfig routing_config(int64_t seq) const;
+  kernels::MoeRoutingConfig routing_config(int64_t seq) const;
   const ModelConfig& cfg_;
   DType op_, acc_;
   Linear router_;

@@ -36,6 +36,7 @@ void init_typed(const ParamSpec& spec, uint64_t seed, int64_t begin, int64_t n, 
 
 void init_param_range(const ParamSpec& spec, uint64_t seed, int64_t begin, const Tensor& out) {
   MT_CHECK(begin >= 0 && begin + out.numel() <= spec.numel(), spec.name, ": init range outside the local tensor");
+  if (out.device() == Device::Meta) return;  // sizes without values (core/meta_memory.h)
   switch (out.dtype()) {
     case DType::F32: return init_typed(spec, seed, begin, out.numel(), out.data<float>());
     case DType::F64: return init_typed(spec, seed, begin, out.numel(), out.data<double>());
@@ -97,19 +98,11 @@ void Parameter::settle_grad() {
   if (take_first_grad_write()) kernels::kernels_for(grad).fill(grad, 0.0);
 }
 
-bool ParameterStore::poison_stale_grads() {
-  static const bool on = [] {
-    const char* v = std::getenv("MESHTRAIN_POISON_STALE_GRADS");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return on;
-}
-
 void ParameterStore::zero_grads_lazily(int u) {
   for (int i : spec_.units[size_t(u)].params) {
     Parameter& p = params_[size_t(i)];
     if (!p.grad.defined()) continue;
-    if (poison_stale_grads()) kernels::kernels_for(p.grad).fill(p.grad, std::numeric_limits<double>::quiet_NaN());
+    if (poison_stale_grads_) kernels::kernels_for(p.grad).fill(p.grad, std::numeric_limits<double>::quiet_NaN());
     p.grad_stale = true;
   }
 }

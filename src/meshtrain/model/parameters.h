@@ -59,10 +59,9 @@ class ParameterStore {
   // what lies between and after the parameters (alignment, padding) is
   // zeroed now, the parameters are stale.
   void bind_unit_grads_lazily(int u, const Tensor& flat);
-  // MESHTRAIN_POISON_STALE_GRADS=1 fills stale gradients with NaN instead
-  // of leaving them: a writer that adds without asking turns the loss NaN
-  // (the test suite runs with it).
-  static bool poison_stale_grads();
+  // Fill stale gradients with NaN instead of leaving them: a writer that
+  // adds without asking turns the loss NaN (ExecOptions::poison_stale_grads).
+  void set_poison_stale_grads(bool on) { poison_stale_grads_ = on; }
 
   // Points unit `u`'s parameter views at `flat` (numel >= the unit's; extra
   // elements are padding). An undefined tensor unbinds.
@@ -97,6 +96,7 @@ class ParameterStore {
   std::vector<Tensor> unit_values_, unit_grads_;
   std::vector<Parameter> params_;
   GradLaneSwitch lane_switch_;
+  bool poison_stale_grads_ = false;
 };
 
 // Fills `out` (dtype of the tensor) with parameter `spec`'s initial values

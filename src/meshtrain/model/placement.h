@@ -57,6 +57,9 @@ struct ModelPartition {
   int ep_size = 1, ep_rank = 0;  // expert parallelism: the routed experts held are this rank's 1/ep
   std::vector<int> segments;    // ascending; empty: every segment
   std::vector<int> copy_units;  // units held without their segment (a tied weight's copy)
+  // The stream, norms and adds on n / tp rows per tensor-parallel rank
+  // (regions.h); the layout plan sets it from its options, the one source.
+  bool sequence_parallel = false;
   bool holds(int segment) const;
   bool holds_copy(int unit) const;  // a unit held without its segment (copy_units)
   static ModelPartition whole() { return {}; }

@@ -5,13 +5,15 @@
 #include <vector>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/kernels/kernel_table.h"
 
 namespace meshtrain::model {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kTagK = 0x6370, kTagV = kTagK + 1, kTagDk = kTagK + 2, kTagDv = kTagK + 3;
+// The ring is the only point-to-point traffic on the cp group.
+constexpr int kTagK = 0, kTagV = 1, kTagDk = 2, kTagDv = 3;
 
 int64_t pairs_of_chunks(int64_t c, int qi, int ki) {
   if (ki > qi) return 0;
@@ -41,28 +43,27 @@ Ring ring_of(const kernels::AttentionShape& s, const comm::ProcessGroup& g, cons
   return R;
 }
 
-// The K and V of one block (both chunks), sent or received as two messages.
-template <typename T>
+// The K and V of one block (both chunks), sent or received as two messages:
+// flat views of 2 * kv_half elements each.
 struct KvBlock {
-  T* k;
-  T* v;
+  Tensor k, v;
 };
 
 // Block i of a [2, 2, n] buffer (K then V of n elements each).
-template <typename T>
-KvBlock<T> block_in(const Tensor& t, int i) {
-  return {t.data<T>() + 2 * i * t.dim(2), t.data<T>() + (2 * i + 1) * t.dim(2)};
+KvBlock block_in(const Tensor& t, int i) {
+  const int64_t n = t.dim(2);
+  return {t.flat_slice(2 * i * n, (2 * i + 1) * n), t.flat_slice((2 * i + 1) * n, (2 * i + 2) * n)};
 }
 
-template <typename T>
-std::vector<comm::Work> pass_on(comm::ProcessGroup& g, const Ring& R, KvBlock<T> send, KvBlock<T> recv, int tag_k,
-                                int tag_v, DType dt) {
-  const size_t n = size_t(2 * R.kv_half);
+Tensor half_of(const Tensor& t, int64_t half, int h) { return t.flat_slice(h * half, (h + 1) * half); }
+
+std::vector<comm::Work> pass_on(comm::ProcessGroup& g, const Ring& R, const KvBlock& send, const KvBlock& recv,
+                                int tag_k, int tag_v) {
   std::vector<comm::Work> w;
-  w.push_back(g.irecv(recv.k, n, dt, R.prev(), {.tag = tag_k}));
-  w.push_back(g.irecv(recv.v, n, dt, R.prev(), {.tag = tag_v}));
-  w.push_back(g.isend(send.k, n, dt, R.next(), {.tag = tag_k}));
-  w.push_back(g.isend(send.v, n, dt, R.next(), {.tag = tag_v}));
+  w.push_back(g.irecv(recv.k.raw(), size_t(recv.k.numel()), recv.k.dtype(), R.prev(), {.tag = tag_k}));
+  w.push_back(g.irecv(recv.v.raw(), size_t(recv.v.numel()), recv.v.dtype(), R.prev(), {.tag = tag_v}));
+  w.push_back(g.isend(send.k.raw(), size_t(send.k.numel()), send.k.dtype(), R.next(), {.tag = tag_k}));
+  w.push_back(g.isend(send.v.raw(), size_t(send.v.numel()), send.v.dtype(), R.next(), {.tag = tag_v}));
   return w;
 }
 
@@ -73,24 +74,26 @@ double wait_all(std::vector<comm::Work>& works) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-template <typename T>
-void ring_forward(comm::ProcessGroup& g, const Ring& R, const T* q, const T* k, const T* v, T scale, T* out, T* lse,
-                  DType dt, const std::shared_ptr<CachingAllocator>& alloc, CpCommStats* stats) {
+void ring_forward(const kernels::KernelTable& kt, comm::ProcessGroup& g, const Ring& R, const Tensor& q,
+                  const Tensor& k, const Tensor& v, double scale, const Tensor& out, const Tensor& lse,
+                  const std::shared_ptr<CachingAllocator>& alloc, CpCommStats* stats) {
+  const DType dt = q.dtype();
   const int64_t D = R.shape.head_dim, rows = R.B * R.shape.q_heads * R.c;
   // Softmax states of the two query halves (in the accumulate type: never 16 bits).
   Tensor o = Tensor::empty(Shape({2, rows, D}), dt, alloc, MemCategory::Workspace);
   Tensor al = Tensor::empty(Shape({2, 2, rows}), dt, alloc, MemCategory::Workspace);
-  kernels::SoftmaxState<T> st[2];
+  kernels::KernelTable::SoftmaxStateRef st[2];
   for (int h = 0; h < 2; ++h) {
-    st[h] = {o.data<T>() + h * rows * D, al.data<T>() + (2 * h) * rows, al.data<T>() + (2 * h + 1) * rows};
-    kernels::softmax_state_init(st[h], rows, D);
+    st[h] = {o.flat_slice(h * rows * D, (h + 1) * rows * D), al.flat_slice(2 * h * rows, (2 * h + 1) * rows),
+             al.flat_slice((2 * h + 1) * rows, (2 * h + 2) * rows)};
+    kt.softmax_state_init(st[h]);
   }
   Tensor bufs = Tensor::empty(Shape({2, 2, 2 * R.kv_half}), dt, alloc, MemCategory::Workspace);
-  KvBlock<T> cur{const_cast<T*>(k), const_cast<T*>(v)};
+  KvBlock cur{k, v};
   std::vector<comm::Work> comm;
   for (int step = 0; step < R.P; ++step) {
-    const KvBlock<T> nxt = block_in<T>(bufs, step % 2);
-    if (step + 1 < R.P) comm = pass_on(g, R, cur, nxt, kTagK, kTagV, dt);
+    const KvBlock nxt = block_in(bufs, step % 2);
+    if (step + 1 < R.P) comm = pass_on(g, R, cur, nxt, kTagK, kTagV);
     const int src = R.src(step);
     // Fixed order: ring step, then the block's chunks, whatever arrives when.
     for (int h = 0; h < 2; ++h) {
@@ -102,8 +105,8 @@ void ring_forward(comm::ProcessGroup& g, const Ring& R, const T* q, const T* k, 
           continue;
         }
         if (stats) ++stats->pairs_computed;
-        kernels::attention_partial_forward<T>(R.shape, q + h * R.q_half, R.span(qi), cur.k + gk * R.kv_half,
-                                              cur.v + gk * R.kv_half, R.span(ki), scale, st[h]);
+        kt.attention_partial_forward(R.shape, half_of(q, R.q_half, h), R.span(qi), half_of(cur.k, R.kv_half, gk),
+                                     half_of(cur.v, R.kv_half, gk), R.span(ki), scale, st[h]);
       }
     }
     if (step + 1 < R.P) {
@@ -116,28 +119,29 @@ void ring_forward(comm::ProcessGroup& g, const Ring& R, const T* q, const T* k, 
     }
   }
   for (int h = 0; h < 2; ++h)
-    kernels::softmax_state_finalize<T>(R.shape, R.c, st[h], out + h * R.q_half, lse + h * R.lse_half);
+    kt.softmax_state_finalize(R.shape, R.c, st[h], half_of(out, R.q_half, h), half_of(lse, R.lse_half, h));
 }
 
-template <typename T>
-void ring_backward(comm::ProcessGroup& g, const Ring& R, const T* q, const T* k, const T* v, T scale, const T* out,
-                   const T* lse, const T* dout, T* dq, T* dk, T* dv, DType dt,
+void ring_backward(const kernels::KernelTable& kt, comm::ProcessGroup& g, const Ring& R, const Tensor& q,
+                   const Tensor& k, const Tensor& v, double scale, const Tensor& out, const Tensor& lse,
+                   const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                    const std::shared_ptr<CachingAllocator>& alloc, CpCommStats* stats) {
+  const DType dt = q.dtype();
   const int64_t nkv = 2 * R.kv_half;  // one block's K (or V, dK, dV)
   const size_t es = dtype_size(dt);
-  std::fill(dq, dq + 2 * R.q_half, T(0));
+  kt.fill(dq, 0.0);
   Tensor bufs = Tensor::empty(Shape({2, 2, nkv}), dt, alloc, MemCategory::Workspace);   // K/V double buffer
   Tensor mine = Tensor::empty(Shape({2, nkv}), dt, alloc, MemCategory::Workspace);      // this step's dK/dV
   Tensor sums = Tensor::empty(Shape({2, 2, nkv}), dt, alloc, MemCategory::Workspace);   // received partial sums
-  const KvBlock<T> local{mine.data<T>(), mine.data<T>() + nkv};
-  KvBlock<T> cur{const_cast<T*>(k), const_cast<T*>(v)};
+  const KvBlock local{mine.flat_slice(0, nkv), mine.flat_slice(nkv, 2 * nkv)};
+  KvBlock cur{k, v};
   std::vector<comm::Work> kv_comm, sum_recv, sum_send;
   for (int step = 0; step < R.P; ++step) {
-    const KvBlock<T> nxt = block_in<T>(bufs, step % 2), incoming = block_in<T>(sums, step % 2);
-    if (step + 1 < R.P) kv_comm = pass_on(g, R, cur, nxt, kTagK, kTagV, dt);
+    const KvBlock nxt = block_in(bufs, step % 2), incoming = block_in(sums, step % 2);
+    if (step + 1 < R.P) kv_comm = pass_on(g, R, cur, nxt, kTagK, kTagV);
     if (step > 0) {  // the partial dK/dV of this block from the ranks before, arriving while we compute
-      sum_recv.push_back(g.irecv(incoming.k, size_t(nkv), dt, R.prev(), {.tag = kTagDk}));
-      sum_recv.push_back(g.irecv(incoming.v, size_t(nkv), dt, R.prev(), {.tag = kTagDv}));
+      sum_recv.push_back(g.irecv(incoming.k.raw(), size_t(nkv), dt, R.prev(), {.tag = kTagDk}));
+      sum_recv.push_back(g.irecv(incoming.v.raw(), size_t(nkv), dt, R.prev(), {.tag = kTagDv}));
     }
     mine.zero_();
     const int src = R.src(step);
@@ -150,30 +154,31 @@ void ring_backward(comm::ProcessGroup& g, const Ring& R, const T* q, const T* k,
           continue;
         }
         if (stats) ++stats->pairs_computed;
-        kernels::attention_partial_backward<T>(R.shape, q + h * R.q_half, R.span(qi), cur.k + gk * R.kv_half,
-                                               cur.v + gk * R.kv_half, R.span(ki), scale, out + h * R.q_half,
-                                               lse + h * R.lse_half, dout + h * R.q_half, dq + h * R.q_half,
-                                               local.k + gk * R.kv_half, local.v + gk * R.kv_half);
+        kt.attention_partial_backward(R.shape, half_of(q, R.q_half, h), R.span(qi), half_of(cur.k, R.kv_half, gk),
+                                      half_of(cur.v, R.kv_half, gk), R.span(ki), scale, half_of(out, R.q_half, h),
+                                      half_of(lse, R.lse_half, h), half_of(dout, R.q_half, h),
+                                      half_of(dq, R.q_half, h), half_of(local.k, R.kv_half, gk),
+                                      half_of(local.v, R.kv_half, gk));
       }
     }
     double waited = wait_all(sum_send);  // the previous step's sums left (their buffer is reused below)
     if (step > 0) {
       // Fixed order: the predecessors' sum, then this rank's contribution.
       waited += wait_all(sum_recv);
-      for (int64_t i = 0; i < nkv; ++i) incoming.k[i] += local.k[i];
-      for (int64_t i = 0; i < nkv; ++i) incoming.v[i] += local.v[i];
+      kt.add(incoming.k, local.k);
+      kt.add(incoming.v, local.v);
     } else {  // this rank's own block: its sum starts here
-      std::copy(local.k, local.k + nkv, incoming.k);
-      std::copy(local.v, local.v + nkv, incoming.v);
+      kt.copy(incoming.k, local.k);
+      kt.copy(incoming.v, local.v);
     }
-    const KvBlock<T> total = incoming;
+    const KvBlock total = incoming;
     if (R.P == 1) {
-      std::copy(total.k, total.k + nkv, dk);
-      std::copy(total.v, total.v + nkv, dv);
+      kt.copy(dk, total.k);
+      kt.copy(dv, total.v);
       break;
     }
-    sum_send.push_back(g.isend(total.k, size_t(nkv), dt, R.next(), {.tag = kTagDk}));
-    sum_send.push_back(g.isend(total.v, size_t(nkv), dt, R.next(), {.tag = kTagDv}));
+    sum_send.push_back(g.isend(total.k.raw(), size_t(nkv), dt, R.next(), {.tag = kTagDk}));
+    sum_send.push_back(g.isend(total.v.raw(), size_t(nkv), dt, R.next(), {.tag = kTagDv}));
     if (step + 1 < R.P) {
       waited += wait_all(kv_comm);
       cur = nxt;
@@ -186,8 +191,8 @@ void ring_backward(comm::ProcessGroup& g, const Ring& R, const T* q, const T* k,
   if (R.P > 1) {
     // After cp steps this rank's own block comes back with every rank's share.
     std::vector<comm::Work> last;
-    last.push_back(g.irecv(dk, size_t(nkv), dt, R.prev(), {.tag = kTagDk}));
-    last.push_back(g.irecv(dv, size_t(nkv), dt, R.prev(), {.tag = kTagDv}));
+    last.push_back(g.irecv(dk.raw(), size_t(nkv), dt, R.prev(), {.tag = kTagDk}));
+    last.push_back(g.irecv(dv.raw(), size_t(nkv), dt, R.prev(), {.tag = kTagDv}));
     double waited = wait_all(last);
     waited += wait_all(sum_send);
     if (stats) stats->exposed_s += waited;
@@ -208,15 +213,10 @@ void RingAttention::forward(const kernels::AttentionShape& s, const Tensor& q, c
                             const int32_t* chunk_segments, double scale, const Tensor& out, const Tensor& lse,
                             const std::shared_ptr<CachingAllocator>& alloc) const {
   MT_CHECK(group_, "ring attention without a cp group");
-  const Ring R = ring_of(s, *group_, chunk_segments);
-  if (q.dtype() == DType::F32)
-    ring_forward<float>(*group_, R, q.data<float>(), k.data<float>(), v.data<float>(), float(scale),
-                        out.data<float>(), lse.data<float>(), q.dtype(), alloc, stats_);
-  else if (q.dtype() == DType::F64)
-    ring_forward<double>(*group_, R, q.data<double>(), k.data<double>(), v.data<double>(), scale, out.data<double>(),
-                         lse.data<double>(), q.dtype(), alloc, stats_);
-  else
-    MT_THROW(ConfigError, "context parallel attention runs in f32 or f64, not ", dtype_name(q.dtype()));
+  MT_REQUIRE(ConfigError, q.dtype() == DType::F32 || q.dtype() == DType::F64,
+             "context parallel attention runs in f32 or f64, not ", dtype_name(q.dtype()));
+  ring_forward(kernels::kernels_for(q), *group_, ring_of(s, *group_, chunk_segments), q, k, v, scale, out, lse, alloc,
+               stats_);
 }
 
 void RingAttention::backward(const kernels::AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -224,17 +224,10 @@ void RingAttention::backward(const kernels::AttentionShape& s, const Tensor& q, 
                              const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                              const std::shared_ptr<CachingAllocator>& alloc) const {
   MT_CHECK(group_, "ring attention without a cp group");
-  const Ring R = ring_of(s, *group_, chunk_segments);
-  if (q.dtype() == DType::F32)
-    ring_backward<float>(*group_, R, q.data<float>(), k.data<float>(), v.data<float>(), float(scale),
-                         out.data<float>(), lse.data<float>(), dout.data<float>(), dq.data<float>(),
-                         dk.data<float>(), dv.data<float>(), q.dtype(), alloc, stats_);
-  else if (q.dtype() == DType::F64)
-    ring_backward<double>(*group_, R, q.data<double>(), k.data<double>(), v.data<double>(), scale,
-                          out.data<double>(), lse.data<double>(), dout.data<double>(), dq.data<double>(),
-                          dk.data<double>(), dv.data<double>(), q.dtype(), alloc, stats_);
-  else
-    MT_THROW(ConfigError, "context parallel attention runs in f32 or f64, not ", dtype_name(q.dtype()));
+  MT_REQUIRE(ConfigError, q.dtype() == DType::F32 || q.dtype() == DType::F64,
+             "context parallel attention runs in f32 or f64, not ", dtype_name(q.dtype()));
+  ring_backward(kernels::kernels_for(q), *group_, ring_of(s, *group_, chunk_segments), q, k, v, scale, out, lse,
+                dout, dq, dk, dv, alloc, stats_);
 }
 
 }  // namespace meshtrain::model

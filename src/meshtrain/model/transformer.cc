@@ -14,20 +14,27 @@ ModelConfig finalized(ModelConfig cfg) {
 Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec,
                          ModelPartition partition, comm::ProcessGroup* tp, comm::ProcessGroup* cp,
                          comm::ProcessGroup* ep)
+    : Transformer(cfg, std::move(alloc), exec, localize(build_model_spec(finalized(cfg)), finalized(cfg), partition),
+                  tp, cp, ep) {}
+
+Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec,
+                         ModelSpec local, comm::ProcessGroup* tp, comm::ProcessGroup* cp, comm::ProcessGroup* ep)
     : cfg_(finalized(cfg)),
       alloc_(std::move(alloc)),
       exec_(exec),
       kernels_(&kernels::kernels_for(alloc_->device())),
-      params_(localize(build_model_spec(cfg_), cfg_, partition), exec.precision, alloc_, exec.materialize_params) {
+      params_(std::move(local), exec.precision, alloc_, exec.materialize_params) {
+  const ModelPartition& partition = params_.spec().partition;
   exec_.precision.validate();
   MT_CHECK(partition.tp_size == (tp ? tp->size() : 1), "partition tp size ", partition.tp_size, " vs group ",
            tp ? tp->size() : 1);
   MT_CHECK(!tp || tp->rank() == partition.tp_rank, "partition tp rank ", partition.tp_rank, " vs group rank ",
            tp ? tp->rank() : 0);
   tp_stats_ = std::make_unique<TpCommStats>(num_segments());
-  tp_ = TpRegions(tp && tp->size() > 1 ? tp : nullptr, exec_.sequence_parallel, tp_stats_.get(), 0);
+  tp_ = TpRegions(tp && tp->size() > 1 ? tp : nullptr, partition.sequence_parallel, tp_stats_.get(), 0);
   cp_stats_ = std::make_unique<CpCommStats>();
   ring_ = std::make_unique<RingAttention>(cp && cp->size() > 1 ? cp : nullptr, cp_stats_.get());
+  params_.set_poison_stale_grads(exec.poison_stale_grads);
   params_.initialize(cfg_.seed);
   if (cfg_.positions == PositionKind::Rope) rope_ = kernels::make_rope_table(cfg_.max_seq_len, cfg_.head_dim, cfg_.rope_theta);
   const kernels::RopeTable* rope = cfg_.positions == PositionKind::Rope ? &rope_ : nullptr;

@@ -23,7 +23,9 @@ struct ExecOptions {
   bool materialize_params = true;  // false: a parallel engine binds unit buffers
   PrecisionPolicy precision = PrecisionPolicy::uniform(DType::F32);
   bool fuse_residual = true;       // residual add inside the output GEMMs where exact (no tp reduction)
-  bool sequence_parallel = false;  // the stream, norms and adds on n / tp rows per rank (regions.h)
+  // A debugging aid: stale gradients hold NaN instead of the last window's
+  // values, so a writer that adds without settling fails (parameters.h).
+  bool poison_stale_grads = false;
 };
 
 class Transformer {
@@ -35,6 +37,10 @@ class Transformer {
   Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec = {},
               ModelPartition partition = ModelPartition::whole(), comm::ProcessGroup* tp = nullptr,
               comm::ProcessGroup* cp = nullptr, comm::ProcessGroup* ep = nullptr);
+  // The same from a rank-local spec already built (localize: the layout
+  // plan's spec, handed over instead of built again).
+  Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec, ModelSpec local,
+              comm::ProcessGroup* tp, comm::ProcessGroup* cp, comm::ProcessGroup* ep);
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
 

@@ -1,33 +1,32 @@
 #include "meshtrain/parallel/data_parallel.h"
 
-#include "meshtrain/kernels/kernel_table.h"
 #include <chrono>
 
-#include "meshtrain/parallel/grad_norm.h"
+#include "meshtrain/kernels/kernel_table.h"
 #include "meshtrain/parallel/tree_reduce.h"
 
 namespace meshtrain::parallel {
 
-DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, comm::ProcessGroup& dp,
-                           comm::ProcessGroup& model_group, const ParallelConfig& cfg,
-                           const optim::OptimizerConfig& opt, const std::shared_ptr<CachingAllocator>& alloc,
-                           comm::ProcessGroup* tp, comm::ProcessGroup* tie, ExpertGroups experts)
+DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, const RankGroups& groups,
+                           const ParallelConfig& cfg, const optim::OptimizerConfig& opt,
+                           const std::shared_ptr<CachingAllocator>& alloc)
     : model_(model),
       layout_(plan),
-      dp_(dp),
-      model_group_(model_group),
-      expert_model_(experts.model ? *experts.model : model_group),
-      groups_(plan.shards(), dp, experts.edp),
-      tie_(tie),
+      dp_(*groups.data),
+      model_group_(*groups.model),
+      expert_model_(*groups.expert_model),
+      groups_(plan.shards(), *groups.data, groups.edp),
+      norm_(plan, groups_, model_group_, expert_model_, alloc),
+      tie_(groups.tie.get()),
       cfg_(cfg),
       alloc_(alloc),
       nu_(plan.shards().num_units()),
       full_params_(size_t(nu_)),
       masters_(size_t(nu_)),
       flat_offset_(size_t(nu_), 0),
-      tp_sums_(plan, tp, alloc) {
+      tp_sums_(plan, groups, alloc) {
   const ShardPlan& sp = plan.shards();
-  MT_REQUIRE(ConfigError, dp.size() == sp.size(), "the data-parallel group has ", dp.size(),
+  MT_REQUIRE(ConfigError, dp_.size() == sp.size(), "the data-parallel group has ", dp_.size(),
              " ranks but the layout plan shards over ", sp.size());
   MT_CHECK(model_.params().spec().params.size() == plan.spec().params.size(),
            "the model was not built from the layout plan's spec");
@@ -216,8 +215,7 @@ void DataParallel::finish_grads() {
 }
 
 double DataParallel::grad_sum_squares() {
-  return global_grad_sum_squares(layout_, [this](int u) { return owned_grad(u); }, groups_, model_group_,
-                                 expert_model_);
+  return norm_.sum_squares([this](int u) { return owned_grad(u); });
 }
 
 void DataParallel::step(double lr, double grad_scale) {

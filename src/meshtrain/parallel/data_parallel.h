@@ -27,38 +27,29 @@
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/optim/adamw.h"
 #include "meshtrain/parallel/grad_buckets.h"
+#include "meshtrain/parallel/grad_norm.h"
 #include "meshtrain/parallel/grad_tree.h"
 #include "meshtrain/parallel/layout_plan.h"
 #include "meshtrain/parallel/param_gather.h"
 #include "meshtrain/parallel/parallel_config.h"
 #include "meshtrain/parallel/program.h"
+#include "meshtrain/parallel/rank_groups.h"
 #include "meshtrain/parallel/sharded_grads.h"
 #include "meshtrain/parallel/tp_grad_sums.h"
 #include "meshtrain/parallel/unit_groups.h"
 
 namespace meshtrain::parallel {
 
-// The groups of the routed experts' units under expert parallelism.
-struct ExpertGroups {
-  comm::ProcessGroup* edp = nullptr;    // replicas of this rank's experts (null: the data group)
-  comm::ProcessGroup* model = nullptr;  // model axes x ep: every holder of some expert (null: model_group)
-};
-
 class DataParallel {
  public:
-  // dp: the group ZeRO shards over and gradients are summed over (the
-  // plan's data axes); model_group: the plan's model axes (the norm and
-  // checks span it); tp: the tensor-parallel group partial gradients are
-  // summed over (tp_grad_sums.h; null without tensor parallelism); tie: the
-  // pipeline ranks holding a tied weight (plan.tie_stages(); null where this
-  // rank holds none), over which its reduced gradient is summed too;
-  // experts: under expert parallelism, the groups of the routed experts'
-  // units (unit_groups.h). The model must be built from plan.spec() with
-  // materialize_params = false. Collective over tp.
-  DataParallel(model::Transformer& model, const LayoutPlan& plan, comm::ProcessGroup& dp,
-               comm::ProcessGroup& model_group, const ParallelConfig& cfg, const optim::OptimizerConfig& opt,
-               const std::shared_ptr<CachingAllocator>& alloc, comm::ProcessGroup* tp = nullptr,
-               comm::ProcessGroup* tie = nullptr, ExpertGroups experts = {});
+  // groups (rank_groups.h): the data group ZeRO shards over and gradients
+  // are summed over, the edp group of the routed experts' units
+  // (unit_groups.h), the model groups the norm spans, the tp group and its
+  // sub-groups partial gradients are summed over (tp_grad_sums.h), the tie
+  // group a tied weight's reduced gradient is summed over too. The model
+  // must be built from plan.spec() with materialize_params = false.
+  DataParallel(model::Transformer& model, const LayoutPlan& plan, const RankGroups& groups, const ParallelConfig& cfg,
+               const optim::OptimizerConfig& opt, const std::shared_ptr<CachingAllocator>& alloc);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -131,6 +122,7 @@ class DataParallel {
   comm::ProcessGroup& model_group_;
   comm::ProcessGroup& expert_model_;
   UnitGroups groups_;
+  GradNorm norm_;
   comm::ProcessGroup* tie_;
   ParallelConfig cfg_;
   std::shared_ptr<CachingAllocator> alloc_;

@@ -20,12 +20,18 @@ std::string current_reason() {
 
 }  // namespace
 
-StepExecutor::StepExecutor(model::Transformer& model, DataParallel* engine, comm::ProcessGroup* pp)
-    : model_(model), engine_(engine), pp_(pp) {}
+StepExecutor::StepExecutor(model::Transformer& model, DataParallel* engine, comm::ProcessGroup* pp,
+                           comm::CommLedger* ledger)
+    : model_(model), engine_(engine), pp_(pp), ledger_(ledger) {}
 
 int StepExecutor::tag(const Action& a, bool gradient) const {
-  // Unique per (kind, micro-batch, chunk) within a window.
-  return ((a.micro * 1024) + a.chunk) * 2 + (gradient ? 1 : 0);
+  // One tag per (kind, micro-batch, chunk) of the window, counted densely
+  // and wrapped inside the group's tag bound (MPI guarantees 32767): a tag
+  // comes round again only after thousands of transfers, while the
+  // messages in flight between two stages at once span a few micro-batches.
+  const int64_t chunks = model_.config().n_layers + 2;  // more than any rank's chunk count
+  const int64_t dense = (int64_t(a.micro) * chunks + a.chunk) * 2 + (gradient ? 1 : 0);
+  return int(dense % (int64_t(pp_->max_tag()) + 1));
 }
 
 Tensor StepExecutor::recv_buffer(const model::TokenBatch& b) {
@@ -51,8 +57,11 @@ void StepExecutor::post_ahead(const Program& program, size_t index,
   while (next < program.actions.size() && !is_compute(program.actions[next].op)) ++next;
   for (size_t k = std::max(posted_until_, index + 1); k < next; ++k) {
     const Op op = program.actions[k].op;
-    if (op == Op::RecvActivation || op == Op::RecvGradient) post_recv(program.actions[k], k, micro);
+    if (op != Op::RecvActivation && op != Op::RecvGradient) continue;
+    if (ledger_) stamp(program, k);  // the receive is its own action's, though posted now
+    post_recv(program.actions[k], k, micro);
   }
+  if (ledger_) stamp(program, index);
   posted_until_ = std::max(posted_until_, next);
 }
 
@@ -77,8 +86,10 @@ WindowResult StepExecutor::run(const Program& program, const std::function<model
   timeline_.clear();
   posted_until_ = 0;
   try {
+    peak_live_ = 0;
     for (size_t i = 0; i < program.actions.size(); ++i) {
       const Action& a = program.actions[i];
+      if (ledger_) stamp(program, i);
       if (!is_compute(a.op)) {
         execute(a, micro, mode, i, result);
         continue;
@@ -87,8 +98,10 @@ WindowResult StepExecutor::run(const Program& program, const std::function<model
       const double t0 = now_s();
       execute(a, micro, mode, i, result);
       record(a, t0, now_s());
+      peak_live_ = std::max(peak_live_, live_micro_batches());
     }
     for (auto& w : sends_) w.wait();
+    if (ledger_) ledger_->set_position(-1, comm::StepPhase::Bookkeeping);
   } catch (...) {
     unwind(current_reason());
     throw;
@@ -98,6 +111,33 @@ WindowResult StepExecutor::run(const Program& program, const std::function<model
   MT_CHECK(states_.empty() && inputs_.empty() && output_grads_.empty() && posted_.empty(),
            "the step program left state behind: a missing backward or transfer");
   return result;
+}
+
+int StepExecutor::live_micro_batches() const {
+  int n = 0, last = -1;
+  for (const auto& [key, state] : states_)  // ordered by micro-batch
+    if (key.first != last) ++n, last = key.first;
+  return n;
+}
+
+void StepExecutor::stamp(const Program& program, size_t index) {
+  auto phase_of = [](Op op) {
+    switch (op) {
+      case Op::Forward:
+      case Op::SendActivation:
+      case Op::RecvActivation: return comm::StepPhase::Forward;
+      case Op::ReduceGrads:
+      case Op::CloseLeaf: return comm::StepPhase::GradSync;
+      default: return comm::StepPhase::Backward;
+    }
+  };
+  // A parameter gather belongs to the pass of the compute action it is for.
+  size_t i = index;
+  auto is_param = [](Op op) { return op == Op::Gather || op == Op::Require || op == Op::Release; };
+  if (is_param(program.actions[index].op))
+    while (i < program.actions.size() && !is_compute(program.actions[i].op)) ++i;
+  ledger_->set_position(int(index), i < program.actions.size() ? phase_of(program.actions[i].op)
+                                                                : comm::StepPhase::Forward);
 }
 
 void StepExecutor::unwind(const std::string& reason) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 
+#include "meshtrain/comm/comm_plan.h"
 #include "meshtrain/comm/process_group.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/parallel/data_parallel.h"
@@ -30,8 +31,11 @@ class StepExecutor {
  public:
   // pp: the pipeline group (peers are pipeline ranks); null when pp = 1.
   // engine: null when the model owns its parameters and gradients (no
-  // data-parallel state: tests, tools).
-  StepExecutor(model::Transformer& model, DataParallel* engine, comm::ProcessGroup* pp);
+  // data-parallel state: tests, tools). ledger: where a recording context's
+  // groups write (comm/recording/recording_group.h), stamped with each
+  // action and its phase; null in a real run.
+  StepExecutor(model::Transformer& model, DataParallel* engine, comm::ProcessGroup* pp,
+               comm::CommLedger* ledger = nullptr);
 
   // micro(j): micro-batch j of the window (valid until run returns). mode:
   // training (backward + loss coefficient) or forward-only.
@@ -40,6 +44,9 @@ class StepExecutor {
   // The last run's compute actions, one per chunk action, in the order
   // they ran, on this rank's steady clock (seconds).
   const std::vector<TimedAction>& timeline() const { return timeline_; }
+  // Most micro-batches with saved state (forward done, backward not) at
+  // once during the last run.
+  int peak_live_micro_batches() const { return peak_live_; }
 
  private:
   using Key = std::pair<int, int>;  // (micro-batch, segment)
@@ -55,10 +62,14 @@ class StepExecutor {
                size_t index, WindowResult& result);
   void record(const Action& a, double start, double end);
   void unwind(const std::string& reason);
+  void stamp(const Program& program, size_t index);
+  int live_micro_batches() const;
 
   model::Transformer& model_;
   DataParallel* engine_;
   comm::ProcessGroup* pp_;
+  comm::CommLedger* ledger_;
+  int peak_live_ = 0;
   std::map<Key, model::SegmentState> states_;
   std::map<Key, Tensor> inputs_;        // a segment's input activations
   std::map<Key, Tensor> output_grads_;  // dL/d(a segment's output)

@@ -10,6 +10,9 @@
 // Routed experts' units (held by their owners only) are summed the same
 // way over their own groups — the expert-data-parallel group, then the
 // model ranks and the expert-parallel ranks — and added to the dense sum.
+// How many blocks each model rank holds of each unit is a fact of the
+// layout: every rank computes its model group's counts from their layout
+// plans once, so a step exchanges only the blocks' sums.
 #pragma once
 
 #include <functional>
@@ -20,12 +23,33 @@
 
 namespace meshtrain::parallel {
 
-// owned_grad(u): this rank's reduced gradient of its owned range of unit u.
-// Collective over each unit's group (when ZeRO shards gradients' owners),
-// `model` and, when the plan has expert units, `expert_model` (the model
-// ranks times the expert-parallel ranks: every holder of some expert).
-double global_grad_sum_squares(const LayoutPlan& plan, const std::function<Tensor(int)>& owned_grad,
-                               const UnitGroups& groups, comm::ProcessGroup& model,
-                               comm::ProcessGroup& expert_model);
+// `model`: the model ranks (pp x tp) at this rank's data coordinate;
+// `expert_model`: the model ranks times the expert-parallel ranks (every
+// holder of some expert), used when the plan has expert units.
+class GradNorm {
+ public:
+  // alloc: where the model ranks' blocks are gathered (a step's workspace).
+  GradNorm(const LayoutPlan& plan, const UnitGroups& groups, comm::ProcessGroup& model,
+           comm::ProcessGroup& expert_model, std::shared_ptr<CachingAllocator> alloc);
+  // owned_grad(u): this rank's reduced gradient of its owned range of unit u.
+  // Collective over each unit's group (when ZeRO shards gradients' owners)
+  // and the model groups.
+  double sum_squares(const std::function<Tensor(int)>& owned_grad) const;
+
+ private:
+  // Norm blocks of each unit held by each member of a model group, [M x U],
+  // rank-major (unit u of member r: counts[r * U + u]).
+  struct Kind {
+    bool experts = false;
+    comm::ProcessGroup* data = nullptr;
+    comm::ProcessGroup* model = nullptr;
+    std::vector<int64_t> counts;
+  };
+  double sum_squares_of(const Kind& kind, const std::function<Tensor(int)>& owned_grad) const;
+  const LayoutPlan& plan_;
+  std::shared_ptr<CachingAllocator> alloc_;
+  std::vector<bool> counted_;  // per unit: every parameter's copy here counts in the norm
+  Kind dense_, experts_;
+};
 
 }  // namespace meshtrain::parallel

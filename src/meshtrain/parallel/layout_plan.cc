@@ -63,7 +63,7 @@ std::vector<Chunk> pipeline_chunks(int64_t n_layers, int pp, int v, const std::v
 }
 
 LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mesh, int rank,
-                       const LayoutOptions& options)
+                       const LayoutOptions& options, std::shared_ptr<const model::ModelSpec> global)
     : cfg_(finalized(cfg)),
       mesh_(mesh),
       rank_(rank),
@@ -75,26 +75,28 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
         const int first = chunks_.front().pp_rank, head = chunks_.back().pp_rank;
         return cfg_.tied_embeddings && first != head ? std::vector<int>{first, head} : std::vector<int>{};
       }()),
+      global_(global ? std::move(global) : std::make_shared<const model::ModelSpec>(model::build_model_spec(cfg_))),
       spec_([&] {
         model::ModelPartition part;
         part.tp_size = mesh_.tp;
-        part.tp_rank = coords_.at("tp");
+        part.tp_rank = coords_[comm::Axis::Tp];
         part.ep_size = mesh_.ep;
-        part.ep_rank = coords_.at("ep");
+        part.ep_rank = coords_[comm::Axis::Ep];
+        part.sequence_parallel = options_.sequence_parallel;
         if (mesh_.pp > 1)
           for (const Chunk& c : chunks_)
-            if (c.pp_rank == coords_.at("pp"))
+            if (c.pp_rank == coords_[comm::Axis::Pp])
               for (int s = c.first; s <= c.last; ++s) part.segments.push_back(s);
         std::sort(part.segments.begin(), part.segments.end());
-        if (!tie_stages_.empty() && coords_.at("pp") == tie_stages_[1]) part.copy_units.push_back(0);
-        return std::make_shared<const model::ModelSpec>(model::localize(model::build_model_spec(cfg_), cfg_, part));
+        if (!tie_stages_.empty() && coords_[comm::Axis::Pp] == tie_stages_[1]) part.copy_units.push_back(0);
+        return std::make_shared<const model::ModelSpec>(model::localize(*global_, cfg_, part));
       }()),
       // ZeRO shards over dp x cp (the data group's rank: dp coordinate x cp
       // + cp coordinate); routed experts over the replicas of the same
       // experts (edp, inside dp x cp).
-      shards_(spec_, mesh.dp * mesh.cp, coords_.at("dp") * mesh.cp + coords_.at("cp"), options.zero_stage,
-              mesh.size("edp"), coords_.at("edp")) {
-  const int tp_rank = coords_.at("tp");
+      shards_(spec_, mesh.dp * mesh.cp, coords_[comm::Axis::Dp] * mesh.cp + coords_[comm::Axis::Cp],
+              options.zero_stage, mesh.size(comm::Axis::Edp), coords_[comm::Axis::Edp]) {
+  const int tp_rank = coords_[comm::Axis::Tp];
   std::vector<int> stage_of_segment(size_t(cfg_.n_layers + 2));
   for (const Chunk& c : chunks_)
     for (int s = c.first; s <= c.last; ++s) stage_of_segment[size_t(s)] = c.pp_rank;
@@ -103,8 +105,8 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
     const bool tied = p.unit == 0 && !tie_stages_.empty();
     l.stages = tied ? tie_stages_ : std::vector<int>{stage_of_segment[size_t(spec_->units[size_t(p.unit)].segment)]};
     // A routed expert is held by its owners only: summed over their replicas.
-    l.reduce_axes = p.expert >= 0 ? std::vector<std::string>{"edp"} : data_axes();
-    if (tied) l.reduce_axes.push_back("pp:" + std::to_string(tie_stages_[0]) + "+" + std::to_string(tie_stages_[1]));
+    l.reduce_axes = p.expert >= 0 ? comm::Axes(comm::Axis::Edp) : data_axes();
+    l.tied = tied;
     const int pieces = p.tp.pieces(mesh_.tp, p.name);
     if (p.tp.is_shard()) {
       // A piece shared by several tp ranks (KV heads fewer than ranks): each
@@ -114,28 +116,26 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
     } else {
       // Replicated on tp: identical gradients, unless a sequence shard
       // feeds each rank (sequence parallelism).
-      if (options_.sequence_parallel && mesh_.tp > 1) l.reduce_axes.push_back("tp");
+      if (options_.sequence_parallel && mesh_.tp > 1) l.reduce_axes = l.reduce_axes | comm::Axis::Tp;
       l.counts_in_norm = tp_rank == 0;
     }
     // The tied copy on the head's stage is the same logical parameter.
-    if (tied) l.counts_in_norm = l.counts_in_norm && coords_.at("pp") == tie_stages_[0];
+    if (tied) l.counts_in_norm = l.counts_in_norm && coords_[comm::Axis::Pp] == tie_stages_[0];
     l.writes_checkpoint = l.counts_in_norm;
     params_.push_back(std::move(l));
   }
 }
 
-int LayoutPlan::coord(const std::string& axis) const { return coords_.at(axis); }
-
 std::vector<int> LayoutPlan::tied_units() const {
   if (tie_stages_.empty()) return {};
-  const int pp = coords_.at("pp");
+  const int pp = coords_[comm::Axis::Pp];
   return pp == tie_stages_[0] || pp == tie_stages_[1] ? std::vector<int>{0} : std::vector<int>{};
 }
 
 std::vector<int> LayoutPlan::my_chunks() const {
   std::vector<int> mine;
   for (size_t c = 0; c < chunks_.size(); ++c)
-    if (chunks_[c].pp_rank == coords_.at("pp")) mine.push_back(int(c));
+    if (chunks_[c].pp_rank == coords_[comm::Axis::Pp]) mine.push_back(int(c));
   return mine;
 }
 
@@ -194,7 +194,7 @@ std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mes
   os << "columns: placement per axis (S<k> = pipeline stage k, S0+S3 = tied: a copy on both stages, R = replicated,\n"
         "S(d) = split on dim d, xN = N tp ranks share each piece, ep = a routed expert held only by its owners on\n"
         "the expert-parallel axis); local shape on each tp rank; grad sum = axes its\n"
-        "gradient is summed over (tp:N = the N tp ranks sharing a piece, pp:0+3 = the tied copies' stages);\n"
+        "gradient is summed over (tp:N = the N tp ranks sharing a piece, S0+S3 = the tied copies' stages);\n"
         "bytes/rank = values + gradients + optimizer state on the rank holding most\n\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-48s %-7s %-3s %-3s %-8s %-24s %-12s %12s\n", "parameter", "pp", "dp", "cp", "tp",
@@ -204,8 +204,9 @@ std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mes
     const model::ParamSpec& p = global.params[g];
     const Row& row = rows[g];
     std::vector<std::string> shapes(row.shapes.begin(), row.shapes.end());
-    std::string group = join(row.layout->reduce_axes, "+");
+    std::string group = row.layout->reduce_axes.key();
     if (row.layout->tp_replicas > 1) group += "+tp:" + std::to_string(row.layout->tp_replicas);
+    if (row.layout->tied) group += "+" + row.stages;
     std::snprintf(line, sizeof line, "%-48s %-7s %-3s %-3s %-8s %-24s %-12s %12s\n", p.name.c_str(),
                   row.stages.c_str(), p.expert >= 0 && mesh.ep > 1 ? "ep" : "R", "R", p.tp.str(mesh.tp).c_str(),
                   join(shapes, " | ").c_str(), group.c_str(), format_bytes(row.bytes).c_str());
@@ -219,7 +220,8 @@ std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mes
       total.params += b.params, total.grads += b.grads, total.optimizer += b.optimizer;
     }
     std::snprintf(line, sizeof line, "  rank %3d (pp %d dp %d cp %d tp %d): params %s, grads %s, optimizer %s, total %s\n",
-                  plan.rank(), plan.coord("pp"), plan.coord("dp"), plan.coord("cp"), plan.coord("tp"),
+                  plan.rank(), plan.coord(comm::Axis::Pp), plan.coord(comm::Axis::Dp), plan.coord(comm::Axis::Cp),
+                  plan.coord(comm::Axis::Tp),
                   format_bytes(total.params).c_str(), format_bytes(total.grads).c_str(),
                   format_bytes(total.optimizer).c_str(), format_bytes(total.total()).c_str());
     os << line;

@@ -54,22 +54,31 @@ struct ParamLayout {
   // on another rank, {first stage, head's stage}: the gradient is then also
   // summed over those two ranks of the pp axis (the tie group).
   std::vector<int> stages;
-  std::vector<std::string> reduce_axes;   // mesh axes its gradient is summed over ("pp:0+3": the tie group)
+  // The one statement of the ranks its gradient is summed over: the mesh
+  // axes (the data axes, edp for a routed expert, plus tp where a sequence
+  // shard fed a replicated weight), the tp ranks sharing its piece (partial
+  // gradients of a shared KV head), and the tie group of a tied copy.
+  comm::Axes reduce_axes;
   int tp_replicas = 1;                    // tp ranks sharing its piece whose gradients are partial
+  bool tied = false;                      // also summed over the tie group (its two stages)
   bool counts_in_norm = true;             // this copy is the one the global norm counts
   bool writes_checkpoint = true;          // this copy's boxes go to checkpoints (then split over dp)
 };
 
 class LayoutPlan {
  public:
-  LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mesh, int rank, const LayoutOptions& options);
+  // global: the model's global spec (build_model_spec of the finalized
+  // config) when the caller has it; plans of several ranks share one.
+  LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mesh, int rank, const LayoutOptions& options,
+             std::shared_ptr<const model::ModelSpec> global = nullptr);
 
   const comm::MeshShape& mesh() const { return mesh_; }
   int rank() const { return rank_; }
-  int coord(const std::string& axis) const;
+  int coord(comm::Axis a) const { return coords_[a]; }
   const LayoutOptions& options() const { return options_; }
   const model::ModelConfig& model_config() const { return cfg_; }
   const model::ModelSpec& spec() const { return *spec_; }
+  const std::shared_ptr<const model::ModelSpec>& global_spec() const { return global_; }
   const std::shared_ptr<const model::ModelSpec>& spec_ptr() const { return spec_; }
   const model::ModelPartition& partition() const { return spec_->partition; }
   const ShardPlan& shards() const { return shards_; }
@@ -84,21 +93,25 @@ class LayoutPlan {
   // Axes the data-parallel engine shards ZeRO state over and sums every
   // gradient over: dp, and cp when context parallelism splits the rows'
   // positions (every cp rank holds the whole model and a part of the loss).
-  std::vector<std::string> data_axes() const {
-    return mesh_.cp > 1 ? std::vector<std::string>{"dp", "cp"} : std::vector<std::string>{"dp"};
-  }
+  comm::Axes data_axes() const { return mesh_.cp > 1 ? comm::Axis::Dp | comm::Axis::Cp : comm::Axes(comm::Axis::Dp); }
   // Axes whose ranks hold different parameters (or pieces): the global
-  // norm and the non-finite decision sum over them too.
-  std::vector<std::string> model_axes() const { return {"pp", "tp"}; }
+  // norm sums over them too.
+  comm::Axes model_axes() const { return comm::Axis::Pp | comm::Axis::Tp; }
+  // The group of unit u's gradient reduction and ZeRO shards: the data
+  // axes, or edp for the routed experts' units.
+  comm::Axes unit_axes(int u) const {
+    return shards_.unit(u).experts ? comm::Axes(comm::Axis::Edp) : data_axes();
+  }
 
  private:
   model::ModelConfig cfg_;
   comm::MeshShape mesh_;
   int rank_;
-  std::map<std::string, int> coords_;
+  comm::MeshCoords coords_;
   LayoutOptions options_;
   std::vector<Chunk> chunks_;
   std::vector<int> tie_stages_;
+  std::shared_ptr<const model::ModelSpec> global_;
   std::shared_ptr<const model::ModelSpec> spec_;
   ShardPlan shards_;
   std::vector<ParamLayout> params_;

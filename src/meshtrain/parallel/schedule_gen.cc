@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
+#include <set>
+#include <tuple>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/parallel/schedule_list.h"
@@ -122,6 +125,21 @@ Schedule make_schedule(const std::string& name, int p, int m, int v) {
   if (name == "interleaved") return interleaved_schedule(p, m, v);
   if (name == "zb-h1") return zb_h1_schedule(p, m);
   return zb_v_schedule(p, m);
+}
+
+Schedule checked_schedule(const std::string& name, int p, int m, int v) {
+  static std::mutex mu;
+  static std::set<std::tuple<std::string, int, int, int>> checked;
+  Schedule s = make_schedule(name, p, m, v);
+  const auto key = std::make_tuple(name, p, m, v);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (checked.count(key)) return s;
+  }
+  validate(s);
+  std::lock_guard<std::mutex> lock(mu);
+  checked.insert(key);
+  return s;
 }
 
 double bubble_formula(const std::string& name, int p, int m, int v) {

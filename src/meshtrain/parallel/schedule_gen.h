@@ -40,6 +40,10 @@ bool splits_backward(const std::string& name);
 void check_schedule(const std::string& name, int p, int m, int v);
 // By name; ConfigError naming the choices otherwise.
 Schedule make_schedule(const std::string& name, int p, int m, int v = 1);
+// make_schedule, validated (schedule.h validate) the first time this
+// process asks for (name, p, m, v): the generators are deterministic, so
+// the planner's many steps of one layout validate it once.
+Schedule checked_schedule(const std::string& name, int p, int m, int v = 1);
 // The unit-time bubble fraction (every chunk's F = B = W = 1) by the
 // schedule's formula: gpipe, 1f1b (29.14) (p-1)/(m+p-1); interleaved
 // (p-1)/(vm+p-1) for m a multiple of p; zb-h1 (p-1)/(3m+p-1) for m >= p

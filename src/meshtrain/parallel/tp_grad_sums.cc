@@ -9,31 +9,18 @@
 
 namespace meshtrain::parallel {
 
-TpGradSums::TpGradSums(const LayoutPlan& plan, comm::ProcessGroup* tp, std::shared_ptr<CachingAllocator> alloc)
+TpGradSums::TpGradSums(const LayoutPlan& plan, const RankGroups& groups, std::shared_ptr<CachingAllocator> alloc)
     : spec_(plan.spec()),
       alloc_(std::move(alloc)),
       group_of_(plan.spec().params.size(), nullptr),
       by_unit_(plan.spec().units.size()) {
-  if (!tp || tp->size() == 1) return;
-  MT_CHECK(tp->size() == plan.mesh().tp, "tp group of ", tp->size(), " for a plan with tp = ", plan.mesh().tp);
+  comm::ProcessGroup* tp = groups.tp;
+  if (!tp) return;
   const auto& params = plan.spec().params;
-  std::set<int> replica_counts;
-  for (size_t i = 0; i < params.size(); ++i)
-    if (plan.param(int(i)).tp_replicas > 1) replica_counts.insert(plan.param(int(i)).tp_replicas);
-  // Consecutive tp ranks share a piece (placement.h): color by piece.
-  std::map<int, comm::ProcessGroup*> sharing;
-  for (int r : replica_counts) {
-    if (r == tp->size()) {
-      sharing[r] = tp;
-      continue;
-    }
-    sharing_.push_back(tp->split(tp->rank() / r, tp->rank(), tp->name() + "/share" + std::to_string(r)));
-    sharing[r] = sharing_.back().get();
-  }
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamLayout& l = plan.param(int(i));
-    const bool over_tp = std::find(l.reduce_axes.begin(), l.reduce_axes.end(), "tp") != l.reduce_axes.end();
-    comm::ProcessGroup* g = over_tp ? tp : (l.tp_replicas > 1 ? sharing.at(l.tp_replicas) : nullptr);
+    comm::ProcessGroup* g =
+        l.reduce_axes.has(comm::Axis::Tp) ? tp : (l.tp_replicas > 1 ? groups.tp_shares.at(l.tp_replicas) : nullptr);
     if (!g) continue;
     group_of_[i] = g;
     auto& sums = by_unit_[size_t(params[i].unit)];

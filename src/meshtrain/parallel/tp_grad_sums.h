@@ -1,6 +1,6 @@
 // Gradients that are partial over tensor-parallel ranks (S6, S8), as the
 // layout plan says: a replicated weight whose ranks saw different sequence
-// shards (reduce_axes holds "tp": norms, row-parallel biases, learned
+// shards (reduce_axes holds tp: norms, row-parallel biases, learned
 // positions under sequence parallelism), and a piece shared by several tp
 // ranks (a KV head on tp / kv_heads ranks: each rank's gradient holds its
 // own query heads' part; tp_replicas > 1) — summed over exactly the ranks
@@ -16,6 +16,7 @@
 
 #include "meshtrain/comm/process_group.h"
 #include "meshtrain/parallel/layout_plan.h"
+#include "meshtrain/parallel/rank_groups.h"
 
 namespace meshtrain::parallel {
 
@@ -27,10 +28,9 @@ struct TpGradSumStats {
 
 class TpGradSums {
  public:
-  // Collective over `tp` (null or size 1: nothing to sum): every tp rank
-  // creates the sub-groups of ranks sharing a piece, in ascending size
-  // order, so the collective creation matches on every rank.
-  TpGradSums(const LayoutPlan& plan, comm::ProcessGroup* tp, std::shared_ptr<CachingAllocator> alloc);
+  // groups: the rank's tp group (null: nothing to sum) and its sub-groups
+  // of ranks sharing a piece (rank_groups.h).
+  TpGradSums(const LayoutPlan& plan, const RankGroups& groups, std::shared_ptr<CachingAllocator> alloc);
   bool any(int u) const;
   // Sums the partial parameters of unit u's flat gradient (the unit's
   // layout: parameters at their unit offsets) over their groups, in place.
@@ -47,7 +47,6 @@ class TpGradSums {
   };
   const model::ModelSpec& spec_;
   std::shared_ptr<CachingAllocator> alloc_;
-  std::vector<std::shared_ptr<comm::ProcessGroup>> sharing_;  // sub-groups of tp
   std::vector<comm::ProcessGroup*> group_of_;                 // per parameter
   std::vector<std::vector<Sum>> by_unit_;
   TpGradSumStats stats_;

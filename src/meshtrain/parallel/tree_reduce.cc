@@ -8,8 +8,9 @@ namespace meshtrain::parallel {
 
 namespace {
 
-// Tags of the tree's messages: one per level, clear of the pipeline's.
-constexpr int kTreeTag = 1 << 28;
+// Tags of the tree's messages: its level (the only point-to-point traffic
+// on the data group; far below any backend's tag bound).
+constexpr int kTreeTag = 0;
 
 }  // namespace
 

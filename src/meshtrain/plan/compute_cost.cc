@@ -2,7 +2,32 @@
 
 namespace meshtrain::plan {
 
-ComputeModel::ComputeModel(const model::ModelConfig& cfg, const model::LocalDims& dims,
+namespace {
+
+int64_t rows_of(const model::ModelSpec& s, const std::string& name) {
+  const model::ParamSpec* p = s.find_or_null(name);
+  return p ? p->shape[0] : 0;
+}
+
+}  // namespace
+
+LocalDims local_dims(const model::ModelConfig& cfg, const model::ModelSpec& local) {
+  LocalDims out;
+  out.blocks.resize(size_t(cfg.n_layers));
+  const bool swiglu = cfg.mlp == model::MlpKind::SwiGLU;
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l);
+    LocalBlockDims& d = out.blocks[size_t(l)];
+    d.q = rows_of(local, p + ".self_attn.q_proj.weight");
+    d.kv = rows_of(local, p + ".self_attn.k_proj.weight");
+    d.ffn = rows_of(local, p + (swiglu ? ".mlp.gate_proj.weight" : ".mlp.fc_in.weight"));
+    d.q_heads = cfg.head_dim > 0 ? d.q / cfg.head_dim : 0;
+  }
+  out.vocab_rows = cfg.tied_embeddings ? rows_of(local, "model.embed_tokens.weight") : rows_of(local, "lm_head.weight");
+  return out;
+}
+
+ComputeModel::ComputeModel(const model::ModelConfig& cfg, const LocalDims& dims,
                            const PrecisionPolicy& precision, const HardwareProfile* hw, double speed,
                            bool fused_attention)
     : cfg_(cfg), dims_(dims), precision_(precision), hw_(hw), speed_(speed), fused_attention_(fused_attention) {}
@@ -18,7 +43,7 @@ PassCost ComputeModel::gemm(int64_t m, int64_t n, int64_t k) const {
 // Causal attention: Q K^T and P V over half the (seq x seq) square per head
 // and row: 2 * 2 * seq^2 * D / 2 FLOPs forward; backward recomputes the
 // scores and runs four products (factor 2.5). Rate of a (seq, seq, D) GEMM.
-PassCost ComputeModel::attention(const model::TraceBatch& b, int64_t heads, double factor) const {
+PassCost ComputeModel::attention(const TraceBatch& b, int64_t heads, double factor) const {
   PassCost c;
   if (heads == 0) return c;
   const int64_t D = cfg_.head_dim;
@@ -39,7 +64,7 @@ void ComputeModel::linear(SegmentCost& c, int64_t n, int64_t out, int64_t in) co
   c.w += gemm(out, in, n);  // dW = dy^T x
 }
 
-SegmentCost ComputeModel::segment(int s, const model::TraceBatch& b, bool recompute) const {
+SegmentCost ComputeModel::segment(int s, const TraceBatch& b, bool recompute) const {
   SegmentCost c;
   const int64_t n = b.n(), d = cfg_.d_model;
   const double e = double(dtype_size(precision_.accumulate()));
@@ -56,7 +81,7 @@ SegmentCost ComputeModel::segment(int s, const model::TraceBatch& b, bool recomp
     c.b += elementwise(double(n) * e * (4 * d));
     return c;
   }
-  const model::LocalBlockDims& k = dims_.blocks[size_t(s - 1)];
+  const LocalBlockDims& k = dims_.blocks[size_t(s - 1)];
   if (k.q == 0) return c;  // a block another stage holds
   linear(c, n, k.q, d);
   linear(c, n, k.kv, d);

@@ -9,11 +9,31 @@
 
 #include <cstdint>
 
+#include <vector>
+
 #include "meshtrain/core/precision.h"
-#include "meshtrain/model/memory_trace.h"
+#include "meshtrain/model/param_spec.h"
 #include "meshtrain/plan/hardware.h"
 
 namespace meshtrain::plan {
+
+// A micro-batch's shape: rows x seq positions.
+struct TraceBatch {
+  int64_t rows = 0, seq = 0;
+  int64_t n() const { return rows * seq; }
+};
+
+// The sizes a rank's layers take from its local spec (bind_linear): per
+// block the local q, k/v and MLP hidden rows and query heads; the LM
+// head's rows. Zero where the rank does not hold the block.
+struct LocalBlockDims {
+  int64_t q = 0, kv = 0, ffn = 0, q_heads = 0;
+};
+struct LocalDims {
+  std::vector<LocalBlockDims> blocks;
+  int64_t vocab_rows = 0;
+};
+LocalDims local_dims(const model::ModelConfig& cfg, const model::ModelSpec& local);
 
 struct PassCost {
   double flops = 0;    // multiply-adds counted twice
@@ -35,22 +55,22 @@ class ComputeModel {
   // speed: this rank's share of its device (1 for a GPU; cores per rank
   // over cores per device for CPU ranks sharing a node). hw null: FLOPs
   // only (every time 0).
-  ComputeModel(const model::ModelConfig& cfg, const model::LocalDims& dims, const PrecisionPolicy& precision,
+  ComputeModel(const model::ModelConfig& cfg, const LocalDims& dims, const PrecisionPolicy& precision,
                const HardwareProfile* hw, double speed = 1.0, bool fused_attention = true);
-  SegmentCost segment(int s, const model::TraceBatch& b, bool recompute) const;
+  SegmentCost segment(int s, const TraceBatch& b, bool recompute) const;
   // AdamW over `owned` elements (memory-bound: master or parameters, the
   // gradient, both moments, the 16-bit copy).
   double optimizer_seconds(int64_t owned) const;
 
  private:
   PassCost gemm(int64_t m, int64_t n, int64_t k) const;
-  PassCost attention(const model::TraceBatch& b, int64_t heads, double factor) const;
+  PassCost attention(const TraceBatch& b, int64_t heads, double factor) const;
   PassCost elementwise(double bytes) const;
   // A linear layer of `out` x `in` over n tokens: forward, dX and dW.
   void linear(SegmentCost& c, int64_t n, int64_t out, int64_t in) const;
 
   model::ModelConfig cfg_;
-  model::LocalDims dims_;
+  LocalDims dims_;
   PrecisionPolicy precision_;
   const HardwareProfile* hw_;
   double speed_;

@@ -11,17 +11,15 @@ namespace meshtrain::plan {
 
 std::string describe_groups(const comm::MeshShape& mesh) {
   std::string out;
-  for (const std::string& axis : comm::MeshShape::axis_names()) {
+  for (comm::Axis axis : comm::kWorldAxes) {
     if (mesh.size(axis) <= 1) continue;
     std::string members;
-    for (int i = 0; i < mesh.size(axis); ++i) {
-      std::map<std::string, int> c{{"pp", 0}, {"dp", 0}, {"cp", 0}, {"tp", 0}};
-      c[axis] = i;
+    for (int r : mesh.members(0, axis)) {
       if (!members.empty()) members += ',';
-      members += std::to_string(mesh.rank_of(c));
+      members += std::to_string(r);
     }
     if (!out.empty()) out += ' ';
-    out += axis;
+    out += comm::axis_name(axis);
     out += " {";
     out += members;
     out += '}';
@@ -29,7 +27,8 @@ std::string describe_groups(const comm::MeshShape& mesh) {
   return out.empty() ? "one rank" : out;
 }
 
-std::vector<MeshCandidate> search_meshes(const StepInputs& base, int devices, const HardwareProfile* hw) {
+std::vector<MeshCandidate> search_meshes(const StepInputs& base, int devices, const HardwareProfile* hw,
+                                         const StepRecorder& record) {
   MT_REQUIRE(ConfigError, devices >= 1, "--devices ", devices, ": needs at least one device");
   const int64_t rows = base.global_rows();
   std::vector<MeshCandidate> out;
@@ -37,25 +36,31 @@ std::vector<MeshCandidate> search_meshes(const StepInputs& base, int devices, co
     if (devices % tp) continue;
     for (int pp = 1; pp <= devices / tp; ++pp) {
       if ((devices / tp) % pp) continue;
-      const int dp = devices / tp / pp;
-      for (int stage = 0; stage <= (dp > 1 ? 3 : 0); ++stage) {
-        MeshCandidate c;
-        c.inputs = base;
-        c.inputs.mesh = comm::MeshShape{};
-        c.inputs.mesh.pp = pp, c.inputs.mesh.dp = dp, c.inputs.mesh.tp = tp;
-        c.inputs.layout.zero_stage = stage;
-        c.inputs.parallel.zero_stage = stage;
-        c.inputs.parallel.dp = dp;
-        c.inputs.layout.pp_layers.clear();
-        try {
-          const WindowSplit w = split_window(rows, dp, base.micro_batch);
-          c.inputs.micro_batch = w.micro_batch;
-          c.inputs.grad_accum = w.grad_accum;
-          c.prediction = predict(c.inputs, hw, /*brackets=*/false);
-        } catch (const ConfigError& e) {
-          c.rejected = e.what();
+      for (int cp = 1; cp <= devices / tp / pp; ++cp) {
+        if ((devices / tp / pp) % cp || (cp > 1 && base.seq_len % (2 * cp))) continue;
+        const int dp = devices / tp / pp / cp;
+        // Expert parallelism is carved out of dp x cp (never multiplied into D).
+        for (int ep = 1; ep <= dp * cp; ++ep) {
+          if ((dp * cp) % ep || (ep > 1 && (base.model.n_experts == 0 || base.model.n_experts % ep))) continue;
+          for (int stage = 0; stage <= (dp * cp > 1 ? 3 : 0); ++stage) {
+            MeshCandidate c;
+            c.inputs = base;
+            c.inputs.mesh = comm::MeshShape{pp, dp, cp, tp, ep};
+            c.inputs.layout.zero_stage = stage;
+            c.inputs.parallel.zero_stage = stage;
+            c.inputs.parallel.dp = dp;
+            c.inputs.layout.pp_layers.clear();
+            try {
+              const WindowSplit w = split_window(rows, dp, base.micro_batch);
+              c.inputs.micro_batch = w.micro_batch;
+              c.inputs.grad_accum = w.grad_accum;
+              c.prediction = predict(c.inputs, record, hw, /*brackets=*/false);
+            } catch (const ConfigError& e) {
+              c.rejected = e.what();
+            }
+            out.push_back(std::move(c));
+          }
         }
-        out.push_back(std::move(c));
       }
     }
   }
@@ -70,22 +75,23 @@ std::vector<MeshCandidate> search_meshes(const StepInputs& base, int devices, co
 
 std::string render_search(const std::vector<MeshCandidate>& candidates, int devices, const HardwareProfile* hw) {
   std::ostringstream os;
-  os << "meshes of " << devices << " devices (D = pp x dp x tp), global batch fixed at "
+  os << "meshes of " << devices << " devices (D = pp x dp x cp x tp; ep carved out of dp x cp), global batch fixed at "
      << (candidates.empty() ? 0 : candidates.front().inputs.global_rows()) << " rows";
   if (hw) os << ", ranked by predicted step time on " << hw->name << " among those fitting " << gib(hw->memory_bytes);
   else os << ", ranked by peak memory (give --hardware FILE for step times)";
-  os << "; cp and ep are not enumerated (no context-parallel execution yet; no expert layers)\n";
+  os << "\n";
   char line[512];
-  std::snprintf(line, sizeof line, "  %-4s %-22s %-5s %7s %11s %5s %11s %12s %7s  %s\n", "#", "mesh", "zero", "B x G",
+  std::snprintf(line, sizeof line, "  %-4s %-28s %-5s %7s %11s %5s %11s %12s %7s  %s\n", "#", "mesh", "zero", "B x G",
                 "peak", "fits", "step", "tokens/s", "MFU", "rank 0's groups");
   os << line;
   int n = 0;
   for (const MeshCandidate& c : candidates) {
     const comm::MeshShape& m = c.inputs.mesh;
-    char mesh[64];
-    std::snprintf(mesh, sizeof mesh, "pp=%d dp=%d tp=%d", m.pp, m.dp, m.tp);
+    char mesh[96];
+    std::snprintf(mesh, sizeof mesh, "pp=%d dp=%d cp=%d tp=%d%s", m.pp, m.dp, m.cp, m.tp,
+                  m.ep > 1 ? (" ep=" + std::to_string(m.ep)).c_str() : "");
     if (!c.prediction) {
-      std::snprintf(line, sizeof line, "  %-4s %-22s %-5d  cannot run: %s\n", "-", mesh,
+      std::snprintf(line, sizeof line, "  %-4s %-28s %-5d  cannot run: %s\n", "-", mesh,
                     c.inputs.layout.zero_stage, c.rejected.c_str());
       os << line;
       continue;
@@ -99,7 +105,7 @@ std::string render_search(const std::vector<MeshCandidate>& candidates, int devi
     }
     char bg[32];
     std::snprintf(bg, sizeof bg, "%lldx%lld", (long long)c.inputs.micro_batch, (long long)c.inputs.grad_accum);
-    std::snprintf(line, sizeof line, "  %-4d %-22s %-5d %7s %11s %5s %11s %12s %7s  %s\n", ++n, mesh,
+    std::snprintf(line, sizeof line, "  %-4d %-28s %-5d %7s %11s %5s %11s %12s %7s  %s\n", ++n, mesh,
                   c.inputs.layout.zero_stage, bg, gib(double(p.peak_bytes())).c_str(),
                   hw ? (p.fits() ? "yes" : "NO") : "-", step, tps, mfu, describe_groups(m).c_str());
     os << line;

@@ -77,25 +77,22 @@ std::string render_text(const Prediction& p) {
   os << "window: micro-batch " << in.micro_batch << " x " << in.seq_len << " positions, " << in.grad_accum
      << " per replica, " << in.mesh.dp << " replicas: " << in.global_rows() << " rows per update (R*B*G, S9)\n\n";
 
-  if (p.unvalidated.empty()) {
-    os << "replayed: every memory category and collective below follows the trainer's own step program\n\n";
-  } else {
-    os << "NOT VALIDATED for this layout (estimates, not checked against real steps):\n";
-    for (const std::string& why : p.unvalidated) os << "  - " << why << "\n";
-    os << "\n";
-  }
+  os << "recorded: every memory category and collective below is the trainer's own step, run on the meta device "
+        "(nothing computed or allocated)\n";
+  for (const std::string& a : p.assumptions) os << "  assumes " << a << "\n";
+  os << "\n";
   os << "memory per rank class (bytes as the caching allocator rounds them; peak = during a step):\n";
   char line[512];
   std::snprintf(line, sizeof line, "  %-16s %6s %11s %11s %11s | %11s %11s %11s %11s | %11s\n", "ranks", "count",
                 "params", "grads", "optimizer", "activations", "gathered", "workspace", "comm", "peak");
   os << line;
   for (const RankClass& c : p.classes) {
-    const MemorySnapshot& m = c.replay.peak;
+    const MemorySnapshot& m = c.step.peak;
     std::snprintf(line, sizeof line, "  %-16s %6d %11s %11s %11s | %11s %11s %11s %11s | %11s\n",
-                  ("pp " + std::to_string(c.pp) + " tp " + std::to_string(c.tp)).c_str(), c.replay.count,
-                  gib(double(cat(c.replay.at_rest, MemCategory::Params, false))).c_str(),
-                  gib(double(cat(c.replay.at_rest, MemCategory::Grads, false))).c_str(),
-                  gib(double(cat(c.replay.at_rest, MemCategory::Optimizer, false))).c_str(),
+                  ("pp " + std::to_string(c.pp) + " tp " + std::to_string(c.tp)).c_str(), c.step.count,
+                  gib(double(cat(c.step.at_rest, MemCategory::Params, false))).c_str(),
+                  gib(double(cat(c.step.at_rest, MemCategory::Grads, false))).c_str(),
+                  gib(double(cat(c.step.at_rest, MemCategory::Optimizer, false))).c_str(),
                   gib(double(cat(m, MemCategory::Activations, true))).c_str(),
                   gib(double(cat(m, MemCategory::Gathered, true))).c_str(),
                   gib(double(cat(m, MemCategory::Workspace, true))).c_str(),
@@ -109,19 +106,19 @@ std::string render_text(const Prediction& p) {
     if (c.largest_unit_bytes > 0)
       os << "      ZeRO-3: largest gathered unit U = " << gib(double(c.largest_unit_bytes))
          << "; gathered peak (current + prefetched) " << gib(double(cat(m, MemCategory::Gathered, true))) << "\n";
-    os << "      micro-batches in flight: " << c.replay.live_micro_batches << "\n";
+    os << "      micro-batches in flight: " << c.step.live_micro_batches << "\n";
   }
   if (p.hardware)
     os << "  device memory " << gib(p.hardware->memory_bytes) << ": "
        << (p.fits() ? "fits" : "DOES NOT FIT") << " (peak " << gib(double(p.peak_bytes())) << ")\n";
 
   const RankClass& first = p.classes.front();
-  os << "\ncommunication per step of rank " << first.replay.rank
+  os << "\ncommunication per step of rank " << first.step.rank
      << " (M = logical bytes as CommStats counts them; on the wire = what a ring sends, (29.6)):\n";
   std::snprintf(line, sizeof line, "  %-14s %-8s %-15s %6s %14s %14s\n", "phase", "group", "collective", "calls",
                 "M", "on the wire");
   os << line;
-  for (const CommRow& r : comm_rows(first.replay.comm)) {
+  for (const CommRow& r : comm_rows(first.step.comm)) {
     std::snprintf(line, sizeof line, "  %-14s %-8s %-15s %6lld %14s %14s\n", r.phase.c_str(),
                   (r.group + "(" + std::to_string(r.group_size) + ")").c_str(), r.op.c_str(), (long long)r.calls,
                   format_bytes(r.bytes).c_str(), format_bytes(int64_t(r.wire)).c_str());
@@ -158,7 +155,7 @@ nlohmann::json render_json(const Prediction& p) {
                  {"recompute", in.recompute}, {"sequence_parallel", in.layout.sequence_parallel},
                  {"virtual_stages", in.layout.virtual_stages}};
   j["precision"] = in.precision.describe();
-  j["unvalidated"] = p.unvalidated;
+  j["assumptions"] = p.assumptions;
   j["window"] = {{"micro_batch", in.micro_batch}, {"seq_len", in.seq_len}, {"grad_accum", in.grad_accum},
                  {"global_rows", in.global_rows()}};
   auto snap = [](const MemorySnapshot& s, bool peak) {
@@ -170,19 +167,19 @@ nlohmann::json render_json(const Prediction& p) {
   j["rank_classes"] = json::array();
   for (const RankClass& c : p.classes) {
     json k;
-    k["rank"] = c.replay.rank;
+    k["rank"] = c.step.rank;
     k["pp"] = c.pp;
     k["tp"] = c.tp;
-    k["count"] = c.replay.count;
-    k["at_rest"] = snap(c.replay.at_rest, false);
-    k["peak"] = snap(c.replay.peak, true);
+    k["count"] = c.step.count;
+    k["at_rest"] = snap(c.step.at_rest, false);
+    k["peak"] = snap(c.step.peak, true);
     k["peak_bracket"] = {{"reductions_done_at_once", snap(c.peak_low, true)},
                          {"reductions_done_when_waited", snap(c.peak_high, true)}};
     k["largest_gathered_unit"] = c.largest_unit_bytes;
-    k["micro_batches_in_flight"] = c.replay.live_micro_batches;
+    k["micro_batches_in_flight"] = c.step.live_micro_batches;
     k["flops"] = c.flops;
     json ops = json::array();
-    for (const CommRow& r : comm_rows(c.replay.comm))
+    for (const CommRow& r : comm_rows(c.step.comm))
       ops.push_back({{"phase", r.phase}, {"group", r.group}, {"group_size", r.group_size}, {"collective", r.op},
                      {"calls", r.calls}, {"bytes", r.bytes}, {"wire_bytes", r.wire}});
     k["communication"] = ops;

@@ -11,7 +11,7 @@ namespace {
 
 // Ranks with equal signatures hold the same pieces and run the same program.
 std::string signature(const parallel::LayoutPlan& plan) {
-  std::string s = std::to_string(plan.coord("pp"));
+  std::string s = std::to_string(plan.coord(comm::Axis::Pp));
   for (const model::ParamSpec& p : plan.spec().params) {
     s += '|';
     s += p.shape.str();
@@ -19,10 +19,10 @@ std::string signature(const parallel::LayoutPlan& plan) {
   return s;
 }
 
-double executed_flops(const StepInputs& in, const StepReplay& rep) {
+double executed_flops(const StepInputs& in, const RankStep& rep) {
   const model::ModelConfig& cfg = rep.plan->model_config();
-  const ComputeModel cm(cfg, model::local_dims(cfg, rep.plan->spec()), in.precision, nullptr);
-  const model::TraceBatch b{in.micro_batch, in.seq_len};
+  const ComputeModel cm(cfg, local_dims(cfg, rep.plan->spec()), in.precision, nullptr);
+  const TraceBatch b{in.micro_batch, in.seq_len};
   double flops = 0;
   for (const parallel::Action& a : rep.program.actions) {
     if (!parallel::is_compute(a.op)) continue;
@@ -38,7 +38,7 @@ double executed_flops(const StepInputs& in, const StepReplay& rep) {
 
 int64_t Prediction::peak_bytes() const {
   int64_t peak = 0;
-  for (const RankClass& c : classes) peak = std::max(peak, c.replay.peak.total_peak);
+  for (const RankClass& c : classes) peak = std::max(peak, c.step.peak.total_peak);
   return peak;
 }
 
@@ -50,61 +50,62 @@ bool Prediction::fits() const {
   return double(peak_bytes()) <= hardware->memory_bytes;
 }
 
-std::vector<std::string> unvalidated_parts(const StepInputs& in) {
+std::vector<std::string> assumptions(const StepInputs& in) {
   std::vector<std::string> out;
-  if (in.mesh.cp > 1)
-    out.push_back("context parallelism is not replayed yet: each cp rank is replayed as a data-parallel replica "
-                  "holding whole sequences (no ring K/V exchange)");
-  if (in.mesh.ep > 1 || in.model.n_experts > 0)
-    out.push_back("mixture of experts and expert parallelism: the experts' compute and all-to-all are not replayed "
-                  "yet (dense feed-forward layers stand in for them); the expert units' state, gradient reductions "
-                  "(over edp) and ZeRO are");
+  if (in.model.n_experts > 0)
+    out.push_back("mixture of experts: balanced routing, every expert receives n * top_k / n_experts of a row's "
+                  "assignments (a real router's imbalance grows the expert buffers and the all-to-all)");
   return out;
 }
 
-Prediction predict(const StepInputs& in, const HardwareProfile* hw, bool brackets) {
+Prediction predict(const StepInputs& in, const StepRecorder& record, const HardwareProfile* hw, bool brackets) {
   in.validate();
-  parallel::validate(train_schedule(in));  // once for every class below
+  parallel::validate(train_schedule(in));
   Prediction out;
   out.inputs = in;
-  out.unvalidated = unvalidated_parts(in);
+  out.assumptions = assumptions(in);
   // One representative per signature among the ranks of data/context
   // coordinate 0; every dp x cp replica repeats them.
   std::map<std::string, size_t> seen;
-  const ModelGroupLists lists = model_group_lists(in, 0, true);  // every class below is at data coordinate 0
+  model::ModelConfig finalized = in.model;
+  finalized.finalize();
+  const auto global = std::make_shared<const model::ModelSpec>(model::build_model_spec(finalized));
   for (int pp = 0; pp < in.mesh.pp; ++pp)
     for (int tp = 0; tp < in.mesh.tp; ++tp) {
-      const int rank = in.mesh.rank_of({{"pp", pp}, {"dp", 0}, {"cp", 0}, {"tp", tp}});
-      const parallel::LayoutPlan plan(in.model, in.mesh, rank, in.layout);
+      comm::MeshCoords at;
+      at[comm::Axis::Pp] = pp;
+      at[comm::Axis::Tp] = tp;
+      const int rank = in.mesh.rank_of(at);
+      const parallel::LayoutPlan plan(in.model, in.mesh, rank, in.layout, global);
       const std::string sig = signature(plan);
       auto it = seen.find(sig);
       if (it != seen.end()) {
-        out.classes[it->second].replay.count += in.mesh.dp * in.mesh.cp;
+        out.classes[it->second].step.count += in.mesh.dp * in.mesh.cp;
         continue;
       }
       seen[sig] = out.classes.size();
       RankClass c;
-      c.replay = replay_step(in, rank, 2, true, &lists);
-      c.replay.count = in.mesh.dp * in.mesh.cp;
-      c.peak_low = brackets ? replay_step(in, rank, 1, true, &lists).peak : c.replay.peak;
-      c.peak_high = brackets ? replay_step(in, rank, kNeverCompletes, true, &lists).peak : c.replay.peak;
+      c.step = record(in, rank, 2);
+      c.step.count = in.mesh.dp * in.mesh.cp;
+      c.peak_low = brackets ? record(in, rank, 1).peak : c.step.peak;
+      c.peak_high = brackets ? record(in, rank, kNeverCompletes).peak : c.step.peak;
       c.pp = pp;
       c.tp = tp;
-      if (c.replay.plan->shards().shards_params())
+      if (plan.shards().shards_params())
         for (int u = 0; u < plan.shards().num_units(); ++u)
           c.largest_unit_bytes = std::max<int64_t>(
               c.largest_unit_bytes, plan.shards().unit(u).padded * int64_t(dtype_size(in.precision.params)));
-      c.flops = executed_flops(in, c.replay);
+      c.flops = executed_flops(in, c.step);
       out.classes.push_back(std::move(c));
     }
-  for (const RankClass& c : out.classes) out.executed_flops_per_step += c.flops * c.replay.count;
+  for (const RankClass& c : out.classes) out.executed_flops_per_step += c.flops * c.step.count;
   out.model_flops_per_step =
       model::model_flops_per_token(in.model, in.seq_len) * double(in.global_rows()) * double(in.seq_len);
   if (hw) {
     out.hardware = *hw;
-    std::vector<StepReplay> replays;
-    for (const RankClass& c : out.classes) replays.push_back(c.replay);
-    out.time = predict_step_time(in, replays, *hw);
+    std::vector<RankStep> steps;
+    for (const RankClass& c : out.classes) steps.push_back(c.step);
+    out.time = predict_step_time(in, steps, *hw);
   }
   return out;
 }

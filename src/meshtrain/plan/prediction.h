@@ -1,6 +1,7 @@
 // Everything `meshtrain plan` predicts for a layout, per rank class: ranks
 // holding the same local spec (same pipeline segments, same tensor-parallel
-// piece sizes) replay the same step, so one replay stands for each class.
+// piece sizes) run the same step, so one recorded step (rank_step.h)
+// stands for each class.
 // Memory at rest and peak per category (with the bracket of reduction
 // timing), the largest ZeRO-3 unit, micro-batches in flight, every
 // collective of the step, FLOPs, and with a machine profile the step time.
@@ -11,13 +12,13 @@
 #include <vector>
 
 #include "meshtrain/plan/hardware.h"
-#include "meshtrain/plan/step_replay.h"
+#include "meshtrain/plan/rank_step.h"
 #include "meshtrain/plan/step_time.h"
 
 namespace meshtrain::plan {
 
 struct RankClass {
-  StepReplay replay;               // reductions finishing two backward actions after launch
+  RankStep step;                   // non-blocking collectives finishing at their second completion test
   MemorySnapshot peak_low, peak_high;  // reductions done at once / only when waited for
   int pp = 0, tp = 0;              // the representative's coordinates
   int64_t largest_unit_bytes = 0;  // U of S5: the biggest unit a ZeRO-3 gather holds
@@ -31,19 +32,19 @@ struct Prediction {
   double executed_flops_per_step = 0;  // every rank, recomputation included
   std::optional<HardwareProfile> hardware;
   std::optional<StepTime> time;
-  // What the replay does not mirror for this layout, so those figures are
-  // estimates rather than checked predictions (empty: every category and
-  // collective is replayed as the trainer runs it; validation_test.cc).
-  std::vector<std::string> unvalidated;
+  // What the recorded step assumes beyond the layout (MoE routing).
+  std::vector<std::string> assumptions;
   int64_t peak_bytes() const;          // the largest total peak of any class
   bool fits() const;                   // peak within the profile's device memory
 };
 
-// The parts of a layout the replay does not mirror (Prediction::unvalidated).
-std::vector<std::string> unvalidated_parts(const StepInputs& in);
+// What a recorded step of `in` assumes (Prediction::assumptions).
+std::vector<std::string> assumptions(const StepInputs& in);
 
-// brackets: also replay the timing extremes of the communication buffers
-// (two more replays per class; mesh searches skip them).
-Prediction predict(const StepInputs& in, const HardwareProfile* hw = nullptr, bool brackets = true);
+// record: the train layer's meta-device step (train/meta_step.h).
+// brackets: also record the timing extremes of the communication buffers
+// (two more recorded steps per class; mesh searches skip them).
+Prediction predict(const StepInputs& in, const StepRecorder& record, const HardwareProfile* hw = nullptr,
+                   bool brackets = true);
 
 }  // namespace meshtrain::plan

@@ -112,9 +112,9 @@ std::vector<PublishedRun> megatron_core_175b_runs() {
   return out;
 }
 
-PublishedCheck check_published(const PublishedRun& run, const HardwareProfile& hw) {
+PublishedCheck check_published(const PublishedRun& run, const HardwareProfile& hw, const StepRecorder& record) {
   const StepInputs& in = run.inputs;
-  const Prediction p = predict(in, &hw, /*brackets=*/false);
+  const Prediction p = predict(in, record, &hw, /*brackets=*/false);
   PublishedCheck c;
   c.step_s = p.time->step_s;
   c.makespan_s = p.time->makespan_s;
@@ -138,7 +138,8 @@ std::vector<PublishedRun> published_runs(const std::string& name) {
   MT_THROW(ConfigError, "--published ", name, ": expected megatron-2021 or megatron-core-175b");
 }
 
-std::string render_published(const std::vector<PublishedRun>& runs, const HardwareProfile& hw) {
+std::string render_published(const std::vector<PublishedRun>& runs, const HardwareProfile& hw,
+                             const StepRecorder& record) {
   std::ostringstream os;
   if (!runs.empty()) os << "source: " << runs.front().source << "\nmachine: " << hw.name << " (" << hw.path << ")\n";
   char line[512];
@@ -146,7 +147,7 @@ std::string render_published(const std::vector<PublishedRun>& runs, const Hardwa
                 "batch", "published", "predicted", "diff", "bubble", "step", "peak", "fits");
   os << line;
   for (const PublishedRun& r : runs) {
-    const PublishedCheck c = check_published(r, hw);
+    const PublishedCheck c = check_published(r, hw, record);
     const StepInputs& in = r.inputs;
     char mesh[48];
     if (in.interleave > 1)

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "meshtrain/plan/hardware.h"
+#include "meshtrain/plan/rank_step.h"
 #include "meshtrain/plan/step_inputs.h"
 
 namespace meshtrain::plan {
@@ -42,12 +43,13 @@ struct PublishedCheck {
 };
 // The paper's FLOPs per iteration (megatron_flops) over the predicted step
 // time, per GPU and as a percentage of the profile's peak.
-PublishedCheck check_published(const PublishedRun& run, const HardwareProfile& hw);
+PublishedCheck check_published(const PublishedRun& run, const HardwareProfile& hw, const StepRecorder& record);
 
 // "megatron-2021" | "megatron-core-175b"; ConfigError naming the choices.
 std::vector<PublishedRun> published_runs(const std::string& name);
 // The rows side by side: published and predicted percentage of peak, the
 // predicted step and peak memory (`meshtrain plan --published NAME`).
-std::string render_published(const std::vector<PublishedRun>& runs, const HardwareProfile& hw);
+std::string render_published(const std::vector<PublishedRun>& runs, const HardwareProfile& hw,
+                             const StepRecorder& record);
 
 }  // namespace meshtrain::plan

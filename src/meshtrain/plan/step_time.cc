@@ -10,31 +10,22 @@
 
 namespace meshtrain::plan {
 
+parallel::Schedule train_schedule(const StepInputs& in) {
+  return parallel::make_schedule(in.schedule, in.mesh.pp, int(in.grad_accum), in.layout.virtual_stages);
+}
+
 namespace {
 
 // Ranks of `rank`'s group over `axes` ("pp+tp": the axes joined by '+';
 // "world": every rank).
 std::vector<int> group_members(const comm::MeshShape& mesh, int rank, const std::string& key) {
-  std::vector<int> out;
   if (key == "world") {
+    std::vector<int> out;
     for (int r = 0; r < mesh.world_size(); ++r) out.push_back(r);
     return out;
   }
-  std::set<std::string> axes;
-  for (size_t b = 0, e; b <= key.size(); b = e + 1) {
-    e = key.find('+', b);
-    if (e == std::string::npos) e = key.size();
-    axes.insert(key.substr(b, e - b));
-  }
-  const auto me = mesh.coords(rank);
-  for (int r = 0; r < mesh.world_size(); ++r) {
-    const auto c = mesh.coords(r);
-    bool same = true;
-    for (const std::string& a : comm::MeshShape::axis_names())
-      if (!axes.count(a) && c.at(a) != me.at(a)) same = false;
-    if (same) out.push_back(r);
-  }
-  return out;
+  // The engine's sub-groups ("pp.tie", "tp/share2") lie inside their parent.
+  return mesh.members(rank, comm::Axes::parse(key.substr(0, key.find_first_of("./"))));
 }
 
 // Devices (cores) one rank computes on: a GPU rank has one; CPU ranks share
@@ -59,15 +50,15 @@ double op_seconds(const comm::PlannedOp& op, bool inter_node, const HardwareProf
   return ring_time(op.kind, op.group_size, double(op.bytes), ab.alpha_s, 1.0 / ab.bytes_per_s);
 }
 
-StepTime predict_step_time(const StepInputs& in, const std::vector<StepReplay>& replays, const HardwareProfile& hw) {
+StepTime predict_step_time(const StepInputs& in, const std::vector<RankStep>& steps, const HardwareProfile& hw) {
   StepTime out;
-  const model::TraceBatch b{in.micro_batch, in.seq_len};
+  const TraceBatch b{in.micro_batch, in.seq_len};
   const double G = double(in.grad_accum);
   double f = 0, bw = 0, w = 0, flops = 0, update = 0;
-  for (const StepReplay& rep : replays) {
+  for (const RankStep& rep : steps) {
     const parallel::LayoutPlan& plan = *rep.plan;
     const model::ModelConfig& cfg = plan.model_config();
-    const ComputeModel cm(cfg, model::local_dims(cfg, plan.spec()), in.precision, &hw, rank_speed(hw, in),
+    const ComputeModel cm(cfg, local_dims(cfg, plan.spec()), in.precision, &hw, rank_speed(hw, in),
                           in.execution.fused_attention);
     // Activations on the wire in the executing framework's type.
     const double wire = double(dtype_size(in.execution.activation_wire)) / double(dtype_size(in.precision.accumulate()));
@@ -172,7 +163,7 @@ StepTime predict_step_time(const StepInputs& in, const std::vector<StepReplay>& 
     out.makespan_s = (m + (p - 1) / v) * (f + bw + w);
     out.bubble = (p - 1) / v / (m + (p - 1) / v);
   } else {
-    // The schedule the replay expanded; f, b and w cover all of a rank's
+    // The schedule the trainer expanded; f, b and w cover all of a rank's
     // chunks, each chunk takes its share.
     const double v = double(in.layout.virtual_stages);
     const parallel::SimResult sim = parallel::simulate(train_schedule(in), f / v, bw / v, w / v);

@@ -1,5 +1,5 @@
 // Predicted step time of a layout on a machine profile. Each rank's
-// replayed program (step_replay.h) is walked with a clock: compute actions
+// recorded program (rank_step.h) is walked with a clock: compute actions
 // take their segments' time (compute_cost.h) plus the tensor-parallel
 // collectives they block on; collectives the engine launches run one after
 // another on their group's stream (the backends run a group's non-blocking
@@ -18,7 +18,7 @@
 
 #include "meshtrain/plan/hardware.h"
 #include "meshtrain/plan/step_inputs.h"
-#include "meshtrain/plan/step_replay.h"
+#include "meshtrain/plan/rank_step.h"
 
 namespace meshtrain::plan {
 
@@ -54,8 +54,8 @@ bool crosses_nodes(const comm::MeshShape& mesh, int rank, const std::string& gro
 // inter-node link.
 double op_seconds(const comm::PlannedOp& op, bool inter_node, const HardwareProfile& hw);
 
-// replays: one per rank class, each with the number of ranks it stands for
+// steps: one per rank class, each with the number of ranks it stands for
 // (prediction.h); the step is set by the slowest.
-StepTime predict_step_time(const StepInputs& in, const std::vector<StepReplay>& replays, const HardwareProfile& hw);
+StepTime predict_step_time(const StepInputs& in, const std::vector<RankStep>& steps, const HardwareProfile& hw);
 
 }  // namespace meshtrain::plan

@@ -77,7 +77,7 @@ int parse_int(const std::string& key, const std::string& v) {
 }  // namespace
 
 std::vector<double> gather_model(Trainer& t, bool grads) {
-  return parallel::gather_global_values(t.engine(), t.context().group({"pp", "tp"}), grads);
+  return parallel::gather_global_values(t.engine(), *t.training_step().groups().model, grads);
 }
 
 TrainConfig with_layout(const TrainConfig& cfg, const Layout& layout) {

@@ -10,6 +10,8 @@ plan::StepInputs step_inputs(const TrainConfig& cfg) {
   in.mesh.dp = cfg.parallel.dp == 0 ? 1 : cfg.parallel.dp;
   in.mesh.tp = cfg.parallel.tp;
   in.mesh.pp = cfg.parallel.pp;
+  in.mesh.cp = cfg.parallel.cp;
+  in.mesh.ep = cfg.parallel.ep;
   // As the trainer builds its LayoutPlan: pipeline chunks from the cost
   // model (or parallel.pp_layers), virtual stages, placement, sequence
   // parallelism.
@@ -27,9 +29,7 @@ plan::StepInputs step_inputs(const TrainConfig& cfg) {
 }
 
 plan::StepInputs step_inputs(const TrainConfig& cfg, const Layout& layout) {
-  plan::StepInputs in = step_inputs(with_layout(cfg, layout));
-  in.mesh = layout.mesh();  // with the context and expert axes, which a config cannot set yet
-  return in;
+  return step_inputs(with_layout(cfg, layout));
 }
 
 }  // namespace meshtrain::train

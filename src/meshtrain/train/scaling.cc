@@ -10,6 +10,7 @@
 #include "meshtrain/plan/byte_size.h"
 #include "meshtrain/plan/formulas.h"
 #include "meshtrain/plan/prediction.h"
+#include "meshtrain/train/meta_step.h"
 #include "meshtrain/train/plan_inputs.h"
 #include "meshtrain/train/trainer.h"
 
@@ -103,7 +104,7 @@ ScaleReport run_scaling(const TrainConfig& cfg, const std::vector<Layout>& layou
       p.micro_batch = c.training.micro_batch;
       p.grad_accum = c.training.grad_accum;
       p.rows = int64_t(layout.dp) * p.micro_batch * p.grad_accum;
-      if (hw) p.predicted_step_s = plan::predict(step_inputs(c, layout), hw, false).time->step_s;
+      if (hw) p.predicted_step_s = plan::predict(step_inputs(c, layout), meta_step_recorder(), hw, false).time->step_s;
       run_point(p, c, layout, steps, train_data);
     } catch (const std::exception& e) {
       p.ran = false;

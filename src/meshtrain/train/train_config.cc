@@ -43,6 +43,7 @@ void read_model(TomlSection s, model::ModelConfig& m) {
   s.read("moe_capacity_factor", m.moe_capacity_factor);
   s.read("moe_aux_loss_coeff", m.moe_aux_loss_coeff);
   s.read("moe_shared_expert", m.moe_shared_expert);
+  s.read("moe_force_balance", m.moe_force_balance);
   s.finish();
 }
 

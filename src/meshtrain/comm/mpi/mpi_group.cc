@@ -9,6 +9,10 @@ MpiGroup::MpiGroup(MPI_Comm comm, std::string name, GroupOptions options)
   CallLock call;
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  int* ub = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &found);
+  if (found && ub) max_tag_ = *ub;
 }
 
 MpiGroup::~MpiGroup() {

@@ -29,6 +29,7 @@ class MpiGroup final : public ProcessGroup {
   void abort(const std::string& reason) override;
 
  protected:
+  int backend_max_tag() const override { return max_tag_; }
   Work start(OpDesc& d, bool async) override;
 
  private:
@@ -36,6 +37,7 @@ class MpiGroup final : public ProcessGroup {
   std::string describe(const OpDesc& d) const;
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  int max_tag_ = 32767;  // MPI_TAG_UB of the communicator
   uint64_t seq_ = 0;
   std::shared_ptr<StagingPool> staging_ = std::make_shared<StagingPool>();
 };

@@ -14,7 +14,7 @@
 #include "meshtrain/kernels/cpu/moe_rows.h"
 #include "meshtrain/kernels/cpu/norm.h"
 #include "meshtrain/kernels/cpu/vocab_parallel.h"
-#include "meshtrain/kernels/kernel_table.h"
+#include "meshtrain/kernels/cpu/cpu_kernel_table.h"
 
 namespace meshtrain::kernels {
 
@@ -33,6 +33,11 @@ decltype(auto) with_float_type(DType t, Fn&& fn) {
 template <typename T>
 T* ptr(const Tensor& t) {
   return t.defined() ? t.template data<T>() : nullptr;
+}
+
+template <typename T>
+SoftmaxState<T> state_of(const KernelTable::SoftmaxStateRef& st) {
+  return {ptr<T>(st.o), ptr<T>(st.a), ptr<T>(st.l)};
 }
 
 bool is_half(DType t) { return t == DType::BF16 || t == DType::F16; }
@@ -259,6 +264,69 @@ class CpuKernels final : public KernelTable {
     with_float_type(a.dtype(), [&](auto z) {
       using T = decltype(z);
       kernels::dot_rows<T>(ptr<T>(a), a_rows, ptr<T>(b), b_rows, out, count, a.dim(1));
+    });
+  }
+
+  double sum_in_order(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& ranges) const override {
+    const double* p = x.data<double>();
+    double total = 0;
+    for (const auto& [begin, count] : ranges) {
+      MT_CHECK(begin >= 0 && begin + count <= x.numel(), "sum_in_order: range outside ", x.numel(), " elements");
+      for (int64_t i = 0; i < count; ++i) total += p[begin + i];
+    }
+    return total;
+  }
+
+  MoeRouting route(const MoeRoutingConfig& cfg, const Tensor& logits) const override {
+    MT_CHECK(logits.rank() == 2 && logits.dim(1) == cfg.experts, "route: logits ", logits.shape().str(), " for ",
+             cfg.experts, " experts");
+    if (cfg.force_balance) return balanced_routing(cfg, logits.dim(0));
+    if (logits.dtype() == DType::F64) return route_tokens(cfg, logits.data<double>(), logits.dim(0));
+    const std::vector<double> wide(logits.span<float>().begin(), logits.span<float>().end());
+    return route_tokens(cfg, wide.data(), logits.dim(0));
+  }
+
+  void router_backward(const MoeRouting& r, const MoeRoutingConfig& cfg, const double* dgate, double aux_scale,
+                       const Tensor& dlogits) const override {
+    const std::vector<double> g = router_logit_grads(r, cfg, dgate, aux_scale);
+    MT_CHECK(int64_t(g.size()) == dlogits.numel(), "router_backward: ", g.size(), " gradients for ",
+             dlogits.shape().str());
+    if (dlogits.dtype() == DType::F64) std::copy(g.begin(), g.end(), dlogits.data<double>());
+    else std::copy(g.begin(), g.end(), dlogits.data<float>());
+  }
+
+  void softmax_state_init(const SoftmaxStateRef& st) const override {
+    with_float_type(st.o.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::softmax_state_init<T>(state_of<T>(st), st.a.numel(), st.a.numel() ? st.o.numel() / st.a.numel() : 0);
+    });
+  }
+
+  void attention_partial_forward(const AttentionShape& s, const Tensor& q, AttentionSpan qs, const Tensor& k,
+                                 const Tensor& v, AttentionSpan ks, double scale,
+                                 const SoftmaxStateRef& st) const override {
+    with_float_type(q.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::attention_partial_forward<T>(s, ptr<T>(q), qs, ptr<T>(k), ptr<T>(v), ks, T(scale), state_of<T>(st));
+    });
+  }
+
+  void softmax_state_finalize(const AttentionShape& s, int64_t qs_len, const SoftmaxStateRef& st, const Tensor& out,
+                              const Tensor& lse) const override {
+    with_float_type(out.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::softmax_state_finalize<T>(s, qs_len, state_of<T>(st), ptr<T>(out), ptr<T>(lse));
+    });
+  }
+
+  void attention_partial_backward(const AttentionShape& s, const Tensor& q, AttentionSpan qs, const Tensor& k,
+                                  const Tensor& v, AttentionSpan ks, double scale, const Tensor& out,
+                                  const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk,
+                                  const Tensor& dv) const override {
+    with_float_type(q.dtype(), [&](auto z) {
+      using T = decltype(z);
+      kernels::attention_partial_backward<T>(s, ptr<T>(q), qs, ptr<T>(k), ptr<T>(v), ks, T(scale), ptr<T>(out),
+                                             ptr<T>(lse), ptr<T>(dout), ptr<T>(dq), ptr<T>(dk), ptr<T>(dv));
     });
   }
 
@@ -519,22 +587,11 @@ class CpuKernels final : public KernelTable {
   }
 };
 
-const CpuKernels cpu_kernels;
-std::mutex registry_mu;
-const KernelTable* registry[2] = {&cpu_kernels, nullptr};
-
 }  // namespace
 
-const KernelTable& kernels_for(Device device) {
-  std::lock_guard<std::mutex> lock(registry_mu);
-  const KernelTable* t = registry[int(device)];
-  MT_REQUIRE(ConfigError, t != nullptr, "no kernels for device ", device_name(device), " in this build");
-  return *t;
-}
-
-void register_kernels(Device device, const KernelTable* table) {
-  std::lock_guard<std::mutex> lock(registry_mu);
-  registry[int(device)] = table;
+const KernelTable& cpu_kernel_table() {
+  static const CpuKernels table;
+  return table;
 }
 
 }  // namespace meshtrain::kernels

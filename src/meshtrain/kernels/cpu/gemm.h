@@ -90,6 +90,17 @@ void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t
 // calling thread: a threads-backend rank sets it for itself.
 void set_thread_invariant_gemm(bool on);
 bool thread_invariant_gemm();
+// The mode for a scope (a step, an evaluation pass), the caller's restored after.
+class ScopedThreadInvariantGemm {
+ public:
+  explicit ScopedThreadInvariantGemm(bool on) : saved_(thread_invariant_gemm()) { set_thread_invariant_gemm(on); }
+  ~ScopedThreadInvariantGemm() { set_thread_invariant_gemm(saved_); }
+  ScopedThreadInvariantGemm(const ScopedThreadInvariantGemm&) = delete;
+  ScopedThreadInvariantGemm& operator=(const ScopedThreadInvariantGemm&) = delete;
+
+ private:
+  bool saved_;
+};
 
 // "oneDNN 2.6.3", for --version and run metadata.
 const char* gemm_library_version();

@@ -20,12 +20,13 @@
 #include <cstdint>
 #include <vector>
 
-namespace meshtrain::model {
+namespace meshtrain::kernels {
 
 struct MoeRoutingConfig {
   int64_t experts = 0, top_k = 1, seq = 0;
   double capacity_factor = 0.0;
   double aux_coeff = 0.0;
+  bool force_balance = false;  // balanced_routing whatever the logits (model.moe_force_balance)
 };
 
 struct MoeRouting {
@@ -52,6 +53,12 @@ int64_t expert_rows_bucket(int64_t count);
 // Routes n = rows * seq tokens from their router logits [n, E] (row-major).
 MoeRouting route_tokens(const MoeRoutingConfig& cfg, const double* logits, int64_t n);
 
+// The routing the planner assumes (the meta device's route): token t prefers
+// experts t k, t k + 1, ... (mod E) in that order, so every expert receives
+// n k / E assignments when E divides n k; capacity, buckets and the combine
+// order follow route_tokens's rules.
+MoeRouting balanced_routing(const MoeRoutingConfig& cfg, int64_t n);
+
 // d(loss)/d(logits) [n, E] from the gates' gradients (dgate per kept
 // assignment, in comb order) and the aux loss scaled by `aux_scale` (the
 // step's loss coefficient): softmax backward of dp = dgate + aux_scale *
@@ -59,4 +66,4 @@ MoeRouting route_tokens(const MoeRoutingConfig& cfg, const double* logits, int64
 std::vector<double> router_logit_grads(const MoeRouting& r, const MoeRoutingConfig& cfg, const double* dgate,
                                        double aux_scale);
 
-}  // namespace meshtrain::model
+}  // namespace meshtrain::kernels

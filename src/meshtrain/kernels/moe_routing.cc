@@ -1,4 +1,4 @@
-#include "meshtrain/model/moe_routing.h"
+#include "meshtrain/kernels/moe_routing.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "meshtrain/core/error.h"
 
-namespace meshtrain::model {
+namespace meshtrain::kernels {
 
 int64_t expert_rows_bucket(int64_t count) {
   if (count <= 0) return 0;
@@ -107,6 +107,14 @@ MoeRouting route_tokens(const MoeRoutingConfig& cfg, const double* logits, int64
   return r;
 }
 
+MoeRouting balanced_routing(const MoeRoutingConfig& cfg, int64_t n) {
+  const int64_t E = cfg.experts;
+  std::vector<double> logits(size_t(n * E));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t e = 0; e < E; ++e) logits[size_t(t * E + e)] = -double(((e - t * cfg.top_k) % E + E) % E);
+  return route_tokens(cfg, logits.data(), n);
+}
+
 std::vector<double> router_logit_grads(const MoeRouting& r, const MoeRoutingConfig& cfg, const double* dgate,
                                        double aux_scale) {
   const int64_t E = r.experts, k = r.top_k, n = r.n, seq = cfg.seq;
@@ -131,4 +139,4 @@ std::vector<double> router_logit_grads(const MoeRouting& r, const MoeRoutingConf
   return dl;
 }
 
-}  // namespace meshtrain::model
+}  // namespace meshtrain::kernels

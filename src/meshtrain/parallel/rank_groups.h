@@ -1,0 +1,43 @@
+// The groups one rank's step uses, resolved once from its layout plan on
+// the mesh: every part of the step (the model's regions, the ring, the
+// expert exchange, the executor, the data-parallel engine, the trainer's
+// counts) takes its groups from here and never names an axis itself. A
+// group of one rank is null where a part must know it has no peers (tp, pp,
+// cp, ep); the data and model groups always exist (a group of one reduces
+// nothing: one code path).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "meshtrain/comm/mesh.h"
+#include "meshtrain/parallel/layout_plan.h"
+
+namespace meshtrain::parallel {
+
+struct RankGroups {
+  comm::ProcessGroup* world = nullptr;
+  comm::ProcessGroup* dp = nullptr;     // replicas: each takes its own rows of the window
+  comm::ProcessGroup* data = nullptr;   // the plan's data axes: loss, gradients and ZeRO shards
+  comm::ProcessGroup* model = nullptr;  // the plan's model axes (pp x tp): the norm's blocks
+  comm::ProcessGroup* tp = nullptr;
+  comm::ProcessGroup* pp = nullptr;
+  comm::ProcessGroup* cp = nullptr;
+  comm::ProcessGroup* ep = nullptr;
+  comm::ProcessGroup* edp = nullptr;           // replicas of this rank's experts (the data group without ep)
+  comm::ProcessGroup* expert_model = nullptr;  // every holder of some expert: model x ep (the model group without ep)
+  // The pipeline ranks holding a tied weight's copies (the plan's
+  // tie_stages()), null where this rank holds none.
+  std::shared_ptr<comm::ProcessGroup> tie;
+  // Sub-groups of tp: the r consecutive ranks sharing a piece, by r (a KV
+  // head on fewer heads than ranks; r = tp is the tp group itself).
+  std::map<int, comm::ProcessGroup*> tp_shares;
+  std::vector<std::shared_ptr<comm::ProcessGroup>> owned;  // the splits made here
+};
+
+// Collective over the mesh's pp and tp groups (the tie and share splits, in
+// the same order on every rank).
+RankGroups resolve_groups(const LayoutPlan& plan, const comm::Mesh& mesh);
+
+}  // namespace meshtrain::parallel
