@@ -46,7 +46,8 @@ MoeLayer::MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::st
 }
 
 MoeRoutingConfig MoeLayer::routing_config(int64_t seq) const {
-  return {cfg_.n_experts, cfg_.experts_top_k, seq, cfg_.moe_capacity_factor, cfg_.moe_aux_loss_coeff};
+  return {cfg_.n_experts, cfg_.experts_top_k, seq, cfg_.moe_capacity_factor, cfg_.moe_aux_loss_coeff,
+          cfg_.moe_renormalize};
 }
 
 MoeLayer::Saved MoeLayer::forward(const kernels::KernelTable& k, const Tensor& xn, int64_t seq, const Tensor& y,
