@@ -27,7 +27,11 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# llama.cpp for the GGUF interoperability test, into the build directory.
+llama_cpp() { bash "$(dirname "$0")/install-llama-cpp.sh" "${BUILD_DIR:-build}/interop"; }
+
 if [ ${#missing[@]} -eq 0 ]; then
+  llama_cpp
   exit 0
 fi
 
@@ -37,3 +41,4 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+llama_cpp
