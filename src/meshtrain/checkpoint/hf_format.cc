@@ -1,5 +1,6 @@
 #include "meshtrain/checkpoint/hf_format.h"
 
+#include <map>
 #include <set>
 
 #include "meshtrain/core/error.h"
@@ -197,11 +198,14 @@ const std::vector<float>& need(const ParamValues& p, const std::string& name) {
 namespace {
 
 // Reads every table field `arch` carries; the keys read are added to `seen`.
-void read_hf_fields(const json& j, HfArch arch, ModelConfig& c, std::set<std::string>& seen) {
+// `names` maps each field carried to its config.json key.
+void read_hf_fields(const json& j, HfArch arch, ModelConfig& c, std::set<std::string>& seen,
+                    std::map<std::string, std::string>& names) {
   model::for_each_model_field(c, [&](const model::FieldInfo& f, auto& v) {
     using T = std::decay_t<decltype(v)>;
     if constexpr (!std::is_enum_v<T>) {
       const char* key = hf_key(f, arch);
+      if (key) names[f.key] = key;
       if (!key || !j.contains(key) || j[key].is_null()) return;
       const json& x = j[key];
       const bool ok = std::is_same_v<T, bool>             ? x.is_boolean()
@@ -250,9 +254,10 @@ ModelConfig model_config_from_hf(const json& j) {
                "config.json: rope_scaling is not supported");
   }
   std::set<std::string> seen;
-  read_hf_fields(j, arch, c, seen);
+  std::map<std::string, std::string> names;
+  read_hf_fields(j, arch, c, seen, names);
   for (const char* key : required)
-    MT_REQUIRE(CheckpointError, seen.count(key), a, " config.json: the key for model.", key, " is missing");
+    MT_REQUIRE(CheckpointError, seen.count(key), a, " config.json: '", names[key], "' missing (model.", key, ")");
   if (arch == HfArch::Gpt2) {
     c.n_kv_heads = c.n_heads;
   } else {
