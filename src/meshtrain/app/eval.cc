@@ -38,10 +38,9 @@ EvalReport evaluate(const EvalRequest& q) {
   cfg.data.path = q.text.empty() ? q.data : q.text;  // only named in messages
   cfg.data.seq_len = q.seq_len > 0 ? q.seq_len : data_meta.value("seq_len", src.config().max_seq_len);
   cfg.data.mode = !q.mode.empty() ? q.mode : data_meta.value("mode", std::string("packed"));
-  // One rank reads the windows the training layout read (dp replicas of
-  // micro_batch rows each), so the rows of every window are the same.
-  cfg.training.micro_batch =
-      q.batch > 0 ? q.batch : layout.value("dp", int64_t(1)) * layout.value("micro_batch", int64_t(8));
+  // Validation rows do not depend on the window size, so any batch reads
+  // the rows training's layout read (Trainer::evaluate).
+  cfg.training.micro_batch = q.batch > 0 ? q.batch : layout.value("micro_batch", int64_t(8));
   const nlohmann::json policy = meta.value("precision", nlohmann::json::object());
   cfg.training.precision = !q.precision.empty() ? q.precision : policy.value("policy", std::string("fp32"));
   cfg.precision().validate();

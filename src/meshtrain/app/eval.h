@@ -1,9 +1,9 @@
 // `meshtrain eval`: the loss of a trained model on held-out data, without
 // training. The numbers are those `train` prints for its validation split
 // on the same data and settings: the same evaluation (Trainer::evaluate)
-// runs on one rank, with the checkpoint's precision policy and the windows
-// of rows its layout evaluated (dp x micro_batch), so padded batches group
-// the same documents; docs/cli.md states the tolerance per policy.
+// runs on one rank, with the checkpoint's precision policy, over the same
+// rows whatever layout trained it; docs/cli.md states the tolerance per
+// policy.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@ struct EvalRequest {
   std::string format = "auto";   // of `text`
   int64_t seq_len = 0;           // 0: the checkpoint's data.seq_len, else the model's max_seq_len
   std::string mode;              // packed | padded; "": the checkpoint's, else packed
-  int64_t batch = 0;             // rows per forward; 0: the checkpoint's dp x micro_batch, else 8
+  int64_t batch = 0;             // rows per forward; 0: the checkpoint's micro_batch, else 8
   std::string precision;         // fp32 | bf16 | fp16; "": the checkpoint's policy, else fp32
   int64_t rows = 0;              // rows evaluated; 0: all
 };

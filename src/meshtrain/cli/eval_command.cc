@@ -24,7 +24,7 @@ void setup(CLI::App& root, Action& action) {
       ->check(CLI::IsMember({"packed", "padded"}));
   cmd->add_option("--precision", q->precision, "fp32, bf16 or fp16; default: the checkpoint's policy")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  cmd->add_option("--batch", q->batch, "rows per forward pass; 0: the checkpoint's dp x micro_batch")
+  cmd->add_option("--batch", q->batch, "rows per forward pass; 0: the checkpoint's micro_batch")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   cmd->add_option("--rows", q->rows, "rows to evaluate (train's training.eval_rows); 0: all")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
