@@ -285,7 +285,7 @@ TEST(CliTokenizer, SubwordModelFromTokenizerToGeneration) {
   EXPECT_EQ(config["pad_token_id"], 3);
 
   // A bf16 export keeps the tokenizer files too.
-  ASSERT_EQ(run_cli({"ckpt", "export", dir / "run/checkpoints", "--out", dir / "bf16/model.safetensors", "--dtype",
+  ASSERT_EQ(run_cli({"ckpt", "export", dir / "run/checkpoints", "--out", dir / "bf16/", "--dtype",
                      "bf16", "--no-progress"})
                 .code,
             0);
