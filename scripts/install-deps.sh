@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package meshtrain needs. Idempotent: does nothing when
+# Installs every Debian package meshtrain needs, then llama.cpp for the GGUF
+# interoperability test (install-llama-cpp.sh). Idempotent: does nothing when
 # all packages are present, runs `apt-get update` at most once otherwise.
 set -euo pipefail
 
