@@ -291,6 +291,9 @@ TEST(CliTokenizer, SubwordModelFromTokenizerToGeneration) {
             0);
   EXPECT_EQ(nlohmann::json::parse(read_file(dir / "bf16/config.json"))["torch_dtype"], "bfloat16");
   EXPECT_EQ(read_file(dir / "bf16/tokenizer.model"), read_file(dir / "tok/tokenizer.model"));
+  // f16 and q8_0 are GGUF's types, not safetensors'.
+  expect_failure({"ckpt", "export", dir / "run/checkpoints", "--out", dir / "f16/", "--dtype", "f16"},
+                 "add --format gguf");
 
   // Reloaded from the safetensors file and from its import: the same text as
   // from the training checkpoint.
