@@ -11,7 +11,7 @@ MESHTRAIN := $(BUILD_DIR)/bin/meshtrain
 all: build
 
 deps:
-	@bash scripts/install-deps.sh
+	@BUILD_DIR=$(BUILD_DIR) bash scripts/install-deps.sh
 
 configure: deps
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null

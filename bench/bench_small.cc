@@ -167,7 +167,9 @@ int main(int argc, char** argv) {
     oc.weight_decay = 0.1;
     parallel::ParallelConfig pc;
     pc.reproducible = reproducible;
-    parallel::DataParallel engine(m, plan, *world->group(0), *world->group(0), pc, oc, alloc);
+    const comm::Mesh mesh = comm::Mesh::create(comm::MeshShape{}, world->group(0));
+    const parallel::RankGroups groups = parallel::resolve_groups(plan, mesh);
+    parallel::DataParallel engine(m, plan, groups, pc, oc, alloc);
     parallel::StepExecutor executor(m, &engine, nullptr);
     const parallel::Program program =
         parallel::expand(parallel::one_f_one_b_schedule(1, 1), 0, plan.chunks(),

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package meshtrain needs. Idempotent: does nothing when
+# Installs every Debian package meshtrain needs, then llama.cpp for the GGUF
+# interoperability test (install-llama-cpp.sh). Idempotent: does nothing when
 # all packages are present, runs `apt-get update` at most once otherwise.
 set -euo pipefail
 
@@ -27,7 +28,11 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# llama.cpp for the GGUF interoperability test, into the build directory.
+llama_cpp() { bash "$(dirname "$0")/install-llama-cpp.sh" "${BUILD_DIR:-build}/interop"; }
+
 if [ ${#missing[@]} -eq 0 ]; then
+  llama_cpp
   exit 0
 fi
 
@@ -37,3 +42,4 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+llama_cpp

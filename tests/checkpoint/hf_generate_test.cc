@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "checkpoint/ckpt_test_util.h"
 #include "meshtrain/checkpoint/export_import.h"
 #include "meshtrain/checkpoint/generate.h"
@@ -13,6 +15,7 @@ namespace meshtrain::checkpoint {
 namespace {
 
 using testing::ScratchDir;
+using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 // Saves a model's parameters as a training checkpoint from 2 ranks (flat
@@ -55,7 +58,9 @@ void expect_same_params(model::ParameterStore& a, model::ParameterStore& b) {
   }
 }
 
+// The byte tokenizer the saved checkpoints record needs its 259 ids.
 model::ModelConfig finalized(model::ModelConfig c) {
+  c.vocab_size = std::max<int64_t>(c.vocab_size, data::ByteTokenizer::kVocab);
   c.finalize();
   return c;
 }
@@ -105,6 +110,60 @@ TEST(HfExport, LlamaRoundTripsExactly) {
 
 TEST(HfExport, Gpt2RoundTripsExactly) { round_trip(testing::tiny_gpt2(), "GPT2LMHeadModel"); }
 
+model::ModelConfig tiny_mixtral() {
+  model::ModelConfig c = testing::tiny_llama();
+  c.n_experts = 3;
+  c.experts_top_k = 2;
+  c.moe_renormalize = true;
+  c.moe_aux_loss_coeff = 0.02;
+  return c;
+}
+
+// Mixture of experts in Mixtral's names and config keys, and back.
+TEST(HfExport, MixtralRoundTripsExactly) {
+  round_trip(tiny_mixtral(), "MixtralForCausalLM");
+  const model::ModelConfig c = finalized(tiny_mixtral());
+  const json hf = hf_config_json(c);
+  EXPECT_EQ(hf["model_type"], "mixtral");
+  EXPECT_EQ(hf["num_local_experts"], 3);
+  EXPECT_EQ(hf["num_experts_per_tok"], 2);
+  EXPECT_EQ(hf["router_aux_loss_coef"], 0.02);
+  EXPECT_EQ(hf["intermediate_size"], c.ffn_hidden);
+  ParamValues p;
+  for (const auto& s : model::build_model_spec(c).params) p[s.name] = std::vector<float>(size_t(s.numel()), 0.f);
+  std::set<std::string> names;
+  for (const auto& t : to_hf_tensors(c, p)) names.insert(t.name);
+  for (const char* n : {"model.layers.1.block_sparse_moe.gate.weight", "model.layers.0.block_sparse_moe.experts.2.w1.weight",
+                        "model.layers.0.block_sparse_moe.experts.0.w2.weight",
+                        "model.layers.1.block_sparse_moe.experts.1.w3.weight", "model.layers.0.self_attn.q_proj.weight"})
+    EXPECT_TRUE(names.count(n)) << n;
+  EXPECT_FALSE(names.count("model.layers.0.mlp.router.weight"));
+}
+
+// What Mixtral cannot express is refused before anything is written, naming the key.
+TEST(HfExport, MoeThatIsNotMixtralIsRefusedWithTheKeys) {
+  auto expect_refused = [](model::ModelConfig c, const char* key) {
+    try {
+      hf_arch_for(finalized(c));
+      ADD_FAILURE() << "accepted without " << key;
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  };
+  auto c = tiny_mixtral();
+  c.moe_renormalize = false;
+  expect_refused(c, "moe_renormalize = true");
+  c = tiny_mixtral();
+  c.moe_capacity_factor = 1.25;
+  expect_refused(c, "moe_capacity_factor = 0");
+  c = tiny_mixtral();
+  c.moe_shared_expert = true;
+  expect_refused(c, "moe_shared_expert = false");
+  c = tiny_mixtral();
+  c.moe_layers = {1};
+  expect_refused(c, "moe_layers = []");
+}
+
 // --dtype bf16: the deployment file stores every weight rounded once to
 // bf16 (nearest even) from the f32 checkpoint, in half the bytes.
 TEST(HfExport, Bf16ExportRoundsEachWeightOnce) {
@@ -116,7 +175,7 @@ TEST(HfExport, Bf16ExportRoundsEachWeightOnce) {
   const ExportResult b16 = export_safetensors(reader, (dir.path() / "b16" / "m.safetensors").string(), DType::BF16);
   EXPECT_EQ(b16.bytes * 2, f32.bytes);
   EXPECT_EQ(testing::read_json(dir.path() / "b16" / "config.json")["torch_dtype"], "bfloat16");
-  const auto full = SafetensorsReader::open(f32.safetensors_path), half = SafetensorsReader::open(b16.safetensors_path);
+  const auto full = SafetensorsReader::open(f32.model_path), half = SafetensorsReader::open(b16.model_path);
   for (const auto& e : half.header().entries) {
     EXPECT_EQ(e.dtype, DType::BF16) << e.name;
     const std::vector<float> want = full.read_f32(e.name), got = half.read_f32(e.name);
@@ -201,8 +260,9 @@ TEST(Generate, FixedSeedIsDeterministicAndTemperatureZeroIsGreedy) {
     std::vector<int32_t> toks(seq.end() - long(n), seq.end()), tg(n, -1), pos(n);
     for (size_t i = 0; i < n; ++i) pos[i] = int32_t(i);
     const Tensor logits = m.forward_logits({1, int64_t(n), toks.data(), tg.data(), pos.data(), nullptr});
-    const float* last = logits.data<float>() + (n - 1) * 11;
-    seq.push_back(int32_t(std::max_element(last, last + 11) - last));
+    const int64_t V = m.config().vocab_size;
+    const float* last = logits.data<float>() + int64_t(n - 1) * V;
+    seq.push_back(int32_t(std::max_element(last, last + V) - last));
   }
   EXPECT_EQ(greedy, std::vector<int32_t>(seq.begin() + 3, seq.end()));
 }

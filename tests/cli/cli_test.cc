@@ -104,7 +104,10 @@ nlohmann::json last_eval(const std::string& metrics) {
 }
 
 // `eval` prints "loss sum X nats over N supervised tokens (B bytes of text)".
-void expect_eval_matches_train(const std::vector<std::string>& eval_args, const nlohmann::json& train_eval) {
+// Equal to train's validation up to the 6 printed decimals, or `relative`
+// times the sum where that is larger (docs/cli.md, "Evaluation").
+void expect_eval_matches_train(const std::vector<std::string>& eval_args, const nlohmann::json& train_eval,
+                               double relative = 0) {
   const Result r = run_cli(eval_args);
   ASSERT_EQ(r.code, 0) << r.err;
   double sum = 0;
@@ -116,8 +119,9 @@ void expect_eval_matches_train(const std::vector<std::string>& eval_args, const 
             3)
       << r.out;
   ASSERT_FALSE(train_eval.is_null());
-  // The same evaluation code on the same rows: equal up to the 6 printed decimals.
-  EXPECT_NEAR(sum, train_eval["val_loss_sum"].get<double>(), 5e-6);
+  // The same evaluation code on the same rows.
+  const double want = train_eval["val_loss_sum"].get<double>();
+  EXPECT_NEAR(sum, want, std::max(5e-6, relative * std::abs(want))) << "relative " << (sum - want) / want;
   EXPECT_EQ(n, train_eval["targets"].get<long long>());
   EXPECT_EQ(bytes, train_eval["target_bytes"].get<long long>());
   char bpb[64];
@@ -198,6 +202,46 @@ TEST(CliTrain, TinyRunThenCkptGenerateEvalAndVerify) {
   expect_failure({"train", cfg, "--set", "model.no_such_key=1"}, "no_such_key");
 }
 
+// eval runs the checkpoint's precision policy on one rank and equals train's
+// validation within each policy's documented tolerance whatever layout
+// trained it; evaluating a bf16 model in fp32 (what eval did before) is off
+// by more than that.
+TEST(CliEval, EqualsTrainValidationForEachPolicyAndLayout) {
+  TempDir dir;
+  const std::string cfg = tiny_config(dir);
+  struct Case {
+    const char* precision;
+    std::vector<std::string> layout;
+    double relative;  // docs/cli.md: 1e-8 for fp32, 2e-6 for bf16 (sums over a tp group in another order)
+  };
+  const std::vector<std::string> tp2sp = {"--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true"};
+  const std::vector<Case> cases = {{"fp32", {}, 1e-8},   {"bf16", {}, 2e-6},
+                                   {"fp32", tp2sp, 1e-8}, {"bf16", tp2sp, 2e-6},
+                                   {"fp32", {"--set", "parallel.dp=2"}, 1e-8}};
+  for (const Case& c : cases) {
+    const std::string run = dir / (std::string("run-") + c.precision + std::to_string(c.layout.size()));
+    std::vector<std::string> args = {"train", cfg, "--set", std::string("training.precision=") + c.precision,
+                                     "--set", "metrics.run_dir=" + run};
+    args.insert(args.end(), c.layout.begin(), c.layout.end());
+    const Result t = run_cli(args);
+    ASSERT_EQ(t.code, 0) << t.err;
+    SCOPED_TRACE(std::string(c.precision) + " " + (c.layout.empty() ? "" : c.layout[1]));
+    const nlohmann::json train_eval = last_eval(run + "/metrics.jsonl");
+    expect_eval_matches_train({"eval", "--from", run + "/checkpoints", "--data", dir / "data", "--rows", "4"},
+                              train_eval, c.relative);
+    if (std::string(c.precision) == "bf16") {
+      const Result fp32 = run_cli({"eval", "--from", run + "/checkpoints", "--data", dir / "data", "--rows", "4",
+                                   "--precision", "fp32"});
+      ASSERT_EQ(fp32.code, 0) << fp32.err;
+      double sum = 0;
+      ASSERT_EQ(std::sscanf(fp32.out.c_str() + fp32.out.find("loss sum "), "loss sum %lf", &sum), 1) << fp32.out;
+      const double want = train_eval["val_loss_sum"].get<double>();
+      EXPECT_GT(std::abs(sum - want), 2e-6 * want) << "an fp32 evaluation of a bf16 model is not train's validation";
+      EXPECT_TRUE(contains(fp32.out, "(fp32)")) << fp32.out;
+    }
+  }
+}
+
 // tokenizer train -> data prepare --tokenizer -> train -> export -> reload
 // (import and safetensors) -> generate, and eval on the subword data.
 TEST(CliTokenizer, SubwordModelFromTokenizerToGeneration) {
@@ -241,12 +285,15 @@ TEST(CliTokenizer, SubwordModelFromTokenizerToGeneration) {
   EXPECT_EQ(config["pad_token_id"], 3);
 
   // A bf16 export keeps the tokenizer files too.
-  ASSERT_EQ(run_cli({"ckpt", "export", dir / "run/checkpoints", "--out", dir / "bf16/model.safetensors", "--dtype",
+  ASSERT_EQ(run_cli({"ckpt", "export", dir / "run/checkpoints", "--out", dir / "bf16/", "--dtype",
                      "bf16", "--no-progress"})
                 .code,
             0);
   EXPECT_EQ(nlohmann::json::parse(read_file(dir / "bf16/config.json"))["torch_dtype"], "bfloat16");
   EXPECT_EQ(read_file(dir / "bf16/tokenizer.model"), read_file(dir / "tok/tokenizer.model"));
+  // f16 and q8_0 are GGUF's types, not safetensors'.
+  expect_failure({"ckpt", "export", dir / "run/checkpoints", "--out", dir / "f16/", "--dtype", "f16"},
+                 "add --format gguf");
 
   // Reloaded from the safetensors file and from its import: the same text as
   // from the training checkpoint.

@@ -123,7 +123,7 @@ TEST(CliUsage, ErrorsExitTwoWithTheUsageLine) {
   expect_usage_error({"ckpt"}, "needs one of the commands inspect, verify, export, import, diff", "meshtrain ckpt");
   expect_usage_error({"ckpt", "diff", "a"}, "DIR_B", "meshtrain ckpt diff");
   expect_usage_error({"ckpt", "export", "d"}, "--out is required", "meshtrain ckpt export");
-  expect_usage_error({"ckpt", "export", "d", "--out", "m.safetensors", "--dtype", "f16"}, "--dtype",
+  expect_usage_error({"ckpt", "export", "d", "--out", "m.safetensors", "--dtype", "q4_0"}, "--dtype",
                      "meshtrain ckpt export");
   expect_usage_error({"bench", "comm", "--ranks", "x"}, "--ranks", "meshtrain bench comm");
   expect_usage_error({"bench", "comm", "--ops", "all_reduce,gossip"}, "gossip", "meshtrain bench comm");

@@ -90,6 +90,27 @@ TEST(MoeGradients, SharedExpertTop1MatchesFiniteDifferences) { gradient_check(ti
 TEST(MoeGradients, WithDropsMatchesFiniteDifferences) { gradient_check(tiny_moe(4, 2, 0.5, false), false, true); }
 TEST(MoeGradients, RecomputeMatchesFiniteDifferences) { gradient_check(tiny_moe(4, 2, 0.0, true), true, false); }
 TEST(MoeGradients, TopKEqualsExpertsMatchesFiniteDifferences) { gradient_check(tiny_moe(3, 3, 0.0, false), false, false); }
+TEST(MoeGradients, RenormalizedGatesMatchFiniteDifferences) {
+  auto c = tiny_moe(4, 2, 0.0, false);
+  c.moe_renormalize = true;
+  gradient_check(c, false, false);
+  c.moe_capacity_factor = 0.5;  // a dropped slot still counts in its token's top-k sum
+  gradient_check(c, false, true);
+}
+
+// Mixtral's rule: a token's kept gates are its top-k probabilities over their sum.
+TEST(MoeRouting, RenormalizedGatesSumToOnePerToken) {
+  const std::vector<double> logits = {2.0, 1.0, 0.0, -1.0, 0.5, 0.5, 3.0, 0.0};
+  kernels::MoeRoutingConfig cfg{4, 2, 2, 0.0, 0.0, true};
+  const auto r = kernels::route_tokens(cfg, logits.data(), 2);
+  ASSERT_EQ(r.comb_gate.size(), 4u);
+  EXPECT_NEAR(r.comb_gate[0] + r.comb_gate[1], 1.0, 1e-15);
+  EXPECT_NEAR(r.comb_gate[2] + r.comb_gate[3], 1.0, 1e-15);
+  EXPECT_NEAR(r.comb_gate[0], 1.0 / (1.0 + std::exp(-1.0)), 1e-15);  // e^2 / (e^2 + e^1)
+  cfg.renormalize = false;
+  const auto plain = kernels::route_tokens(cfg, logits.data(), 2);
+  EXPECT_LT(plain.comb_gate[0] + plain.comb_gate[1], 0.95);
+}
 
 TEST(MoeRouting, TopKTiesGoToTheLowerExpertIndex) {
   // Equal logits: experts 0 and 1 win, in index order.

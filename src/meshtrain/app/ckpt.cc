@@ -6,8 +6,10 @@
 #include "meshtrain/app/progress.h"
 #include "meshtrain/checkpoint/compare.h"
 #include "meshtrain/checkpoint/export_import.h"
+#include "meshtrain/checkpoint/gguf_file.h"
 #include "meshtrain/checkpoint/model_config_json.h"
 #include "meshtrain/checkpoint/reader.h"
+#include "meshtrain/core/error.h"
 #include "meshtrain/data/tokenizer.h"
 
 namespace meshtrain::app {
@@ -83,17 +85,29 @@ std::string ckpt_verify(const std::string& dir) {
   return buf;
 }
 
-ExportSummary ckpt_export(const std::string& dir, const std::string& out, const std::string& dtype, bool progress,
-                          bool force) {
+ExportSummary ckpt_export(const std::string& dir, const std::string& out, const std::string& format,
+                          const std::string& dtype, bool progress, bool force) {
+  MT_REQUIRE(ConfigError, format == "safetensors" || format == "gguf", "ckpt export --format ", format,
+             ": expected safetensors or gguf");
+  ck::ExportOptions o;
+  o.format = format == "gguf" ? ck::ExportFormat::Gguf : ck::ExportFormat::Safetensors;
+  if (o.format == ck::ExportFormat::Gguf) {
+    o.gguf_type = ck::parse_ggml_type(dtype);
+  } else {
+    MT_REQUIRE(ConfigError, dtype == "f32" || dtype == "bf16", "ckpt export --dtype ", dtype,
+               ": safetensors stores f32 or bf16 (f16 and q8_0 are GGUF types: add --format gguf)");
+    o.dtype = parse_dtype(dtype);
+  }
+  o.overwrite = force;
+  if (progress) o.progress = stderr_progress("ckpt export", "tensors");
   const auto r = ck::CheckpointReader::open(dir);
-  const auto res = ck::export_safetensors(r, out, parse_dtype(dtype),
-                                          progress ? stderr_progress("ckpt export", "tensors") : ProgressFn{}, force);
-  char buf[1024];
-  std::snprintf(buf, sizeof buf, "exported step %lld as %s: %zu tensors, %s -> %s (+ %s%s%s)", (long long)r.step(),
-                ck::to_string(res.arch), res.tensors, human_bytes(double(res.bytes)).c_str(),
-                res.safetensors_path.c_str(), res.config_path.c_str(), res.tokenizer_path.empty() ? "" : ", ",
-                res.tokenizer_path.c_str());
-  return {buf};
+  const auto res = ck::export_model(r, out, o);
+  std::string text = "exported step " + std::to_string(r.step()) + " as " +
+                     (o.format == ck::ExportFormat::Gguf ? "GGUF (llama, " + dtype + ")" : ck::to_string(res.arch)) +
+                     ": " + std::to_string(res.tensors) + " tensors, " + human_bytes(double(res.bytes));
+  for (const auto& f : res.files) text += "\n  " + f;
+  for (const auto& n : res.notes) text += "\n  note: " + n;
+  return {text};
 }
 
 std::string ckpt_import(const std::string& file, const std::string& out_root, bool force) {

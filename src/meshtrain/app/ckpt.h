@@ -12,11 +12,13 @@ std::string ckpt_verify(const std::string& dir);   // "OK ..." (throws on a bad 
 struct ExportSummary {
   std::string text;  // what was written
 };
-// model.safetensors + config.json (+ tokenizer.model) from a checkpoint;
-// dtype "f32" or "bf16" (weights rounded once from the f32 checkpoint).
-// Existing files are replaced only with `force`.
-ExportSummary ckpt_export(const std::string& dir, const std::string& out, const std::string& dtype = "f32",
-                          bool progress = true, bool force = false);
+// A checkpoint's model for other tools (docs/checkpoints.md): format
+// "safetensors" (a Hugging Face directory: model.safetensors, config.json,
+// generation_config.json, tokenizer files; dtype f32 or bf16) or "gguf" (one
+// file for llama.cpp; dtype f32, f16, bf16 or q8_0). `out` is a directory or
+// the weights file. Existing files are replaced only with `force`.
+ExportSummary ckpt_export(const std::string& dir, const std::string& out, const std::string& format = "safetensors",
+                          const std::string& dtype = "f32", bool progress = true, bool force = false);
 // A parameters-only checkpoint from a safetensors file (config.json beside
 // it); a root that already holds checkpoints only with `force`.
 std::string ckpt_import(const std::string& file, const std::string& out_root, bool force = false);

@@ -38,7 +38,12 @@ EvalReport evaluate(const EvalRequest& q) {
   cfg.data.path = q.text.empty() ? q.data : q.text;  // only named in messages
   cfg.data.seq_len = q.seq_len > 0 ? q.seq_len : data_meta.value("seq_len", src.config().max_seq_len);
   cfg.data.mode = !q.mode.empty() ? q.mode : data_meta.value("mode", std::string("packed"));
+  // Validation rows do not depend on the window size, so any batch reads
+  // the rows training's layout read (Trainer::evaluate).
   cfg.training.micro_batch = q.batch > 0 ? q.batch : layout.value("micro_batch", int64_t(8));
+  const nlohmann::json policy = meta.value("precision", nlohmann::json::object());
+  cfg.training.precision = !q.precision.empty() ? q.precision : policy.value("policy", std::string("fp32"));
+  cfg.precision().validate();
   cfg.training.eval_rows = q.rows;
 
   const std::string split = q.split == "train" ? "train" : "val";
@@ -62,6 +67,7 @@ EvalReport evaluate(const EvalRequest& q) {
   e.seq_len = cfg.data.seq_len;
   e.batch = cfg.training.micro_batch;
   e.mode = cfg.data.mode;
+  e.precision = cfg.training.precision;
   e.loss_sum = r.loss_sum;
   e.supervised = r.targets;
   e.target_bytes = r.target_bytes;

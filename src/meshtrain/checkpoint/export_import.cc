@@ -4,6 +4,7 @@
 
 #include "meshtrain/checkpoint/dtype_convert.h"
 #include "meshtrain/checkpoint/fs_util.h"
+#include "meshtrain/checkpoint/gguf_export.h"
 #include "meshtrain/checkpoint/model_config_json.h"
 #include "meshtrain/checkpoint/model_weights.h"
 #include "meshtrain/checkpoint/safetensors.h"
@@ -22,53 +23,116 @@ bool inside_checkpoint(const std::string& dir) {
   return false;
 }
 
-ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path, DType dtype,
-                                const ProgressFn& progress, bool overwrite) {
-  MT_REQUIRE(ConfigError, dtype == DType::F32 || dtype == DType::BF16, "export dtype ", dtype_name(dtype),
-             ": expected f32 or bf16");
-  const fs::path out(out_path);
-  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+namespace {
+
+// Where the weights go: `out` itself when it names a file of the format,
+// else `out`/model.<ext>.
+fs::path weights_path(const std::string& out, const char* ext) {
   std::error_code ec;
-  MT_REQUIRE(CheckpointError, !fs::is_directory(out, ec), "export: --out ", out_path,
-             " is a directory; give the file to write, e.g. ", (out / "model.safetensors").string());
-  MT_REQUIRE(CheckpointError, !inside_checkpoint(dir.string()), "export: --out ", out_path,
-             " lies inside a checkpoint directory; write the deployment artifact elsewhere");
-  for (const fs::path& f : {out, dir / "config.json"})
+  const fs::path p(out);
+  const bool dir = out.ends_with('/') || fs::is_directory(p, ec) || p.extension() != ext;
+  return dir ? p / (std::string("model") + ext) : p;
+}
+
+void refuse_existing(const std::vector<fs::path>& files, bool overwrite) {
+  std::error_code ec;
+  for (const fs::path& f : files)
     MT_REQUIRE(CheckpointError, overwrite || !fs::exists(fs::symlink_status(f, ec)), "export: ", f.string(),
                " already exists; pass --force to replace it");
-  const model::ModelConfig cfg = model_config_of(reader);
-  ExportResult r;
-  r.arch = hf_arch_for(cfg);  // fails before anything is written
-  const std::vector<NamedTensor> hf = to_hf_tensors(cfg, read_param_values(reader, cfg, progress));
+}
+
+// The Hugging Face layout: weights, config.json, generation_config.json,
+// tokenizer files.
+void write_safetensors_dir(const CheckpointReader& reader, const model::ModelConfig& cfg, const fs::path& file,
+                           const ExportOptions& o, ExportResult& r) {
+  const fs::path dir = file.parent_path();
+  const nlohmann::json& meta = reader.metadata();
+  const bool has_tok = meta.contains(kMetaTokenizer);
+  std::vector<fs::path> targets = {file, dir / "config.json", dir / "generation_config.json"};
+  if (has_tok)
+    for (const auto& n : tokenizer_file_names(meta[kMetaTokenizer])) targets.push_back(dir / n);
+  refuse_existing(targets, o.overwrite);
+  const std::vector<NamedTensor> hf = to_hf_tensors(cfg, read_param_values(reader, cfg, o.progress));
   std::vector<std::vector<uint16_t>> halves;  // bf16 copies, alive until written
   halves.reserve(hf.size());
   std::vector<SafetensorsTensor> views;
   for (const auto& t : hf) {
-    if (dtype == DType::BF16) {
+    if (o.dtype == DType::BF16) {
       auto& h = halves.emplace_back(t.values.size());
       convert(t.values.data(), DType::F32, h.data(), DType::BF16, t.values.size());
       views.push_back({t.name, DType::BF16, t.shape, h.data()});
     } else {
       views.push_back({t.name, DType::F32, t.shape, t.values.data()});
     }
-    r.bytes += t.values.size() * dtype_size(dtype);
+    r.bytes += t.values.size() * dtype_size(o.dtype);
   }
-  std::map<std::string, std::string> meta = {{"format", "pt"},
-                                             {"meshtrain.model_config", model_config_to_json(cfg).dump()},
-                                             {"meshtrain.step", std::to_string(reader.step())}};
-  if (reader.metadata().contains(kMetaTokenizer)) meta["meshtrain.tokenizer"] = reader.metadata()[kMetaTokenizer].dump();
-  if (out.has_parent_path()) fs::create_directories(out.parent_path());
-  if (progress) progress("writing", 0, 1);
-  write_safetensors(out_path, views, meta);
-  r.safetensors_path = out_path;
-  nlohmann::json hf_cfg = hf_config_json(cfg);
-  hf_cfg["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";
-  if (reader.metadata().contains(kMetaTokenizer))
-    r.tokenizer_path = write_tokenizer_files(reader.metadata()[kMetaTokenizer], dir, &hf_cfg);
-  atomic_write_file(dir, "config.json", hf_cfg.dump(2) + "\n");
-  r.config_path = (dir / "config.json").string();
+  std::map<std::string, std::string> st_meta = {{"format", "pt"},
+                                                {"meshtrain.model_config", model_config_to_json(cfg).dump()},
+                                                {"meshtrain.step", std::to_string(reader.step())}};
+  if (has_tok) st_meta["meshtrain.tokenizer"] = meta[kMetaTokenizer].dump();
+  fs::create_directories(dir);
+  if (o.progress) o.progress("writing", 0, 1);
+  write_safetensors(file.string(), views, st_meta);
+  r.files.push_back(file.string());
   r.tensors = hf.size();
+  nlohmann::json hf_cfg = hf_config_json(cfg);
+  hf_cfg["torch_dtype"] = o.dtype == DType::BF16 ? "bfloat16" : "float32";
+  std::vector<std::string> tok_files;
+  if (has_tok) tok_files = write_tokenizer_files(meta[kMetaTokenizer], dir, cfg.vocab_size, cfg.max_seq_len, &hf_cfg);
+  atomic_write_file(dir, "config.json", hf_cfg.dump(2) + "\n");
+  nlohmann::json gen = {{"_from_model_config", true}, {"max_length", cfg.max_seq_len}};
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+    if (hf_cfg.contains(key)) gen[key] = hf_cfg[key];
+  atomic_write_file(dir, "generation_config.json", gen.dump(2) + "\n");
+  r.files.push_back((dir / "config.json").string());
+  r.files.push_back((dir / "generation_config.json").string());
+  r.files.insert(r.files.end(), tok_files.begin(), tok_files.end());
+}
+
+void write_gguf(const CheckpointReader& reader, const model::ModelConfig& cfg, const fs::path& file,
+                const ExportOptions& o, ExportResult& r) {
+  const nlohmann::json& meta = reader.metadata();
+  MT_REQUIRE(CheckpointError, meta.contains(kMetaTokenizer), "GGUF export: checkpoint ", reader.directory().string(),
+             " records no tokenizer, and a GGUF file carries its vocabulary");
+  refuse_existing({file}, o.overwrite);
+  const auto tok = data::make_tokenizer(meta[kMetaTokenizer]);
+  const std::string name = reader.directory().parent_path().filename().string() + "-" + step_dir_name(reader.step());
+  GgufModel g = gguf_model(cfg, read_param_values(reader, cfg, o.progress), *tok, o.gguf_type, name);
+  if (file.has_parent_path()) fs::create_directories(file.parent_path());
+  if (o.progress) o.progress("writing", 0, 1);
+  g.file.write(file.string());
+  r.files.push_back(file.string());
+  r.tensors = g.file.tensors().size();
+  for (const auto& t : g.file.tensors()) r.bytes += t.data.size();
+  r.notes = std::move(g.notes);
+}
+
+}  // namespace
+
+ExportResult export_model(const CheckpointReader& reader, const std::string& out, const ExportOptions& o) {
+  MT_REQUIRE(ConfigError, o.dtype == DType::F32 || o.dtype == DType::BF16, "export dtype ", dtype_name(o.dtype),
+             ": expected f32 or bf16");
+  const bool gguf = o.format == ExportFormat::Gguf;
+  const fs::path file = weights_path(out, gguf ? ".gguf" : ".safetensors");
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  MT_REQUIRE(CheckpointError, !inside_checkpoint(dir.string()), "export: --out ", out,
+             " lies inside a checkpoint directory; write the deployment artifact elsewhere");
+  const model::ModelConfig cfg = model_config_of(reader);
+  ExportResult r;
+  r.arch = hf_arch_for(cfg);  // fails before anything is read or written
+  if (gguf) write_gguf(reader, cfg, file, o, r);
+  else write_safetensors_dir(reader, cfg, file.has_parent_path() ? file : fs::path(".") / file, o, r);
+  r.model_path = file.string();
   return r;
+}
+
+ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path, DType dtype,
+                                const ProgressFn& progress, bool overwrite) {
+  ExportOptions o;
+  o.dtype = dtype;
+  o.progress = progress;
+  o.overwrite = overwrite;
+  return export_model(reader, out_path, o);
 }
 
 std::string import_safetensors(const std::string& path, const std::string& out_root, bool overwrite) {

@@ -1,6 +1,7 @@
-// Training checkpoint <-> deployment artifact (SPEC S10: different formats).
-// Export consolidates the parameters of a checkpoint into one safetensors
-// file with HF names plus config.json beside it; import turns such a file
+// Training checkpoint <-> deployment artifact (docs/checkpoints.md).
+// Export consolidates the parameters of a checkpoint into a Hugging Face
+// directory (safetensors with HF names, config.json, tokenizer files) or a
+// GGUF file for llama.cpp; import turns a safetensors file
 // into a step-00000000 checkpoint holding parameters only, which training
 // can start from (metadata "imported" tells the trainer to start the
 // optimizer, data position and schedule fresh).
@@ -8,28 +9,43 @@
 
 #include <string>
 
+#include "meshtrain/checkpoint/gguf_file.h"
 #include "meshtrain/checkpoint/hf_format.h"
 #include "meshtrain/checkpoint/reader.h"
 #include "meshtrain/core/status_line.h"
 
 namespace meshtrain::checkpoint {
 
-struct ExportResult {
-  std::string safetensors_path, config_path;
-  std::string tokenizer_path;  // tokenizer.model beside it (SentencePiece), else ""
-  HfArch arch = HfArch::Llama;
-  size_t tensors = 0;
-  uint64_t bytes = 0;
+enum class ExportFormat { Safetensors, Gguf };
+
+struct ExportOptions {
+  ExportFormat format = ExportFormat::Safetensors;
+  DType dtype = DType::F32;             // safetensors: f32 or bf16 (rounded once to nearest even)
+  GgmlType gguf_type = GgmlType::F32;   // gguf: f32, f16, bf16 or q8_0
+  bool overwrite = false;
+  ProgressFn progress;
 };
 
-// Needs metadata "model_config" in the checkpoint. The checkpoint keeps f32
-// (master) weights; `dtype` (f32 or bf16, rounded once to nearest even) is
-// what the deployment file stores. A SentencePiece tokenizer is written
-// beside the file as tokenizer.model; config.json gets the special-token ids
-// of the checkpoint's tokenizer. Refuses an `out_path` that is a directory
-// or lies inside a checkpoint, and replaces an existing file (or the
-// config.json beside it) only when `overwrite`. Nothing is left behind on
-// failure.
+struct ExportResult {
+  std::string model_path;          // the weights file
+  std::vector<std::string> files;  // every file written, the weights first
+  HfArch arch = HfArch::Llama;
+  size_t tensors = 0;
+  uint64_t bytes = 0;              // of the weights
+  std::vector<std::string> notes;  // tensors stored in another type than asked, and why
+};
+
+// Needs metadata "model_config" in the checkpoint (f32 master weights).
+// `out` is a directory (existing, ending in '/', or without the format's
+// extension) that receives model.safetensors or model.gguf, or the weights
+// file itself (.safetensors / .gguf). Safetensors comes with the Hugging
+// Face files beside it: config.json, generation_config.json and, when the
+// checkpoint has a tokenizer, tokenizer_files.h's files. GGUF is one file
+// (gguf_export.h). Refuses an `out` inside a checkpoint, and replaces an
+// existing file only when `overwrite`. Nothing is left behind on failure.
+ExportResult export_model(const CheckpointReader& reader, const std::string& out, const ExportOptions& options);
+
+// export_model in safetensors.
 ExportResult export_safetensors(const CheckpointReader& reader, const std::string& out_path,
                                 DType dtype = DType::F32, const ProgressFn& progress = {}, bool overwrite = false);
 

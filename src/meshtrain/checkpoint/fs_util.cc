@@ -69,12 +69,13 @@ void fsync_dir(const fs::path& dir) {
   MT_REQUIRE(CheckpointError, rc == 0, "fsync of directory ", dir.string(), " failed: ", std::strerror(err));
 }
 
-void atomic_write_file(const fs::path& dir, const std::string& name, const std::string& text) {
+void atomic_write_file(const fs::path& dir, const std::string& name,
+                       const std::function<void(int fd, const std::string& tmp_path)>& write) {
   const fs::path tmp = dir / ("." + name + ".tmp");
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   MT_REQUIRE(CheckpointError, fd >= 0, "cannot create ", tmp.string(), ": ", std::strerror(errno));
   try {
-    write_all(fd, text.data(), text.size(), tmp.string());
+    write(fd, tmp.string());
     fsync_fd(fd, tmp.string());
   } catch (...) {
     ::close(fd);
@@ -88,6 +89,10 @@ void atomic_write_file(const fs::path& dir, const std::string& name, const std::
     MT_THROW(CheckpointError, "cannot rename ", tmp.string(), " to ", (dir / name).string(), ": ", std::strerror(err));
   }
   fsync_dir(dir);
+}
+
+void atomic_write_file(const fs::path& dir, const std::string& name, const std::string& text) {
+  atomic_write_file(dir, name, [&](int fd, const std::string& tmp) { write_all(fd, text.data(), text.size(), tmp); });
 }
 
 std::string read_text_file(const fs::path& path, size_t max_bytes) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ void fsync_dir(const fs::path& dir);
 // Writes `text` to dir/.name.tmp, fsyncs it, renames it over dir/name and
 // fsyncs dir: readers see the old or the new file, never a torn one.
 void atomic_write_file(const fs::path& dir, const std::string& name, const std::string& text);
+// The same for a file written piece by piece: `write` gets the open
+// temporary file (fd and path); on any failure nothing is left behind.
+void atomic_write_file(const fs::path& dir, const std::string& name,
+                       const std::function<void(int fd, const std::string& tmp_path)>& write);
 std::string read_text_file(const fs::path& path, size_t max_bytes);
 
 // Atomically swaps two existing directory entries (renameat2 with

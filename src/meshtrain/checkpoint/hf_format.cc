@@ -1,8 +1,10 @@
 #include "meshtrain/checkpoint/hf_format.h"
 
+#include <map>
 #include <set>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/model_config_fields.h"
 #include "meshtrain/model/param_spec.h"
 
 namespace meshtrain::checkpoint {
@@ -10,7 +12,14 @@ namespace meshtrain::checkpoint {
 using nlohmann::json;
 using model::ModelConfig;
 
-const char* to_string(HfArch a) { return a == HfArch::Llama ? "LlamaForCausalLM" : "GPT2LMHeadModel"; }
+const char* to_string(HfArch a) {
+  switch (a) {
+    case HfArch::Llama: return "LlamaForCausalLM";
+    case HfArch::Mixtral: return "MixtralForCausalLM";
+    case HfArch::Gpt2: return "GPT2LMHeadModel";
+  }
+  return "?";
+}
 
 namespace {
 ModelConfig finalized(ModelConfig c) {
@@ -19,11 +28,36 @@ ModelConfig finalized(ModelConfig c) {
 }
 }  // namespace
 
+namespace {
+
+// What `c` lacks to be a MixtralForCausalLM ("" when nothing).
+std::string mixtral_gaps(const ModelConfig& c) {
+  using namespace model;
+  std::string gaps;
+  auto need = [&](bool ok, const char* what) {
+    if (!ok) gaps += std::string(gaps.empty() ? "" : ", ") + what;
+  };
+  need(c.norm == NormKind::RMSNorm && c.positions == PositionKind::Rope && c.mlp == MlpKind::SwiGLU,
+       "norm = rmsnorm, positions = rope, mlp = swiglu");
+  need(!c.bias, "bias = false");
+  need(c.moe_layers.empty() || int64_t(c.moe_layers.size()) == c.n_layers, "moe_layers = [] (every block)");
+  need(!c.moe_shared_expert, "moe_shared_expert = false");
+  need(c.moe_capacity_factor == 0, "moe_capacity_factor = 0 (dropless)");
+  need(c.moe_renormalize, "moe_renormalize = true (Mixtral renormalizes the top-k gates)");
+  return gaps;
+}
+
+}  // namespace
+
 HfArch hf_arch_for(const ModelConfig& cfg) {
   using namespace model;
   const ModelConfig c = finalized(cfg);
-  MT_REQUIRE(CheckpointError, c.n_experts == 0, "export: model (", c.describe(),
-             ") has mixture-of-experts blocks; Hugging Face export covers dense Llama and GPT-2 models only");
+  if (c.n_experts > 0) {
+    const std::string gaps = mixtral_gaps(c);
+    MT_REQUIRE(CheckpointError, gaps.empty(), "export: model (", c.describe(),
+               ") has mixture-of-experts blocks but is not a MixtralForCausalLM; that needs ", gaps);
+    return HfArch::Mixtral;
+  }
   if (c.norm == NormKind::RMSNorm && c.positions == PositionKind::Rope && c.mlp == MlpKind::SwiGLU) return HfArch::Llama;
   std::string gpt2_diff;
   auto need = [&](bool ok, const char* what) {
@@ -43,51 +77,49 @@ HfArch hf_arch_for(const ModelConfig& cfg) {
            gpt2_diff);
 }
 
+namespace {
+
+// The config.json key of field `f` for `arch` (nullptr: not carried).
+const char* hf_key(const model::FieldInfo& f, HfArch arch) {
+  if (arch == HfArch::Gpt2) return f.hf_gpt2;
+  if (f.hf_llama) return f.hf_llama;
+  return arch == HfArch::Mixtral ? f.hf_mixtral : nullptr;
+}
+
+}  // namespace
+
 json hf_config_json(const ModelConfig& cfg) {
   const ModelConfig c = finalized(cfg);
-  if (hf_arch_for(c) == HfArch::Llama) {
-    return {{"architectures", {"LlamaForCausalLM"}},
-            {"model_type", "llama"},
-            {"vocab_size", c.vocab_size},
-            {"hidden_size", c.d_model},
-            {"intermediate_size", c.ffn_hidden},
-            {"num_hidden_layers", c.n_layers},
-            {"num_attention_heads", c.n_heads},
-            {"num_key_value_heads", c.n_kv_heads},
-            {"head_dim", c.head_dim},
-            {"hidden_act", "silu"},
-            {"rms_norm_eps", c.norm_eps},
-            {"rope_theta", c.rope_theta},
-            {"rope_scaling", nullptr},
-            {"max_position_embeddings", c.max_seq_len},
-            {"tie_word_embeddings", c.tied_embeddings},
-            {"attention_bias", c.bias},
-            {"mlp_bias", c.bias},
-            {"torch_dtype", "float32"}};
+  const HfArch arch = hf_arch_for(c);
+  json j = json::object();
+  model::for_each_model_field(c, [&](const model::FieldInfo& f, const auto& v) {
+    if constexpr (!std::is_enum_v<std::decay_t<decltype(v)>>)
+      if (const char* key = hf_key(f, arch)) j[key] = v;
+  });
+  j["architectures"] = {to_string(arch)};
+  j["torch_dtype"] = "float32";
+  if (arch == HfArch::Gpt2) {
+    j["model_type"] = "gpt2";
+    j["n_ctx"] = c.max_seq_len;
+    if (c.ffn_hidden == 4 * c.d_model) j["n_inner"] = nullptr;
+    j["activation_function"] = "gelu_new";
+    j["tie_word_embeddings"] = true;
+    return j;
   }
-  json j = {{"architectures", {"GPT2LMHeadModel"}},
-            {"model_type", "gpt2"},
-            {"vocab_size", c.vocab_size},
-            {"n_embd", c.d_model},
-            {"n_layer", c.n_layers},
-            {"n_head", c.n_heads},
-            {"n_positions", c.max_seq_len},
-            {"n_ctx", c.max_seq_len},
-            {"n_inner", c.ffn_hidden == 4 * c.d_model ? json(nullptr) : json(c.ffn_hidden)},
-            {"layer_norm_epsilon", c.norm_eps},
-            {"activation_function", "gelu_new"},
-            {"tie_word_embeddings", true},
-            {"torch_dtype", "float32"}};
+  j["model_type"] = arch == HfArch::Mixtral ? "mixtral" : "llama";
+  j["hidden_act"] = "silu";
+  j["rope_scaling"] = nullptr;
+  if (arch == HfArch::Mixtral) {
+    j.erase("attention_bias");
+    j["output_router_logits"] = false;
+    j["sliding_window"] = nullptr;
+  } else {
+    j["mlp_bias"] = c.bias;  // one switch in this model, two keys in HF's
+  }
   return j;
 }
 
 namespace {
-
-int64_t get_int(const json& j, const char* key, const std::string& arch) {
-  MT_REQUIRE(CheckpointError, j.contains(key) && j[key].is_number_integer(), arch, " config.json: '", key,
-             "' missing or not an integer");
-  return j[key].get<int64_t>();
-}
 
 template <typename T>
 T get_or(const json& j, const char* key, T fallback) {
@@ -139,6 +171,22 @@ std::vector<Rename> gpt2_renames(const ModelConfig& c) {
   return r;
 }
 
+// Our ParamSpec names are HF Llama names; Mixtral names a block's router and
+// experts its own way.
+std::string llama_family_name(const std::string& ours, HfArch arch) {
+  if (arch != HfArch::Mixtral) return ours;
+  auto swap = [](std::string s, const std::string& from, const std::string& to) {
+    const size_t at = s.find(from);
+    return at == std::string::npos ? s : s.replace(at, from.size(), to);
+  };
+  std::string n = swap(ours, ".mlp.router.", ".block_sparse_moe.gate.");
+  if (n.find(".mlp.experts.") == std::string::npos) return n;
+  n = swap(n, ".mlp.experts.", ".block_sparse_moe.experts.");
+  n = swap(n, ".gate_proj.", ".w1.");
+  n = swap(n, ".down_proj.", ".w2.");
+  return swap(n, ".up_proj.", ".w3.");
+}
+
 const std::vector<float>& need(const ParamValues& p, const std::string& name) {
   auto it = p.find(name);
   MT_REQUIRE(CheckpointError, it != p.end(), "export: parameter '", name, "' missing");
@@ -147,49 +195,75 @@ const std::vector<float>& need(const ParamValues& p, const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// Reads every table field `arch` carries; the keys read are added to `seen`.
+// `names` maps each field carried to its config.json key.
+void read_hf_fields(const json& j, HfArch arch, ModelConfig& c, std::set<std::string>& seen,
+                    std::map<std::string, std::string>& names) {
+  model::for_each_model_field(c, [&](const model::FieldInfo& f, auto& v) {
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (!std::is_enum_v<T>) {
+      const char* key = hf_key(f, arch);
+      if (key) names[f.key] = key;
+      if (!key || !j.contains(key) || j[key].is_null()) return;
+      const json& x = j[key];
+      const bool ok = std::is_same_v<T, bool>             ? x.is_boolean()
+                      : std::is_floating_point_v<T>       ? x.is_number()
+                      : std::is_integral_v<T>             ? x.is_number_integer()
+                                                          : x.is_array();
+      MT_REQUIRE(CheckpointError, ok, to_string(arch), " config.json: '", key, "' has the wrong type (", x.dump(), ")");
+      v = x.get<T>();
+      seen.insert(f.key);
+    }
+  });
+}
+
+}  // namespace
+
 ModelConfig model_config_from_hf(const json& j) {
   MT_REQUIRE(CheckpointError, j.is_object(), "config.json is not a JSON object");
   ModelConfig c;
-  if (is_arch(j, "LlamaForCausalLM", "llama")) {
-    const std::string a = "LlamaForCausalLM";
-    c.vocab_size = get_int(j, "vocab_size", a);
-    c.d_model = get_int(j, "hidden_size", a);
-    c.ffn_hidden = get_int(j, "intermediate_size", a);
-    c.n_layers = get_int(j, "num_hidden_layers", a);
-    c.n_heads = get_int(j, "num_attention_heads", a);
-    c.n_kv_heads = get_or<int64_t>(j, "num_key_value_heads", c.n_heads);
-    c.head_dim = get_or<int64_t>(j, "head_dim", 0);
-    c.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6);
-    c.rope_theta = get_or<double>(j, "rope_theta", 10000.0);
-    c.max_seq_len = get_int(j, "max_position_embeddings", a);
-    c.tied_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
-    const bool attn_bias = get_or<bool>(j, "attention_bias", false), mlp_bias = get_or<bool>(j, "mlp_bias", false);
-    MT_REQUIRE(CheckpointError, attn_bias == mlp_bias,
-               "config.json: attention_bias != mlp_bias is not supported (one 'bias' switch)");
-    c.bias = attn_bias;
-    MT_REQUIRE(CheckpointError, get_or<std::string>(j, "hidden_act", "silu") == "silu",
-               "config.json: hidden_act must be silu for SwiGLU");
-    MT_REQUIRE(CheckpointError, !j.contains("rope_scaling") || j["rope_scaling"].is_null(),
-               "config.json: rope_scaling is not supported");
-  } else if (is_arch(j, "GPT2LMHeadModel", "gpt2")) {
-    const std::string a = "GPT2LMHeadModel";
+  HfArch arch;
+  if (is_arch(j, "MixtralForCausalLM", "mixtral")) arch = HfArch::Mixtral;
+  else if (is_arch(j, "LlamaForCausalLM", "llama")) arch = HfArch::Llama;
+  else if (is_arch(j, "GPT2LMHeadModel", "gpt2")) arch = HfArch::Gpt2;
+  else MT_THROW(CheckpointError, "config.json: architecture is none of LlamaForCausalLM, MixtralForCausalLM, GPT2LMHeadModel");
+  const std::string a = to_string(arch);
+  std::vector<const char*> required = {"vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len"};
+  if (arch == HfArch::Gpt2) {
     c.norm = model::NormKind::LayerNorm;
     c.positions = model::PositionKind::Learned;
     c.mlp = model::MlpKind::Gelu;
     c.tied_embeddings = true;
     c.bias = true;
-    c.vocab_size = get_int(j, "vocab_size", a);
-    c.d_model = get_int(j, "n_embd", a);
-    c.n_layers = get_int(j, "n_layer", a);
-    c.n_heads = c.n_kv_heads = get_int(j, "n_head", a);
-    c.max_seq_len = get_int(j, "n_positions", a);
-    c.ffn_hidden = get_or<int64_t>(j, "n_inner", 4 * c.d_model);
-    c.norm_eps = get_or<double>(j, "layer_norm_epsilon", 1e-5);
     const std::string act = get_or<std::string>(j, "activation_function", "gelu_new");
     MT_REQUIRE(CheckpointError, act == "gelu_new" || act == "gelu_pytorch_tanh",
                "config.json: activation_function '", act, "' is not the tanh GELU this model implements");
   } else {
-    MT_THROW(CheckpointError, "config.json: architecture is neither LlamaForCausalLM nor GPT2LMHeadModel");
+    required.push_back("ffn_hidden");
+    c.norm_eps = 1e-6;  // HF's defaults where the file is silent
+    if (arch == HfArch::Mixtral) {
+      c.n_experts = 8;
+      c.moe_aux_loss_coeff = 0.001;
+      c.moe_renormalize = true;
+    }
+    MT_REQUIRE(CheckpointError, get_or<std::string>(j, "hidden_act", "silu") == "silu",
+               "config.json: hidden_act must be silu for SwiGLU");
+    MT_REQUIRE(CheckpointError, !j.contains("rope_scaling") || j["rope_scaling"].is_null(),
+               "config.json: rope_scaling is not supported");
+  }
+  std::set<std::string> seen;
+  std::map<std::string, std::string> names;
+  read_hf_fields(j, arch, c, seen, names);
+  for (const char* key : required)
+    MT_REQUIRE(CheckpointError, seen.count(key), a, " config.json: '", names[key], "' missing (model.", key, ")");
+  if (arch == HfArch::Gpt2) {
+    c.n_kv_heads = c.n_heads;
+  } else {
+    if (!seen.count("n_kv_heads")) c.n_kv_heads = c.n_heads;
+    MT_REQUIRE(CheckpointError, get_or<bool>(j, "mlp_bias", c.bias) == c.bias,
+               "config.json: attention_bias != mlp_bias is not supported (one 'bias' switch)");
   }
   try {
     c.finalize();
@@ -203,8 +277,8 @@ std::vector<NamedTensor> to_hf_tensors(const ModelConfig& cfg, const ParamValues
   const ModelConfig c = finalized(cfg);
   const model::ModelSpec spec = model::build_model_spec(c);
   std::vector<NamedTensor> out;
-  if (hf_arch_for(c) == HfArch::Llama) {
-    for (const auto& p : spec.params) out.push_back({p.name, p.shape, need(params, p.name)});
+  if (const HfArch arch = hf_arch_for(c); arch != HfArch::Gpt2) {
+    for (const auto& p : spec.params) out.push_back({llama_family_name(p.name, arch), p.shape, need(params, p.name)});
     return out;
   }
   for (const Rename& r : gpt2_renames(c)) {
@@ -243,8 +317,8 @@ ParamValues from_hf_tensors(const ModelConfig& cfg, const std::map<std::string, 
     return it->second.values;
   };
   ParamValues out;
-  if (hf_arch_for(c) == HfArch::Llama) {
-    for (const auto& p : spec.params) out[p.name] = fetch(p.name, p.shape);
+  if (const HfArch arch = hf_arch_for(c); arch != HfArch::Gpt2) {
+    for (const auto& p : spec.params) out[p.name] = fetch(llama_family_name(p.name, arch), p.shape);
   } else {
     for (const Rename& r : gpt2_renames(c)) {
       const model::ParamSpec& p = spec.find(r.ours);

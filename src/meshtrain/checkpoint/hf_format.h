@@ -4,7 +4,12 @@
 // GPT-2-style models (learned positions, LayerNorm, GELU, tied, bias,
 // n_kv_heads == n_heads) as GPT2LMHeadModel, whose Conv1D weights are
 // stored [in, out] (transposed) and whose attention q, k, v are fused into
-// c_attn. Import reverses both mappings exactly.
+// c_attn. Mixture-of-experts models export as MixtralForCausalLM (every
+// block routed, dropless, top-k gates renormalized: model.moe_renormalize):
+// a block's router is block_sparse_moe.gate and expert e's gate / down / up
+// projections block_sparse_moe.experts.e.w1 / w2 / w3. Import reverses each
+// mapping exactly. config.json keys come from the field table
+// (model/model_config_fields.h).
 #pragma once
 
 #include <map>
@@ -18,7 +23,7 @@
 
 namespace meshtrain::checkpoint {
 
-enum class HfArch { Llama, Gpt2 };
+enum class HfArch { Llama, Gpt2, Mixtral };
 const char* to_string(HfArch a);
 
 // The architecture `cfg` exports as; CheckpointError saying what differs
@@ -26,8 +31,9 @@ const char* to_string(HfArch a);
 HfArch hf_arch_for(const model::ModelConfig& cfg);
 
 nlohmann::json hf_config_json(const model::ModelConfig& cfg);
-// Reads a LlamaForCausalLM or GPT2LMHeadModel config.json. The fields HF
-// does not carry (init_std, seed) keep their defaults.
+// Reads a LlamaForCausalLM, MixtralForCausalLM or GPT2LMHeadModel
+// config.json. The fields HF does not carry (init_std, seed) keep their
+// defaults; keys the file omits take HF's defaults.
 model::ModelConfig model_config_from_hf(const nlohmann::json& config);
 
 struct NamedTensor {

@@ -160,28 +160,16 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   unsigned char size_le[8];
   for (int i = 0; i < 8; ++i) size_le[i] = static_cast<unsigned char>((uint64_t(text.size()) >> (8 * i)) & 0xff);
 
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  MT_REQUIRE(CheckpointError, fd >= 0, "cannot create ", tmp, ": ", std::strerror(errno));
-  try {
+  const fs::path file(path);
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  atomic_write_file(dir, file.filename().string(), [&](int fd, const std::string& tmp) {
     write_all(fd, size_le, 8, tmp);
     write_all(fd, text.data(), text.size(), tmp);
     for (const auto& t : tensors) {
       fault::point("export.write", 0);
       write_all(fd, t.data, size_t(t.shape.numel()) * dtype_size(t.dtype), tmp);
     }
-    fsync_fd(fd, tmp);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());  // a failed export leaves nothing behind
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    MT_THROW(CheckpointError, "cannot rename ", tmp, " to ", path, ": ", std::strerror(err));
-  }
+  });
 }
 
 SafetensorsReader SafetensorsReader::open(const std::string& path) {

@@ -33,22 +33,29 @@ void setup(CLI::App& root, Action& action) {
   dir_command(*ckpt, action, "verify", "check every shard's size and SHA-256 digest",
               "meshtrain ckpt verify runs/demo/checkpoints", [](const std::string& d) { return app::ckpt_verify(d); });
 
-  auto* exp = add_command(*ckpt, "export", "consolidate into model.safetensors (+ config.json, tokenizer.model)",
-                          "meshtrain ckpt export runs/demo/checkpoints --out runs/demo/export/model.safetensors");
+  auto* exp = add_command(*ckpt, "export",
+                          "a Hugging Face directory (safetensors, config, tokenizer files) or a GGUF file for llama.cpp",
+                          "meshtrain ckpt export runs/demo/checkpoints --out runs/demo/export/");
   struct Export {
-    std::string dir, out, dtype = "f32";
+    std::string dir, out, format = "safetensors", dtype = "f32";
     bool progress = true, force = false;
   };
   auto ex = std::make_shared<Export>();
   exp->add_option("DIR", ex->dir, kDirHelp)->required();
-  exp->add_option("--out", ex->out, "the .safetensors file to write; config.json goes beside it")->required();
-  exp->add_option("--dtype", ex->dtype, "weights in the file (bf16: rounded once from the f32 checkpoint)")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  exp->add_option("--out", ex->out,
+                  "directory to write (model.safetensors and the Hugging Face files, or model.gguf), or the "
+                  ".safetensors / .gguf file itself")
+      ->required();
+  exp->add_option("--format", ex->format, "safetensors (Hugging Face layout) or gguf (llama.cpp)")
+      ->check(CLI::IsMember({"safetensors", "gguf"}));
+  exp->add_option("--dtype", ex->dtype,
+                  "weights in the file, rounded once from the f32 checkpoint: f32 or bf16; gguf also f16 and q8_0")
+      ->check(CLI::IsMember({"f32", "bf16", "f16", "q8_0"}));
   exp->add_flag("!--no-progress", ex->progress, "no progress line on stderr");
-  exp->add_flag("--force", ex->force, "replace an existing file (and the config.json beside it)");
+  exp->add_flag("--force", ex->force, "replace existing files");
   exp->callback([ex, &action] {
     action = [ex] {
-      std::puts(app::ckpt_export(ex->dir, ex->out, ex->dtype, ex->progress, ex->force).text.c_str());
+      std::puts(app::ckpt_export(ex->dir, ex->out, ex->format, ex->dtype, ex->progress, ex->force).text.c_str());
       return 0;
     };
   });

@@ -22,6 +22,8 @@ void setup(CLI::App& root, Action& action) {
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   cmd->add_option("--mode", q->mode, "packed or padded rows; default: what the checkpoint trained with")
       ->check(CLI::IsMember({"packed", "padded"}));
+  cmd->add_option("--precision", q->precision, "fp32, bf16 or fp16; default: the checkpoint's policy")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--batch", q->batch, "rows per forward pass; 0: the checkpoint's micro_batch")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   cmd->add_option("--rows", q->rows, "rows to evaluate (train's training.eval_rows); 0: all")
@@ -30,8 +32,8 @@ void setup(CLI::App& root, Action& action) {
     if (q->data.empty() && q->text.empty()) throw CLI::RequiredError("--data DIR or --text FILE");
     action = [q] {
       const app::EvalReport r = app::evaluate(*q);
-      std::printf("model   %s\ndata    %s (seq_len %lld, %s, %lld rows per batch)\n", r.source.c_str(),
-                  r.data.c_str(), (long long)r.seq_len, r.mode.c_str(), (long long)r.batch);
+      std::printf("model   %s (%s)\ndata    %s (seq_len %lld, %s, %lld rows per batch)\n", r.source.c_str(),
+                  r.precision.c_str(), r.data.c_str(), (long long)r.seq_len, r.mode.c_str(), (long long)r.batch);
       std::printf("loss sum %.6f nats over %lld supervised tokens (%lld bytes of text)\n", r.loss_sum,
                   (long long)r.supervised, (long long)r.target_bytes);
       std::printf("loss %.4f nats/token | %.4f bits/byte\n", r.nats_per_token, r.bits_per_byte);

@@ -2,11 +2,61 @@
 
 #include <sentencepiece_processor.h>
 
+#include <cstring>
+
 #include "meshtrain/core/error.h"
 #include "meshtrain/data/corpus_reader.h"
 #include "meshtrain/data/digest.h"
 
 namespace meshtrain::data {
+namespace {
+
+// The few fields of SentencePiece's ModelProto the exporters need, read from
+// the protobuf wire format (varints and length-delimited fields only; the
+// library does not expose the proto): pieces (1: piece 1, score 2, type 3),
+// trainer_spec (2: model_type 3), normalizer_spec (3: add_dummy_prefix 3).
+struct ProtoField {
+  uint32_t number = 0, wire = 0;
+  uint64_t varint = 0;
+  std::string_view bytes;  // wire type 2; 4 bytes for wire type 5
+};
+
+uint64_t read_varint(std::string_view s, size_t& pos) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    MT_REQUIRE(DataError, pos < s.size(), "sentencepiece model: truncated varint");
+    const uint8_t b = uint8_t(s[pos++]);
+    v |= uint64_t(b & 0x7f) << shift;
+    if (!(b & 0x80)) return v;
+  }
+  MT_THROW(DataError, "sentencepiece model: varint too long");
+}
+
+template <typename Fn>
+void for_each_field(std::string_view s, Fn fn) {
+  for (size_t pos = 0; pos < s.size();) {
+    const uint64_t key = read_varint(s, pos);
+    ProtoField f{uint32_t(key >> 3), uint32_t(key & 7), 0, {}};
+    if (f.wire == 0) {
+      f.varint = read_varint(s, pos);
+    } else if (f.wire == 1 || f.wire == 5) {
+      const size_t n = f.wire == 1 ? 8 : 4;
+      MT_REQUIRE(DataError, pos + n <= s.size(), "sentencepiece model: truncated field");
+      f.bytes = s.substr(pos, n);
+      pos += n;
+    } else if (f.wire == 2) {
+      const uint64_t n = read_varint(s, pos);
+      MT_REQUIRE(DataError, n <= s.size() - pos, "sentencepiece model: truncated field");
+      f.bytes = s.substr(pos, size_t(n));
+      pos += size_t(n);
+    } else {
+      MT_THROW(DataError, "sentencepiece model: unexpected wire type ", f.wire);
+    }
+    fn(f);
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_model(std::string model_bytes,
                                                                            const std::string& origin) {
@@ -41,6 +91,27 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_model(std::
     }
     t->piece_bytes_[size_t(id)] = int32_t(n);
   }
+  for_each_field(model_bytes, [&](const ProtoField& f) {
+    if (f.number == 1 && f.wire == 2) {
+      Piece p;
+      for_each_field(f.bytes, [&](const ProtoField& g) {
+        if (g.number == 1 && g.wire == 2) p.text = std::string(g.bytes);
+        if (g.number == 2 && g.wire == 5) std::memcpy(&p.score, g.bytes.data(), 4);
+        if (g.number == 3 && g.wire == 0) p.kind = PieceKind(g.varint);
+      });
+      t->pieces_.push_back(std::move(p));
+    } else if (f.number == 2 && f.wire == 2) {
+      for_each_field(f.bytes, [&](const ProtoField& g) {
+        if (g.number == 3 && g.wire == 0) t->bpe_ = g.varint == 2;  // UNIGRAM 1 (the default), BPE 2
+      });
+    } else if (f.number == 3 && f.wire == 2) {
+      for_each_field(f.bytes, [&](const ProtoField& g) {
+        if (g.number == 3 && g.wire == 0) t->dummy_prefix_ = g.varint != 0;
+      });
+    }
+  });
+  MT_REQUIRE(DataError, int64_t(t->pieces_.size()) == t->vocab_, origin, ": ", t->pieces_.size(),
+             " pieces in the model's proto but the processor reports ", t->vocab_);
   t->model_ = std::move(model_bytes);
   t->sha256_ = sha256_hex(t->model_);
   return t;

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "meshtrain/data/tokenizer.h"
 
@@ -39,6 +40,18 @@ class SentencePieceTokenizer final : public Tokenizer {
   int64_t token_bytes(int32_t id) const override;
   nlohmann::json describe() const override;
 
+  // The vocabulary as stored in the model, in id order: what exported
+  // vocabularies (GGUF, tokenizer.json) list.
+  enum class PieceKind { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
+  struct Piece {
+    std::string text;  // spaces appear as U+2581; byte pieces as <0xNN>
+    float score = 0;
+    PieceKind kind = PieceKind::Normal;
+  };
+  const std::vector<Piece>& pieces() const { return pieces_; }
+  bool is_bpe() const { return bpe_; }  // else unigram
+  bool adds_dummy_prefix() const { return dummy_prefix_; }
+
   const std::string& model_bytes() const { return model_; }
   const std::string& sha256() const { return sha256_; }
 
@@ -47,6 +60,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   std::string model_, sha256_;
   std::vector<int32_t> piece_bytes_;  // token_bytes per id
+  std::vector<Piece> pieces_;
+  bool bpe_ = false, dummy_prefix_ = true;
   int64_t vocab_ = 0;
   int32_t bos_ = -1, eos_ = -1, pad_ = -1, unk_ = -1;
 };

@@ -41,6 +41,12 @@ void top_k(const double* p, int64_t E, int64_t k, std::vector<int32_t>& order, i
 
 }  // namespace
 
+double top_k_sum(const MoeRouting& r, int64_t t) {
+  double sum = 0;
+  for (int64_t j = 0; j < r.top_k; ++j) sum += r.probs[size_t(t * r.experts + r.slot_expert[size_t(t * r.top_k + j)])];
+  return sum;
+}
+
 MoeRouting route_tokens(const MoeRoutingConfig& cfg, const double* logits, int64_t n) {
   const int64_t E = cfg.experts, k = cfg.top_k, seq = cfg.seq;
   MT_CHECK(seq > 0 && n % seq == 0, "MoE routing: ", n, " tokens are not whole rows of ", seq);
@@ -100,9 +106,11 @@ MoeRouting route_tokens(const MoeRoutingConfig& cfg, const double* logits, int64
   }
   for (int64_t s = 0; s < n * k; ++s) {
     if (!r.slot_kept[size_t(s)]) continue;
-    r.comb_token.push_back(int32_t(s / k));
+    const int64_t t = s / k;
+    r.comb_token.push_back(int32_t(t));
     r.comb_row.push_back(row_of_slot[size_t(s)]);
-    r.comb_gate.push_back(r.probs[size_t(s / k * E + r.slot_expert[size_t(s)])]);
+    const double p = r.probs[size_t(t * E + r.slot_expert[size_t(s)])];
+    r.comb_gate.push_back(cfg.renormalize ? p / top_k_sum(r, t) : p);
   }
   return r;
 }
@@ -123,10 +131,22 @@ std::vector<double> router_logit_grads(const MoeRouting& r, const MoeRoutingConf
   if (aux != 0)
     for (int64_t t = 0; t < n; ++t)
       for (int64_t e = 0; e < E; ++e) dp[size_t(t * E + e)] = aux * r.row_fraction[size_t(t / seq * E + e)];
+  std::vector<double> dslot(size_t(n * k), 0.0);  // d loss / d gate per slot; dropped slots 0
   size_t c = 0;  // comb order is the kept slots in (token, slot) order
-  for (int64_t s = 0; s < n * k; ++s) {
-    if (!r.slot_kept[size_t(s)]) continue;
-    dp[size_t(s / k * E + r.slot_expert[size_t(s)])] += dgate[c++];
+  for (int64_t s = 0; s < n * k; ++s)
+    if (r.slot_kept[size_t(s)]) dslot[size_t(s)] = dgate[c++];
+  for (int64_t t = 0; t < n; ++t) {
+    const double* ds = dslot.data() + t * k;
+    const int32_t* ex = r.slot_expert.data() + t * k;
+    if (!cfg.renormalize) {
+      for (int64_t j = 0; j < k; ++j) dp[size_t(t * E + ex[j])] += ds[j];
+      continue;
+    }
+    // g_j = p_j / S, S the top-k sum: d/dp_i = (dg_i - sum_j dg_j g_j) / S.
+    const double S = top_k_sum(r, t);
+    double dot = 0;
+    for (int64_t j = 0; j < k; ++j) dot += ds[j] * r.probs[size_t(t * E + ex[j])] / S;
+    for (int64_t j = 0; j < k; ++j) dp[size_t(t * E + ex[j])] += (ds[j] - dot) / S;
   }
   std::vector<double> dl(size_t(n * E));
   for (int64_t t = 0; t < n; ++t) {

@@ -2,6 +2,9 @@
 // function of the router probabilities of whole rows, so they never depend
 // on the layout (docs/moe.md):
 //  - top-k per token by (probability descending, expert index ascending);
+//  - a kept assignment's gate is its probability, or with `renormalize`
+//    (Mixtral's rule) its probability over the sum of the token's top-k
+//    probabilities (before capacity drops);
 //  - the routing unit is one row (sequence): every layout, micro-batch size
 //    and dp / ep degree keeps a row whole on one rank, so capacity, drops
 //    and the load-balancing statistics are the same under all of them;
@@ -26,6 +29,7 @@ struct MoeRoutingConfig {
   int64_t experts = 0, top_k = 1, seq = 0;
   double capacity_factor = 0.0;
   double aux_coeff = 0.0;
+  bool renormalize = false;  // gates divided by the token's top-k probability sum
   bool force_balance = false;  // balanced_routing whatever the logits (model.moe_force_balance)
 };
 
@@ -49,6 +53,9 @@ struct MoeRouting {
 // Rows of an expert block holding `count` tokens: count rounded up to a
 // multiple of max(8, 2^(floor(log2 count) - 2)) (at most 25% padding).
 int64_t expert_rows_bucket(int64_t count);
+
+// Sum of token t's top-k probabilities (the renormalizing denominator).
+double top_k_sum(const MoeRouting& r, int64_t t);
 
 // Routes n = rows * seq tokens from their router logits [n, E] (row-major).
 MoeRouting route_tokens(const MoeRoutingConfig& cfg, const double* logits, int64_t n);

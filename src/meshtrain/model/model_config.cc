@@ -6,9 +6,18 @@
 
 namespace meshtrain::model {
 
-const char* to_string(NormKind k) { return k == NormKind::RMSNorm ? "rmsnorm" : "layernorm"; }
-const char* to_string(PositionKind k) { return k == PositionKind::Rope ? "rope" : "learned"; }
-const char* to_string(MlpKind k) { return k == MlpKind::SwiGLU ? "swiglu" : "gelu"; }
+namespace {
+template <typename E>
+const char* name_of(E v) {
+  for (const auto& [name, value] : EnumNames<E>::list)
+    if (value == v) return name;
+  return "?";
+}
+}  // namespace
+
+const char* to_string(NormKind k) { return name_of(k); }
+const char* to_string(PositionKind k) { return name_of(k); }
+const char* to_string(MlpKind k) { return name_of(k); }
 
 void ModelConfig::finalize() {
   auto positive = [](int64_t v, const char* key) {
@@ -78,7 +87,7 @@ std::string ModelConfig::describe() const {
      << (bias ? " bias" : "");
   if (n_experts > 0) {
     os << " moe=" << n_experts << "x top" << experts_top_k << " cf=" << moe_capacity_factor
-       << (moe_shared_expert ? " +shared" : "");
+       << (moe_shared_expert ? " +shared" : "") << (moe_renormalize ? " renormalized" : "");
   }
   return os.str();
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace meshtrain::model {
@@ -41,6 +42,7 @@ struct ModelConfig {
   double moe_capacity_factor = 0.0;  // 0: dropless; else capacity per row = ceil(f * seq * k / E)
   double moe_aux_loss_coeff = 0.01;  // load-balancing loss weight (Switch form, per row)
   bool moe_shared_expert = false;    // a dense feed-forward every token also takes
+  bool moe_renormalize = false;      // gates over the top-k probability sum (Mixtral's rule)
   // Routing replaced by the balanced round robin the planner assumes
   // (kernels/moe_routing.h balanced_routing): for benchmarks and for checking
   // `meshtrain plan` against a run, never for training a model.
@@ -60,5 +62,23 @@ struct ModelConfig {
 const char* to_string(NormKind k);
 const char* to_string(PositionKind k);
 const char* to_string(MlpKind k);
+
+// Each enum's names, in declaration order (what configs and checkpoints spell).
+template <typename E>
+struct EnumNames;
+template <>
+struct EnumNames<NormKind> {
+  static constexpr std::pair<const char*, NormKind> list[] = {{"rmsnorm", NormKind::RMSNorm},
+                                                              {"layernorm", NormKind::LayerNorm}};
+};
+template <>
+struct EnumNames<PositionKind> {
+  static constexpr std::pair<const char*, PositionKind> list[] = {{"rope", PositionKind::Rope},
+                                                                  {"learned", PositionKind::Learned}};
+};
+template <>
+struct EnumNames<MlpKind> {
+  static constexpr std::pair<const char*, MlpKind> list[] = {{"swiglu", MlpKind::SwiGLU}, {"gelu", MlpKind::Gelu}};
+};
 
 }  // namespace meshtrain::model

@@ -30,7 +30,7 @@ MoeLayer::MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::st
 
 kernels::MoeRoutingConfig MoeLayer::routing_config(int64_t seq) const {
   return {cfg_.n_experts, cfg_.experts_top_k, seq, cfg_.moe_capacity_factor, cfg_.moe_aux_loss_coeff,
-          cfg_.moe_force_balance};
+          cfg_.moe_renormalize, cfg_.moe_force_balance};
 }
 
 MoeLayer::Saved MoeLayer::forward(const kernels::KernelTable& k, const Tensor& xn, int64_t seq, const Tensor& y,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,10 @@ class TomlSection {
   void read(const char* key, std::vector<int64_t>& out);
   template <typename E>
   void read_enum(const char* key, E& out, std::initializer_list<std::pair<const char*, E>> choices) {
+    read_enum(key, out, std::span<const std::pair<const char*, E>>(choices.begin(), choices.size()));
+  }
+  template <typename E>
+  void read_enum(const char* key, E& out, std::span<const std::pair<const char*, E>> choices) {
     std::string s;
     bool present = has(key);
     read(key, s);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "meshtrain/core/precision.h"
+#include "meshtrain/model/model_config_fields.h"
 #include "meshtrain/parallel/pipeline_config.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/cp_config.h"
@@ -19,31 +20,11 @@ namespace meshtrain::train {
 namespace {
 
 void read_model(TomlSection s, model::ModelConfig& m) {
-  using namespace model;
-  s.read("vocab_size", m.vocab_size);
-  s.read("d_model", m.d_model);
-  s.read("n_layers", m.n_layers);
-  s.read("n_heads", m.n_heads);
-  s.read("n_kv_heads", m.n_kv_heads);
-  s.read("head_dim", m.head_dim);
-  s.read("ffn_hidden", m.ffn_hidden);
-  s.read("max_seq_len", m.max_seq_len);
-  s.read_enum("norm", m.norm, {{"rmsnorm", NormKind::RMSNorm}, {"layernorm", NormKind::LayerNorm}});
-  s.read("norm_eps", m.norm_eps);
-  s.read_enum("positions", m.positions, {{"rope", PositionKind::Rope}, {"learned", PositionKind::Learned}});
-  s.read("rope_theta", m.rope_theta);
-  s.read_enum("mlp", m.mlp, {{"swiglu", MlpKind::SwiGLU}, {"gelu", MlpKind::Gelu}});
-  s.read("tied_embeddings", m.tied_embeddings);
-  s.read("bias", m.bias);
-  s.read("init_std", m.init_std);
-  s.read("seed", m.seed);
-  s.read("n_experts", m.n_experts);
-  s.read("experts_top_k", m.experts_top_k);
-  s.read("moe_layers", m.moe_layers);
-  s.read("moe_capacity_factor", m.moe_capacity_factor);
-  s.read("moe_aux_loss_coeff", m.moe_aux_loss_coeff);
-  s.read("moe_shared_expert", m.moe_shared_expert);
-  s.read("moe_force_balance", m.moe_force_balance);
+  model::for_each_model_field(m, [&](const model::FieldInfo& f, auto& v) {
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_enum_v<T>) s.read_enum<T>(f.key, v, model::EnumNames<T>::list);
+    else s.read(f.key, v);
+  });
   s.finish();
 }
 
