@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdlib>
 
 #include "meshtrain/core/error.h"
 
 #include "meshtrain/train/data_setup.h"
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/run.h"
+#include "meshtrain/train/run_dir.h"
 #include "meshtrain/train/supervisor.h"
 
 namespace meshtrain::app {
@@ -28,6 +30,10 @@ int launch(const LaunchRequest& r) {
   std::vector<std::string> overrides = train_overrides(r.train);
   overrides.push_back("comm.backend=mpi");
   const train::TrainConfig cfg = train::load_config(r.train.config, overrides);  // fails before mpirun starts
+  train::check_run_directory(cfg);
+  // The job's rank 0 accepts the lock of the launcher that supervises it.
+  const train::RunDirectoryLock lock(cfg.metrics.run_dir);
+  ::setenv("MESHTRAIN_LOCK_HOLDER", std::to_string(::getpid()).c_str(), 1);
   train::LaunchJob job;
   job.max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
   job.mpirun = {r.mpirun, "-np", std::to_string(r.np)};

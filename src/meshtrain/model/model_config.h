@@ -41,6 +41,9 @@ struct ModelConfig {
   double moe_capacity_factor = 0.0;  // 0: dropless; else capacity per row = ceil(f * seq * k / E)
   double moe_aux_loss_coeff = 0.01;  // load-balancing loss weight (Switch form, per row)
   bool moe_shared_expert = false;    // a dense feed-forward every token also takes
+  static constexpr int64_t kMaxExperts = 4096;         // per MoE block
+  static constexpr int64_t kMaxModelExperts = 65536;   // n_experts x MoE blocks
+  static constexpr double kMaxAuxLossCoeff = 100.0;
 
   bool is_moe_layer(int64_t layer) const;
 

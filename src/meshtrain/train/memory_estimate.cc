@@ -66,11 +66,23 @@ MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
   // its 1/pp of the layers under 1F1B: about the unsplit model's.
   const int64_t d = m.d_model, q = mul(m.n_heads, m.head_dim) / tp, kv = std::max<int64_t>(m.head_dim, mul(m.n_kv_heads, m.head_dim) / tp);
   const int64_t mlp = mul(m.ffn_hidden, m.mlp == model::MlpKind::SwiGLU ? 3 : 2) / tp;
-  const int64_t per_layer = add(add(mul(4, d), add(mul(3, q), mul(3, kv))), add(mul(2, m.n_heads) / tp, mlp));
+  const int64_t attention = add(add(mul(4, d), add(mul(3, q), mul(3, kv))), mul(2, m.n_heads) / tp);
+  const int64_t per_layer = add(attention, mlp);
+  // A MoE block (docs/moe.md) runs top_k experts per token in blocks padded
+  // by up to 25%, each saving an expert's hidden tensors and its input and
+  // output rows, plus the shared expert and the router's logits and
+  // probabilities (f32 and double: 3 words per expert).
+  const int64_t moe_blocks = m.n_experts == 0 ? 0 : m.moe_layers.empty() ? m.n_layers : int64_t(m.moe_layers.size());
+  const int64_t expert_slot = add(mlp, mul(2, d));
+  const int64_t per_moe_layer =
+      add(add(attention, mul(3, m.n_experts)),
+          add(add(mul(m.experts_top_k, expert_slot), mul(m.experts_top_k, expert_slot) / 4), m.moe_shared_expert ? mlp : 0));
+  const int64_t largest_layer = moe_blocks > 0 ? std::max(per_layer, per_moe_layer) : per_layer;
   const int64_t tokens = mul(cfg.training.micro_batch, cfg.data.seq_len) / cp;
-  const int64_t saved = cfg.training.recompute ? add(mul(m.n_layers, d), per_layer) : mul(m.n_layers, per_layer);
+  const int64_t all_layers = add(mul(m.n_layers - moe_blocks, per_layer), mul(moe_blocks, per_moe_layer));
+  const int64_t saved = cfg.training.recompute ? add(mul(m.n_layers, d), largest_layer) : all_layers;
   // + the logits and their gradient, and one layer's activation gradients in backward.
-  e.activations = mul(mul(tokens, add(add(saved, mul(2, m.vocab_size) / tp), per_layer)), f32);
+  e.activations = mul(mul(tokens, add(add(saved, mul(2, m.vocab_size) / tp), largest_layer)), f32);
 
   int64_t work = mul(mul(m.max_seq_len, m.head_dim), f32);                   // RoPE cos/sin table
   if (stage >= 3) work = add(work, mul(mul(2, largest_unit), f32));          // gathered + prefetched unit

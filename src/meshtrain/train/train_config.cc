@@ -101,6 +101,7 @@ void read_metrics(TomlSection s, MetricsConfig& m) {
   s.read("jsonl", m.jsonl);
   s.read("log_every", m.log_every);
   s.read("pipeline_timeline", m.pipeline_timeline);
+  s.read("allow_nonempty_run_dir", m.allow_nonempty_run_dir);
   s.finish();
 }
 
@@ -199,6 +200,8 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, checkpoint.every >= 0, "checkpoint.every = ", checkpoint.every, ": expected >= 0");
   MT_REQUIRE(ConfigError, checkpoint.keep_last >= 1, "checkpoint.keep_last = ", checkpoint.keep_last,
              ": expected >= 1 (the newest complete checkpoint is always kept)");
+  MT_REQUIRE(ConfigError, !metrics.run_dir.empty(),
+             "metrics.run_dir is empty: name the run's directory (e.g. runs/demo)");
   MT_REQUIRE(ConfigError, metrics.log_every > 0, "metrics.log_every = ", metrics.log_every, ": expected > 0");
   validate_allow_changes(checkpoint.allow_changes);
 }

@@ -50,6 +50,7 @@ struct MetricsConfig {
   std::string jsonl = "metrics.jsonl";  // relative to run_dir; "" disables
   int64_t log_every = 1;
   bool pipeline_timeline = false;       // record every stage's action start/end per logged step
+  bool allow_nonempty_run_dir = false;  // use a run_dir holding other files (train/run_dir.h)
 };
 
 struct CommConfig {
