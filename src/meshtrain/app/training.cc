@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <filesystem>
 #include <cstdlib>
 
 #include "meshtrain/core/error.h"
@@ -42,6 +43,7 @@ int launch(const LaunchRequest& r) {
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   MT_REQUIRE(ConfigError, n > 0, "cannot find this executable (/proc/self/exe)");
   job.command = {std::string(self, size_t(n)), "train", r.train.config};
+  job.stop_file = (std::filesystem::absolute(cfg.metrics.run_dir) / train::kRunStopFile).string();
   for (const auto& o : overrides) {
     job.command.push_back("--set");
     job.command.push_back(o);

@@ -162,8 +162,10 @@ RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) 
     log.report_commit(t);
     // Every rank stops after the same step: one flag reduced per step.
     int32_t signal = StopSignals::received();
+    if (signal == 0 && console) signal = StopSignals::relayed();
     t.context().world->all_reduce(&signal, 1, DType::I32, comm::ReduceOp::Max);
     if (signal != 0) {
+      StopSignals::agree(signal);
       if (saved_at != m.step) t.save_checkpoint();
       t.finish_checkpoints();
       log.report_commit(t);

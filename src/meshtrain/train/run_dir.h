@@ -19,6 +19,7 @@ namespace meshtrain::train {
 struct TrainConfig;
 
 inline constexpr const char* kRunLockFile = ".meshtrain-lock";
+inline constexpr const char* kRunStopFile = ".meshtrain-stop";  // `launch` relays signals here (supervisor.h)
 
 // ConfigError naming the key and the path when the run may not use its
 // directory (see above); the checkpoint directory may not be a system
