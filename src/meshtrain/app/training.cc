@@ -53,7 +53,8 @@ int launch(const LaunchRequest& r) {
 
 VerifyResult verify(const VerifyRequest& r) {
   const train::TrainConfig cfg = train::load_config(r.config, r.overrides);
-  const auto layout = train::parse_layout(r.layout);  // every argument is checked before any data is prepared
+  const auto layout = train::parse_layout(r.layout);
+  train::equivalence_configs(cfg, layout, r.bitwise);  // every refusal of the layout before any data is prepared
   train::ensure_prepared(cfg.data);
   const auto data = data::TokenDataset::open(cfg.data.path, "train");
   const auto report = train::compare_with_single_rank(cfg, layout, r.steps, data, r.tolerance, r.bitwise);

@@ -41,6 +41,7 @@ std::vector<MeshCandidate> search_meshes(const StepInputs& base, int devices, co
       for (int stage = 0; stage <= (dp > 1 ? 3 : 0); ++stage) {
         MeshCandidate c;
         c.inputs = base;
+        c.global_rows = rows;
         c.inputs.mesh = comm::MeshShape{};
         c.inputs.mesh.pp = pp, c.inputs.mesh.dp = dp, c.inputs.mesh.tp = tp;
         c.inputs.layout.zero_stage = stage;
@@ -70,8 +71,8 @@ std::vector<MeshCandidate> search_meshes(const StepInputs& base, int devices, co
 
 std::string render_search(const std::vector<MeshCandidate>& candidates, int devices, const HardwareProfile* hw) {
   std::ostringstream os;
-  os << "meshes of " << devices << " devices (D = pp x dp x tp), global batch fixed at "
-     << (candidates.empty() ? 0 : candidates.front().inputs.global_rows()) << " rows";
+  const int64_t rows = candidates.empty() ? 0 : candidates.front().global_rows;
+  os << "meshes of " << devices << " devices (D = pp x dp x tp), global batch fixed at " << rows << " rows";
   if (hw) os << ", ranked by predicted step time on " << hw->name << " among those fitting " << gib(hw->memory_bytes);
   else os << ", ranked by peak memory (give --hardware FILE for step times)";
   os << "; cp and ep are not enumerated (no context-parallel execution yet; no expert layers)\n";
@@ -104,6 +105,10 @@ std::string render_search(const std::vector<MeshCandidate>& candidates, int devi
                   hw ? (p.fits() ? "yes" : "NO") : "-", step, tps, mfu, describe_groups(m).c_str());
     os << line;
   }
+  if (n == 0)
+    os << "no mesh of " << devices << " devices can run this model with a global batch of " << rows
+       << " rows (reasons above): choose another --devices, or a global batch (training.micro_batch x grad_accum) "
+          "that splits over the data-parallel replicas\n";
   return os.str();
 }
 

@@ -1,6 +1,7 @@
 #include "meshtrain/train/memory_estimate.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/memory_tracker.h"
@@ -23,9 +24,11 @@ int64_t add(int64_t a, int64_t b) { return std::min(kCap, a + b); }
 }  // namespace
 
 std::string MemoryEstimate::str() const {
-  return "params " + format_bytes(params) + ", grads " + format_bytes(grads) + ", optimizer " +
-         format_bytes(optimizer) + ", activations " + format_bytes(activations) + ", workspace " +
-         format_bytes(workspace) + " = " + format_bytes(total());
+  std::string out;
+  for (const auto& [name, bytes] : {std::pair<const char*, int64_t>{"params", params}, {"grads", grads},
+                                    {"optimizer", optimizer}, {"activations", activations}, {"workspace", workspace}})
+    if (bytes > 0) out += (out.empty() ? "" : ", ") + std::string(name) + " " + format_bytes(bytes);
+  return out + " = " + format_bytes(total());
 }
 
 MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
@@ -92,14 +95,30 @@ MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
   return e;
 }
 
-std::string check_memory_budget(const MemoryEstimate& per_rank, int ranks, const AvailableMemory& available) {
+MemoryEstimate estimate_model_memory(const model::ModelConfig& model, int64_t rows, int64_t seq_len) {
+  TrainConfig cfg;
+  cfg.model = model;
+  cfg.training.micro_batch = rows;
+  cfg.data.seq_len = seq_len;
+  MemoryEstimate e = estimate_rank_memory(cfg, 1);
+  e.optimizer = 0;  // no optimizer state
+  return e;
+}
+
+void check_available_memory(const MemoryEstimate& per_rank, int ranks, std::FILE* console, const std::string& remedy) {
+  const auto available = available_memory();
+  if (!available) return;  // nothing to compare with (not Linux)
+  const std::string warning = check_memory_budget(per_rank, ranks, *available, remedy);
+  if (console && !warning.empty()) std::fprintf(console, "%s\n", warning.c_str());
+}
+
+std::string check_memory_budget(const MemoryEstimate& per_rank, int ranks, const AvailableMemory& available,
+                                const std::string& remedy) {
   const int64_t need = mul(per_rank.total(), std::max(1, ranks));
   const std::string what = "estimated memory per rank: " + per_rank.str() +
                            (ranks > 1 ? "; x " + std::to_string(ranks) + " ranks here = " + format_bytes(need) : "");
   MT_REQUIRE(ConfigError, need <= available.bytes, "the run does not fit: ", what, ", but only ",
-             format_bytes(available.bytes), " is available (", available.source,
-             "). Use a smaller model or micro-batch, a higher parallel.zero_stage, training.recompute = true, more "
-             "ranks on other machines, or training.check_memory = false to start anyway");
+             format_bytes(available.bytes), " is available (", available.source, "). ", remedy);
   if (need * 5 > available.bytes * 4)
     return "warning: " + what + " uses " + std::to_string(int(100.0 * double(need) / double(available.bytes))) +
            "% of the " + format_bytes(available.bytes) + " available (" + available.source + ")";

@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "meshtrain/core/memory_limits.h"
+#include "meshtrain/model/model_config.h"
 
 namespace meshtrain::train {
 
@@ -30,8 +32,28 @@ struct MemoryEstimate {
 // Overflow-checked: an estimate beyond 2^62 bytes is reported as 2^62.
 MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp);
 
-// ConfigError with the figures when `ranks` x `per_rank` exceeds
-// `available`; a warning line when it uses more than 80% of it; "" else.
-std::string check_memory_budget(const MemoryEstimate& per_rank, int ranks, const AvailableMemory& available);
+// What a training run can change when it does not fit (the default remedy).
+inline constexpr const char* kTrainingMemoryRemedy =
+    "Use a smaller model or micro-batch, a higher parallel.zero_stage, training.recompute = true, more ranks on "
+    "other machines, or training.check_memory = false to start anyway";
+
+// ConfigError with the figures and `remedy` when `ranks` x `per_rank`
+// exceeds `available`; a warning line when it uses more than 80% of it;
+// "" else.
+std::string check_memory_budget(const MemoryEstimate& per_rank, int ranks, const AvailableMemory& available,
+                                const std::string& remedy = kTrainingMemoryRemedy);
+
+// check_memory_budget against what this machine has left now (nothing to
+// compare with off Linux); the warning goes to `console` when not null.
+// Every command that allocates by the size of a model or a message checks
+// this first: train, eval, generate, bench comm.
+void check_available_memory(const MemoryEstimate& per_rank, int ranks, std::FILE* console,
+                            const std::string& remedy = kTrainingMemoryRemedy);
+
+// A model held for inference (generate): its weights and the gradient
+// buffers the parameter store keeps beside them, and the activations of a
+// forward and backward of `rows` x `seq_len` tokens (an upper bound of a
+// forward's).
+MemoryEstimate estimate_model_memory(const model::ModelConfig& model, int64_t rows, int64_t seq_len);
 
 }  // namespace meshtrain::train

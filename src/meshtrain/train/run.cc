@@ -207,11 +207,7 @@ comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
 }
 
 void check_run_memory(const TrainConfig& cfg, int dp, int ranks, std::FILE* console) {
-  if (!cfg.training.check_memory) return;
-  const auto available = available_memory();
-  if (!available) return;  // nothing to compare with (not Linux)
-  const std::string warning = check_memory_budget(estimate_rank_memory(cfg, dp), ranks, *available);
-  if (console && !warning.empty()) std::fprintf(console, "%s\n", warning.c_str());
+  if (cfg.training.check_memory) check_available_memory(estimate_rank_memory(cfg, dp), ranks, console);
 }
 
 namespace {

@@ -65,14 +65,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
              cfg_.model.vocab_size, " is smaller than the dataset tokenizer's vocabulary (",
              train_.tokenizer().vocab_size(), ")");
   if (val_ && val_->num_documents() == 0) val_.reset();
-  if (cfg_.training.reproducible) {
-    const int64_t leaves = int64_t(data_.size()) * cfg_.training.grad_accum;
-    const std::string split = ctx_.mesh.shape().cp > 1 ? detail::concat("dp x cp x grad_accum = ", dp_.size(), " x ",
-                                                                        ctx_.mesh.shape().cp, " x ")
-                                                        : detail::concat("dp x grad_accum = ", dp_.size(), " x ");
-    MT_REQUIRE(ConfigError, parallel::is_power_of_two(leaves), "training.reproducible sums the window's micro-batches ",
-               "in a binary tree: ", split, cfg_.training.grad_accum, " = ", leaves, " must be a power of two");
-  }
+  if (cfg_.training.reproducible) check_reproducible_window(dp_.size(), ctx_.mesh.shape().cp, cfg_.training.grad_accum);
   // Reproducible mode: GEMM bits independent of this rank's thread count, so
   // layouts that give a rank fewer cores still match bit for bit.
   kernels::set_thread_invariant_gemm(cfg_.training.reproducible);
