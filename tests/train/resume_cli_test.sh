@@ -83,6 +83,18 @@ if [ "$np" -eq 0 ]; then
   grep -q "initialized from checkpoint" "$work/d.log"
   # Same weights, same first batch: the same first loss.
   test "$(grep -o 'loss [0-9.]*' "$work/c.log" | head -1)" = "$(grep -o 'loss [0-9.]*' "$work/d.log" | head -1)"
+  # Other text under the same data.path, with as many documents: the resume
+  # names the change by the shards' digests instead of claiming a replay.
+  run --set training.steps=4 --set training.stop_at=2 --set metrics.run_dir="$work/e" > "$work/e1.log"
+  for i in $(seq 1 200); do
+    echo "other document $i: a slow green turtle walks under the sleepy cat $((i * 5 % 11)) times."
+    echo "%"
+  done > "$work/corpus2.txt"
+  "$bin" data prepare --overwrite --out "$work/data" --format fortune "$work/corpus2.txt" > /dev/null
+  run --set training.steps=4 --set metrics.run_dir="$work/e" > "$work/e2.log"
+  grep -q "training data: data.path = '$work/data' holds other text" "$work/e2.log" || {
+    echo "the resume on other text did not name it:"; cat "$work/e2.log"; exit 1; }
+  if grep -q "| bitwise replay" "$work/e2.log"; then echo "claimed a replay on other text"; exit 1; fi
 fi
 test -s "$work/gen.txt"
 echo "resume_cli_test: PASS (np=$np)"
