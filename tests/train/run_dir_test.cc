@@ -127,6 +127,11 @@ TEST_F(RunDir, SystemDirectoriesAndDirectoriesOfOtherFilesAreRefused) {
   fs::remove(fs::path(cfg_.metrics.run_dir) / "metrics.jsonl");
   std::ofstream(fs::path(cfg_.metrics.run_dir) / train::kRunLockFile) << "";
   EXPECT_EQ(refusal(cfg_), "");
+  // A checkpoint.dir of someone's files: a save clears .tmp-* directories there.
+  c = cfg_;
+  c.checkpoint.dir = (dir_ / "home").string();
+  fs::create_directories(dir_ / "home" / ".tmp-build");
+  EXPECT_NE(refusal(c).find("holds other files ('.tmp-build') and no checkpoints"), std::string::npos) << refusal(c);
   // A file where the directory should be.
   c = cfg_;
   c.metrics.run_dir = (fs::path(cfg_.metrics.run_dir) / "thesis.tex").string();

@@ -3,8 +3,9 @@
 // fit in what is available. Persistent state follows SPEC (29.7)-(29.10)
 // from the model spec and the ZeRO stage; activations follow the saved
 // tensors of one micro-batch (all layers, or one layer plus the block
-// inputs under recomputation, (29.5) with k = 1). A planner will replace
-// the estimate with the exact plan; the interface is this one function.
+// inputs under recomputation, (29.5) with k = 1; a MoE block's top_k
+// experts per token and its router's per-expert probabilities, docs/moe.md).
+// A planner will replace the estimate with the exact plan.
 #pragma once
 
 #include <cstdint>

@@ -135,10 +135,20 @@ void check_run_directory(const TrainConfig& cfg) {
                "': give a file name relative to the run directory (e.g. metrics.jsonl), or \"\" for none");
     check_metrics_file(metrics.string());
   }
-  if (!fs::exists(st) || fs::is_empty(dir, ec) || cfg.metrics.allow_nonempty_run_dir) return;
-  MT_REQUIRE(ConfigError, holds_a_run(cfg), "metrics.run_dir = '", dir, "' holds other files (", some_entries(dir),
-             ") and no meshtrain run (no ", kRunLockFile, ", metrics file or checkpoints); a run writes its metrics "
-             "and checkpoints there. Use a new or empty directory, or set metrics.allow_nonempty_run_dir = true");
+  if (cfg.metrics.allow_nonempty_run_dir) return;
+  if (fs::exists(st) && !fs::is_empty(dir, ec))
+    MT_REQUIRE(ConfigError, holds_a_run(cfg), "metrics.run_dir = '", dir, "' holds other files (", some_entries(dir),
+               ") and no meshtrain run (no ", kRunLockFile, ", metrics file or checkpoints); a run writes its "
+               "metrics and checkpoints there. Use a new or empty directory, or set "
+               "metrics.allow_nonempty_run_dir = true");
+  // A checkpoint root elsewhere: a save clears its .tmp-* directories.
+  const fs::path ckpt(cfg.checkpoint.dir);
+  if (!cfg.checkpoint.dir.empty() && fs::is_directory(ckpt, ec) && !fs::is_empty(ckpt, ec))
+    MT_REQUIRE(ConfigError, fs::exists(ckpt / checkpoint::kLatestFile, ec) ||
+                                !checkpoint::list_complete_checkpoints(ckpt).empty(),
+               "checkpoint.dir = '", cfg.checkpoint.dir, "' holds other files (", some_entries(ckpt),
+               ") and no checkpoints; a save writes step directories there and removes its .tmp-* ones. Use a new "
+               "or empty directory, or set metrics.allow_nonempty_run_dir = true");
 }
 
 RunDirectoryLock::RunDirectoryLock(const std::string& run_dir) {

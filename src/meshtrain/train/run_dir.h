@@ -1,8 +1,9 @@
 // The run directory (metrics.run_dir) and what a run may write in it
 // (docs/errors.md: nothing already saved is lost):
 //   - never a system directory (/, /etc, /usr, ...) and never a directory
-//     that holds other files and is not a meshtrain run, unless
-//     metrics.allow_nonempty_run_dir says so;
+//     that holds other files and is not a meshtrain run (nor a
+//     checkpoint.dir of other files), unless metrics.allow_nonempty_run_dir
+//     says so;
 //   - the metrics file lies inside it and, when it exists, is a meshtrain
 //     metrics file: any other file is refused, never truncated or rewritten;
 //   - one run at a time: an exclusive lock on RUN_DIR/.meshtrain-lock held
