@@ -21,22 +21,10 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 steps=12
 
-for i in $(seq 1 120); do
-  echo "document $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times, then rests."
-  echo "%"
-done > "$work/corpus.txt"
-cat > "$work/cfg.toml" <<TOML
-[model]
-d_model = 32
-n_layers = 2
-n_heads = 4
-n_kv_heads = 2
-max_seq_len = 32
-[data]
-path = "$work/data"
-sources = ["$work/corpus.txt"]
-format = "fortune"
-seq_len = 32
+# shellcheck source=../tests/support/tiny_job.sh
+source "$(dirname "$0")/../tests/support/tiny_job.sh"
+tiny_corpus "$work/corpus.txt" 120
+tiny_config "$work/cfg.toml" "$work" <<TOML
 [training]
 steps = $steps
 micro_batch = 2

@@ -25,27 +25,15 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 trial_timeout=120
 
-for i in $(seq 1 150); do
-  echo "document $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times."
-  echo "%"
-done > "$work/corpus.txt"
+# shellcheck source=../support/tiny_job.sh
+source "$(dirname "$0")/../support/tiny_job.sh"
+tiny_corpus "$work/corpus.txt" 150
 
 # Variants: sync ZeRO-2, async ZeRO-1, sync ZeRO-3 (dp = 2 everywhere).
 variant_sets=("--set parallel.zero_stage=2"
               "--set parallel.zero_stage=1 --set checkpoint.async=true"
               "--set parallel.zero_stage=3")
-cat > "$work/cfg.toml" <<TOML
-[model]
-d_model = 32
-n_layers = 2
-n_heads = 2
-n_kv_heads = 1
-max_seq_len = 32
-[data]
-path = "$work/data"
-sources = ["$work/corpus.txt"]
-format = "fortune"
-seq_len = 32
+tiny_config "$work/cfg.toml" "$work" <<TOML
 [training]
 steps = 6
 micro_batch = 4

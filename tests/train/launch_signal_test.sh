@@ -10,22 +10,10 @@ sig="$2"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-for i in $(seq 1 100); do
-  echo "document $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times."
-  echo "%"
-done > "$work/corpus.txt"
-cat > "$work/cfg.toml" <<TOML
-[model]
-d_model = 32
-n_layers = 2
-n_heads = 2
-n_kv_heads = 1
-max_seq_len = 32
-[data]
-path = "$work/data"
-sources = ["$work/corpus.txt"]
-format = "fortune"
-seq_len = 32
+# shellcheck source=../support/tiny_job.sh
+source "$(dirname "$0")/../support/tiny_job.sh"
+tiny_corpus "$work/corpus.txt" 100
+tiny_config "$work/cfg.toml" "$work" <<TOML
 [training]
 steps = 1000000
 micro_batch = 2

@@ -15,23 +15,10 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 # A small corpus of its own.
-for i in $(seq 1 200); do
-  echo "document $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times."
-  echo "%"
-done > "$work/corpus.txt"
-
-cat > "$work/cfg.toml" <<TOML
-[model]
-d_model = 32
-n_layers = 2
-n_heads = 2
-n_kv_heads = 1
-max_seq_len = 32
-[data]
-path = "$work/data"
-sources = ["$work/corpus.txt"]
-format = "fortune"
-seq_len = 32
+# shellcheck source=../support/tiny_job.sh
+source "$(dirname "$0")/../support/tiny_job.sh"
+tiny_corpus "$work/corpus.txt" 200
+tiny_config "$work/cfg.toml" "$work" <<TOML
 [training]
 micro_batch = 4
 [optimizer]
@@ -90,7 +77,7 @@ if [ "$np" -eq 0 ]; then
     echo "other document $i: a slow green turtle walks under the sleepy cat $((i * 5 % 11)) times."
     echo "%"
   done > "$work/corpus2.txt"
-  "$bin" data prepare --overwrite --out "$work/data" --format fortune "$work/corpus2.txt" > /dev/null
+  "$bin" data prepare --overwrite --out "$work/data" --format fortune --seed 1 "$work/corpus2.txt" > /dev/null
   run --set training.steps=4 --set metrics.run_dir="$work/e" > "$work/e2.log"
   grep -q "training data: data.path = '$work/data' holds other text" "$work/e2.log" || {
     echo "the resume on other text did not name it:"; cat "$work/e2.log"; exit 1; }
