@@ -24,6 +24,7 @@ run_dir = "$work/run"
 log_every = 1
 TOML
 
+: > "$work/log"
 "$bin" launch -n 2 --max-restarts 2 --mpirun-arg=--oversubscribe --mpirun-arg=--allow-run-as-root \
   "$work/cfg.toml" > "$work/log" 2>&1 &
 pid=$!
@@ -38,6 +39,8 @@ code=$?
 fail() {
   echo "FAIL: $1"
   tail -30 "$work/log"
+  # This job's processes only (its unique config path), so none outlives the test.
+  for p in $(pgrep -f "$work/cfg.toml"); do kill -KILL "$p" 2> /dev/null; done
   exit 1
 }
 want=$((128 + $(kill -l "$sig")))
