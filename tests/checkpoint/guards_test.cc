@@ -41,15 +41,22 @@ class Guards : public ::testing::Test {
   void SetUp() override {
     model::ModelConfig cfg = testing::tiny_llama();
     cfg.finalize();
+    for (const auto& p : model::build_model_spec(cfg).params) values_.emplace_back(size_t(p.shape.numel()), 0.5f);
+    step_dir_ = save(root(), 3);
+  }
+  // values_ as the parameters of tiny_llama, saved at `step` under `root`.
+  std::string save(const std::string& root, int64_t step) const {
+    model::ModelConfig cfg = testing::tiny_llama();
+    cfg.finalize();
     const model::ModelSpec spec = model::build_model_spec(cfg);
     SaveRequest req;
-    req.step = 3;
-    req.metadata = {{"step", 3}, {kMetaModelConfig, model_config_to_json(cfg)}};
-    for (const auto& p : spec.params) {
-      values_.emplace_back(size_t(p.shape.numel()), 0.5f);
-      req.pieces.push_back({p.name, p.shape, DType::F32, full_box(p.shape), values_.back().data()});
+    req.step = step;
+    req.metadata = {{"step", step}, {kMetaModelConfig, model_config_to_json(cfg)}};
+    for (size_t i = 0; i < spec.params.size(); ++i) {
+      const auto& p = spec.params[i];
+      req.pieces.push_back({p.name, p.shape, DType::F32, full_box(p.shape), values_[i].data()});
     }
-    step_dir_ = save_checkpoint_single(root(), req);
+    return save_checkpoint_single(root, req);
   }
   std::string root() const { return (dir_.path() / "ckpt").string(); }
   ScratchDir dir_;
@@ -217,20 +224,10 @@ TEST_F(Guards, ImportNeverWritesIntoAStepDirectory) {
 TEST_F(Guards, ImportRefusesNonFiniteWeightsUnlessAllowed) {
   const std::string file = dir_.str() + "/export/model.safetensors";
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
-    values_[1][3] = bad;  // the second tensor of the checkpoint saved below
-    model::ModelConfig cfg = testing::tiny_llama();
-    cfg.finalize();
-    const model::ModelSpec spec = model::build_model_spec(cfg);
-    SaveRequest req;
-    req.step = 4;
-    req.metadata = {{"step", 4}, {kMetaModelConfig, model_config_to_json(cfg)}};
-    for (size_t i = 0; i < spec.params.size(); ++i) {
-      const auto& p = spec.params[i];
-      req.pieces.push_back({p.name, p.shape, DType::F32, full_box(p.shape), values_[i].data()});
-    }
+    values_[1][3] = bad;
     const std::string src = dir_.str() + "/bad";
     fs::remove_all(src);
-    save_checkpoint_single(src, req);
+    save(src, 4);
     export_safetensors(CheckpointReader::open(src), file, DType::F32, {}, true);
     const std::string out = dir_.str() + "/imported";
     fs::remove_all(out);

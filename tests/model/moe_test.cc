@@ -188,15 +188,21 @@ TEST(MoeModel, MicroBatchSplitGivesTheSameGradients) {
   }
 }
 
+namespace {
+
+// finalize() refuses `c` with a ConfigError holding `text`.
+void expect_error(model::ModelConfig c, const std::string& text) {
+  try {
+    c.finalize();
+    ADD_FAILURE() << "accepted, expected: " << text;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
 TEST(MoeConfig, BadKeysAreRejectedWithTheArithmetic) {
-  auto expect_error = [](model::ModelConfig c, const std::string& text) {
-    try {
-      c.finalize();
-      ADD_FAILURE() << "accepted, expected: " << text;
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-  };
   expect_error(tiny_moe(4, 5, 0, false), "model.experts_top_k = 5: expected 1 <= top_k <= model.n_experts = 4");
   expect_error(tiny_moe(4, 2, -1, false), "model.moe_capacity_factor = -1");
   model::ModelConfig c = tiny_moe(4, 2, 0, false);
@@ -210,14 +216,6 @@ TEST(MoeConfig, BadKeysAreRejectedWithTheArithmetic) {
 // dropped), an infinite aux coefficient skipped every step, and 2^31
 // experts grew the model spec toward the OOM killer.
 TEST(MoeConfig, EveryKeyIsFiniteAndBounded) {
-  auto expect_error = [](model::ModelConfig c, const std::string& text) {
-    try {
-      c.finalize();
-      ADD_FAILURE() << "accepted, expected: " << text;
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-  };
   for (double f : {std::numeric_limits<double>::infinity(), 1e30, std::nan(""), 4.5})
     expect_error(tiny_moe(4, 2, f, false), "model.moe_capacity_factor = ");
   expect_error(tiny_moe(4, 2, 1e30, false), "expected a finite value in [0, model.n_experts = 4]");

@@ -10,28 +10,14 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/train_config.h"
+#include "train/config_error.h"
 
 using namespace meshtrain;
 
 namespace {
 
-const char* kBase = R"(
-[model]
-d_model = 64
-n_layers = 2
-n_heads = 4
-n_kv_heads = 2
-[data]
-path = "runs/data"
-)";
-
 std::string rejection(const std::vector<std::string>& overrides) {
-  try {
-    train::parse_config(kBase, overrides);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return meshtrain::testing::config_error("[data]\npath = \"runs/data\"\n", overrides);
 }
 
 std::string layout_rejection(const std::string& layout) {
