@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "meshtrain/core/error.h"
+#include "support/test_dir.h"
 
 namespace meshtrain {
 namespace {
@@ -25,10 +26,7 @@ std::string text(const fs::path& p) {
 class OutputFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("mt_output_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = meshtrain::testing::fresh_test_dir("mt_output_");
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string refusal(const fs::path& out, const std::vector<std::string>& inputs, bool replace) {

@@ -14,6 +14,7 @@
 #include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/checkpoint/sha256.h"
 #include "train_fixtures.h"
+#include "support/test_dir.h"
 
 using namespace meshtrain;
 namespace fs = std::filesystem;
@@ -26,9 +27,7 @@ namespace {
 class Resume : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("mt_resume_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    dir_ = meshtrain::testing::fresh_test_dir("mt_resume_");
     cfg_ = tiny_train_config();
     cfg_.model.n_layers = 4;
     cfg_.metrics.run_dir = dir_.string();

@@ -19,6 +19,7 @@
 #include "meshtrain/train/metrics.h"
 #include "meshtrain/train/run.h"
 #include "train_fixtures.h"
+#include "support/test_dir.h"
 
 using namespace meshtrain;
 namespace fs = std::filesystem;
@@ -28,10 +29,7 @@ namespace {
 class RunDir : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("mt_rundir_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = meshtrain::testing::fresh_test_dir("mt_rundir_");
     cfg_ = testing::tiny_train_config();
     cfg_.metrics.run_dir = (dir_ / "run").string();
     cfg_.metrics.jsonl = "metrics.jsonl";

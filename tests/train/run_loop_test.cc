@@ -21,6 +21,7 @@
 #include "meshtrain/data/prepare.h"
 #include "meshtrain/train/stop_signal.h"
 #include "train_fixtures.h"
+#include "support/test_dir.h"
 
 using namespace meshtrain;
 namespace fs = std::filesystem;
@@ -33,10 +34,7 @@ namespace {
 class RunLoop : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("mt_runloop_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = meshtrain::testing::fresh_test_dir("mt_runloop_");
     cfg_ = tiny_train_config();
     cfg_.metrics.run_dir = dir_.string();
     cfg_.metrics.jsonl = "metrics.jsonl";
