@@ -15,7 +15,6 @@
 #include <optional>
 
 #include "meshtrain/core/fault_injection.h"
-#include "meshtrain/data/prepare.h"
 #include "meshtrain/train/metrics.h"
 #include "meshtrain/train/run.h"
 #include "train_fixtures.h"
@@ -163,27 +162,6 @@ TEST_F(RunDir, OneRunAtATimeAndTheSecondNamesTheFirst) {
   ::unsetenv("MESHTRAIN_LOCK_HOLDER");
   first.reset();  // released: the next run goes ahead
   EXPECT_NO_THROW(train::RunDirectoryLock next(cfg_.metrics.run_dir));
-}
-
-// The whole job: train_main on a directory another run holds is refused
-// before anything is written there.
-TEST_F(RunDir, TrainingOnADirectoryInUseIsRefused) {
-  std::ofstream(dir_ / "corpus.txt") << "one document\n%\nanother one here\n%\na third document\n%\nand a fourth\n";
-  data::PrepareOptions p;
-  p.inputs = {(dir_ / "corpus.txt").string()};
-  p.out_dir = (dir_ / "data").string();
-  p.format = data::InputFormat::Fortune;
-  p.val_fraction = 0.25;
-  data::prepare_dataset(p);
-  auto c = cfg_;
-  c.data.path = p.out_dir;
-  c.data.mode = "packed";
-  const train::RunDirectoryLock other(c.metrics.run_dir);
-  ::testing::internal::CaptureStdout();
-  EXPECT_THROW(train::train_main(c), ConfigError);
-  ::testing::internal::GetCapturedStdout();
-  EXPECT_FALSE(fs::exists(fs::path(c.metrics.run_dir) / "metrics.jsonl"));
-  EXPECT_FALSE(fs::exists(fs::path(c.metrics.run_dir) / "checkpoints"));
 }
 
 // A step's records are written before its checkpoint commits: a crash

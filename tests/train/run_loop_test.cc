@@ -19,6 +19,7 @@
 #include "meshtrain/core/fault_injection.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/prepare.h"
+#include "meshtrain/train/run_dir.h"
 #include "meshtrain/train/stop_signal.h"
 #include "train_fixtures.h"
 #include "support/test_dir.h"
@@ -234,6 +235,18 @@ TEST_F(RunLoop, AFailedJobRestartsInProcess) {
   EXPECT_THROW(train::train_main(c), fault::InjectedFault);
   ::testing::internal::GetCapturedStdout();
   fault::disarm();
+}
+
+// train_main on a run directory another run holds is refused before
+// anything is written there (run_dir.h).
+TEST_F(RunLoop, TrainingOnADirectoryInUseIsRefused) {
+  const auto c = on_disk_config();
+  const train::RunDirectoryLock other(c.metrics.run_dir);
+  ::testing::internal::CaptureStdout();
+  EXPECT_THROW(train::train_main(c), ConfigError);
+  ::testing::internal::GetCapturedStdout();
+  EXPECT_FALSE(fs::exists(fs::path(c.metrics.run_dir) / "metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(fs::path(c.metrics.run_dir) / "checkpoints"));
 }
 
 // More compute threads than the cores this process may use only slow every
