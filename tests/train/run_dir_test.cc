@@ -29,7 +29,7 @@ class RunDir : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = meshtrain::testing::fresh_test_dir("mt_rundir_");
-    cfg_ = testing::tiny_train_config();
+    cfg_ = meshtrain::testing::tiny_train_config();
     cfg_.metrics.run_dir = (dir_ / "run").string();
     cfg_.metrics.jsonl = "metrics.jsonl";
   }
@@ -171,9 +171,9 @@ TEST_F(RunDir, ARecordOfACommittedStepSurvivesACrashAfterTheCommit) {
   auto c = cfg_;
   c.training.steps = 4;
   c.checkpoint.every = 2;
-  const auto ds = testing::varied_documents(64, 3);
+  const auto ds = meshtrain::testing::varied_documents(64, 3);
   fault::arm(fault::parse_rule("commit.latest#1:throw"));
-  EXPECT_THROW(testing::with_trainers(c, ds, std::nullopt,
+  EXPECT_THROW(meshtrain::testing::with_trainers(c, ds, std::nullopt,
                                       [&](train::Trainer& t) {
                                         std::FILE* console = t.context().rank == 0 ? std::fopen("/dev/null", "w") : nullptr;
                                         try {
