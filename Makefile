@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 MESHTRAIN := $(BUILD_DIR)/bin/meshtrain
 
-.PHONY: all deps configure build train test test-fast tsan bench bench-small clean
+.PHONY: all deps configure build train test test-fast kill-trials tsan bench bench-small clean
 
 all: build
 
@@ -35,6 +35,11 @@ test: build
 
 test-fast: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE "slow|mpi"
+
+# Random SIGKILLs of training jobs over nine layouts, each resumed run
+# compared bit for bit with an uninterrupted one (about a minute; not in `test`).
+kill-trials: build
+	bash scripts/kill-trials.sh $(MESHTRAIN) 72
 
 bench: build
 	bash scripts/run-benchmarks.sh $(BUILD_DIR)

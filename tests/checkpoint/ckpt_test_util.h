@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/checkpoint/box.h"
+#include "meshtrain/checkpoint/manifest.h"
+#include "meshtrain/checkpoint/sha256.h"
 #include "meshtrain/checkpoint/writer.h"
 #include "meshtrain/core/rng.h"
 
@@ -122,6 +124,11 @@ inline std::vector<TestTensor> crash_state(int64_t step) {
   return s;
 }
 
+inline std::string read_file_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 inline nlohmann::json read_json(const fs::path& p) {
   std::ifstream in(p);
   return nlohmann::json::parse(in);
@@ -132,10 +139,16 @@ inline void write_json(const fs::path& p, const nlohmann::json& j) {
   out << j.dump(1);
 }
 
+// Rewrites the manifest as if it had been written that way: its digest
+// (manifest.json.sha256) follows the edit, so the checks behind the digest
+// are the ones reached.
 inline void tamper_manifest(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {
-  nlohmann::json j = read_json(dir / "manifest.json");
+  nlohmann::json j = read_json(dir / ck::kManifestFile);
   edit(j);
-  write_json(dir / "manifest.json", j);
+  const std::string text = j.dump(1);
+  std::ofstream(dir / ck::kManifestFile, std::ios::trunc) << text;
+  if (fs::exists(dir / ck::kManifestDigestFile))
+    std::ofstream(dir / ck::kManifestDigestFile, std::ios::trunc) << ck::manifest_digest_line(text);
 }
 
 }  // namespace meshtrain::testing

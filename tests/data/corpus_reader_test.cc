@@ -138,6 +138,45 @@ TEST(CorpusReader, FortuneWithTrailingPercentAndCrlf) {
   EXPECT_EQ(n, 0);
 }
 
+// Inputs that never end or lead back to themselves are refused by name
+// (no endless read of /dev/zero, no raw ELOOP with a path of links).
+TEST(CorpusReader, DevicesAndLoopsOfLinksAreRefusedByName) {
+  ScratchDir dir;
+  expect_error<DataError>([&] { expand_inputs({"/dev/zero"}, InputFormat::Auto); },
+                          "input path /dev/zero is a character device, not a file");
+  write_text(dir / "d/a.txt", "a document");
+  std::filesystem::create_directory_symlink(".", dir / "d/self");
+  expect_error<DataError>([&] { expand_inputs({dir / "d"}, InputFormat::Auto); },
+                          "input directory " + dir / "d/self is " + dir / "d again, reached through a symbolic link");
+  std::filesystem::remove(dir / "d/self");
+  std::filesystem::create_symlink(dir / "d/l2", dir / "d/l1");
+  std::filesystem::create_symlink(dir / "d/l1", dir / "d/l2");
+  expect_error<DataError>([&] { expand_inputs({dir / "d"}, InputFormat::Auto); },
+                          "(symbolic links that lead to each other)");
+  expect_error<DataError>([&] { expand_inputs({dir / "d/l1"}, InputFormat::Auto); },
+                          "input path " + dir / "d/l1: ");
+  // A link to a directory elsewhere is followed as before.
+  std::filesystem::remove(dir / "d/l1");
+  std::filesystem::remove(dir / "d/l2");
+  write_text(dir / "other/b.txt", "another document");
+  std::filesystem::create_directory_symlink(dir / "other", dir / "d/link");
+  EXPECT_EQ(expand_inputs({dir / "d"}, InputFormat::Auto).size(), 2u);
+}
+
+// Detection reads a file block by block: a fortune separator past the
+// first block is found, one across two blocks too.
+TEST(CorpusReader, DetectFileFormatStreams) {
+  ScratchDir dir;
+  std::string text((size_t(1) << 20) - 2, 'x');
+  write_text(dir / "plain", text);
+  EXPECT_EQ(detect_file_format(dir / "plain"), InputFormat::Text);
+  write_text(dir / "late", text + "\n%\nnext");  // "\n%\n" straddles the first block's end
+  EXPECT_EQ(detect_file_format(dir / "late"), InputFormat::Fortune);
+  write_text(dir / "first", "%\nonly");
+  EXPECT_EQ(detect_file_format(dir / "first"), InputFormat::Fortune);
+  EXPECT_EQ(detect_file_format(dir / "a.jsonl"), InputFormat::Jsonl);
+}
+
 TEST(CorpusReader, ReadErrors) {
   ScratchDir dir;
   expect_error<DataError>([&] { read_file(dir / "nope"); }, "cannot read " + dir / "nope");

@@ -2,10 +2,14 @@
 # Fault-injection suite (SPEC S9: failure is a group event; a restart
 # resumes exactly). Each trial makes one rank die at a seeded random fault
 # point -- in forward, in backward, on its way into a collective, while
-# writing a checkpoint, or at a step of the commit -- lets the job restart
-# from its latest complete checkpoint, and requires the final checkpoint to
-# be bitwise equal (`meshtrain ckpt diff`) to an uninterrupted run of the
-# same steps. A trial has a wall-clock bound; the counts are printed.
+# writing a checkpoint, at a step of the commit, or after a step's metrics
+# records -- lets the job restart from its latest complete checkpoint, and
+# requires the final checkpoint to be bitwise equal (`meshtrain ckpt diff`)
+# to an uninterrupted run of the same steps, and metrics.jsonl to hold every
+# step's record and the final evaluation exactly once. Then, per variant,
+# kills in the window between a checkpoint's commit and the next step
+# (`latest` repointed, retention) check that no record of a committed step
+# is lost. A trial has a wall-clock bound; the counts are printed.
 #
 #   fault_suite.sh MESHTRAIN threads TRIALS SEED
 #       in-process restarts (--max-restarts) for thrown rank failures, and
@@ -21,27 +25,15 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 trial_timeout=120
 
-for i in $(seq 1 150); do
-  echo "document $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times."
-  echo "%"
-done > "$work/corpus.txt"
+# shellcheck source=../support/tiny_job.sh
+source "$(dirname "$0")/../support/tiny_job.sh"
+tiny_corpus "$work/corpus.txt" 150
 
 # Variants: sync ZeRO-2, async ZeRO-1, sync ZeRO-3 (dp = 2 everywhere).
 variant_sets=("--set parallel.zero_stage=2"
               "--set parallel.zero_stage=1 --set checkpoint.async=true"
               "--set parallel.zero_stage=3")
-cat > "$work/cfg.toml" <<TOML
-[model]
-d_model = 32
-n_layers = 2
-n_heads = 2
-n_kv_heads = 1
-max_seq_len = 32
-[data]
-path = "$work/data"
-sources = ["$work/corpus.txt"]
-format = "fortune"
-seq_len = 32
+tiny_config "$work/cfg.toml" "$work" <<TOML
 [training]
 steps = 6
 micro_batch = 4
@@ -77,7 +69,7 @@ for v in 0 1 2; do
   fi
   # One line per process: site@rank=count items.
   items="$(grep -h "meshtrain fault points:" "$work/ref$v.log" | tr ' ' '\n' | grep '@')"
-  for group in forward backward collective save commit; do
+  for group in forward backward collective save commit metrics; do
     for rank in 0 1; do
       n=0
       for c in $(echo "$items" | grep -E "^$group[.@]" | grep "@$rank=" | cut -d= -f2); do n=$((n + c)); done
@@ -88,28 +80,41 @@ for v in 0 1 2; do
   done
 done
 
-groups=(forward backward collective save commit)
+groups=(forward backward collective save commit metrics)
 failures=0 fired=0 restarts=0 relaunches=0 stops=0
 fail() {
   failures=$((failures + 1))
   echo "FAIL trial $1 ($2): $3"
   sed 's/^/    /' "$work/t$1.log" | tail -20
 }
-for t in $(seq 1 "$trials"); do
-  v=$((RANDOM % 3))
-  group="${groups[$((RANDOM % 5))]}"
-  rank=$((RANDOM % 2))
-  [ "${count[$v,$group,$rank]}" -gt 0 ] || rank=$((1 - rank))  # commit points run on rank 0 only
-  hit=$((1 + RANDOM % count[$v,$group,$rank]))
-  action=throw
-  if [ "$mode" = threads ]; then
-    r=$((RANDOM % 10))
-    [ "$r" -ge 7 ] && action=kill   # the whole process dies: this script relaunches it
-    [ "$r" -eq 9 ] && action=term   # a scheduler's SIGTERM: stop, save, exit 143; run again
+# The commit/metrics window: a kill right after `latest` names a step, or
+# in its retention, before the job goes on (every variant, two commits each).
+window=()
+for v in 0 1 2; do
+  window+=("$v commit.latest@0#1:kill" "$v commit.retention@0#2:kill")
+done
+total=$((trials + ${#window[@]}))
+for t in $(seq 1 "$total"); do
+  if [ "$t" -le "$trials" ]; then
+    v=$((RANDOM % 3))
+    group="${groups[$((RANDOM % ${#groups[@]}))]}"
+    rank=$((RANDOM % 2))
+    [ "${count[$v,$group,$rank]}" -gt 0 ] || rank=$((1 - rank))  # commit points run on rank 0 only
+    hit=$((1 + RANDOM % count[$v,$group,$rank]))
+    action=throw
+    if [ "$mode" = threads ]; then
+      r=$((RANDOM % 10))
+      [ "$r" -ge 7 ] && action=kill   # the whole process dies: this script relaunches it
+      [ "$r" -eq 9 ] && action=term   # a scheduler's SIGTERM: stop, save, exit 143; run again
+    else
+      [ $((RANDOM % 2)) -eq 0 ] && action=kill
+    fi
+    fault="$group@$rank#$hit:$action"
   else
-    [ $((RANDOM % 2)) -eq 0 ] && action=kill
+    read -r v fault <<< "${window[$((t - trials - 1))]}"
+    group="${fault%%@*}"
+    action=kill
   fi
-  fault="$group@$rank#$hit:$action"
   dir="$work/t$t"
   log="$work/t$t.log"
   : > "$log"
@@ -132,11 +137,17 @@ for t in $(seq 1 "$trials"); do
     fail "$t" "$fault, variant $v" "final checkpoint differs from the uninterrupted run"
     continue
   fi
-  # Metrics hold each step once, even after replays.
+  # Metrics hold each step once, even after replays, and lose none.
   steps="$(grep -v '"event"' "$dir/metrics.jsonl" | grep -o '"step":[0-9]*' | sort | uniq -d | head -1)"
   if [ -n "$steps" ]; then fail "$t" "$fault, variant $v" "metrics.jsonl repeats $steps"; continue; fi
+  steps="$(grep -v '"event"' "$dir/metrics.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2 | sort -n | tr '\n' ' ')"
+  if [ "$steps" != "1 2 3 4 5 6 " ]; then
+    fail "$t" "$fault, variant $v" "metrics.jsonl holds step records [$steps], not steps 1 to 6 once each"; continue
+  fi
+  evals="$(grep -c '"event":"eval"' "$dir/metrics.jsonl")"
+  if [ "$evals" -ne 1 ]; then fail "$t" "$fault, variant $v" "metrics.jsonl holds $evals eval records, not 1"; continue; fi
   rm -rf "$dir"
 done
-echo "fault suite ($mode): $trials trials, $fired faults fired, $failures failures" \
-     "($restarts restarts, $relaunches relaunches, $stops SIGTERM stops)"
-[ "$failures" -eq 0 ] && [ "$fired" -eq "$trials" ]
+echo "fault suite ($mode): $total trials ($trials random, ${#window[@]} in the commit/metrics window)," \
+     "$fired faults fired, $failures failures ($restarts restarts, $relaunches relaunches, $stops SIGTERM stops)"
+[ "$failures" -eq 0 ] && [ "$fired" -eq "$total" ]

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "meshtrain/kernels/moe_routing.h"
@@ -208,21 +209,51 @@ TEST(MoeModel, MicroBatchSplitGivesTheSameGradients) {
   }
 }
 
+namespace {
+
+// finalize() refuses `c` with a ConfigError holding `text`.
+void expect_error(model::ModelConfig c, const std::string& text) {
+  try {
+    c.finalize();
+    ADD_FAILURE() << "accepted, expected: " << text;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
 TEST(MoeConfig, BadKeysAreRejectedWithTheArithmetic) {
-  auto expect_error = [](model::ModelConfig c, const std::string& text) {
-    try {
-      c.finalize();
-      ADD_FAILURE() << "accepted, expected: " << text;
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-  };
   expect_error(tiny_moe(4, 5, 0, false), "model.experts_top_k = 5: expected 1 <= top_k <= model.n_experts = 4");
   expect_error(tiny_moe(4, 2, -1, false), "model.moe_capacity_factor = -1");
   model::ModelConfig c = tiny_moe(4, 2, 0, false);
   c.moe_layers = {0, 2};
   expect_error(c, "model.moe_layers[1] = 2: outside the blocks [0, model.n_layers = 2)");
   EXPECT_THROW(model::check_tensor_parallel(tiny_moe(4, 2, 0, false), 2), ConfigError);
+}
+
+// Every MoE number is finite and bounded before anything is sized from it:
+// an infinite capacity once saved `null` into checkpoints (and logged 100%
+// dropped), an infinite aux coefficient skipped every step, and 2^31
+// experts grew the model spec toward the OOM killer.
+TEST(MoeConfig, EveryKeyIsFiniteAndBounded) {
+  for (double f : {std::numeric_limits<double>::infinity(), 1e30, std::nan(""), 4.5})
+    expect_error(tiny_moe(4, 2, f, false), "model.moe_capacity_factor = ");
+  expect_error(tiny_moe(4, 2, 1e30, false), "expected a finite value in [0, model.n_experts = 4]");
+  for (double coeff : {std::numeric_limits<double>::infinity(), 1e30, -0.5}) {
+    model::ModelConfig c = tiny_moe(4, 2, 0, false);
+    c.moe_aux_loss_coeff = coeff;
+    expect_error(c, "model.moe_aux_loss_coeff = ");
+  }
+  for (int64_t n : {int64_t(2147483648), int64_t(1000000), int64_t(4097)})
+    expect_error(tiny_moe(n, 2, 0, false), "model.n_experts = " + std::to_string(n) + ": at most 4096");
+  model::ModelConfig c = tiny_moe(4096, 2, 0, false);
+  c.moe_layers.clear();
+  c.n_layers = 17;  // 17 MoE blocks of 4096 experts
+  expect_error(c, "model.n_experts x MoE blocks = 4096 x 17: at most 65536");
+  c.moe_layers = {0, 16};  // two of them
+  EXPECT_NO_THROW(c.finalize());
+  EXPECT_NO_THROW(tiny_moe(4, 2, 2.0, false).finalize());  // f = n_experts / top_k: never drops
 }
 
 TEST(MoeModel, SpecCountsOnlyActiveExpertsInTheFlops) {

@@ -99,6 +99,34 @@ TEST(ConfigLimits, ADirectoryIsNotAConfigFile) {
   std::filesystem::remove_all(dir);
 }
 
+// A device or a pipe is not a config file: /dev/zero was read until
+// bad_alloc.
+TEST(ConfigLimits, ADeviceIsNotAConfigFile) {
+  try {
+    train::load_config("/dev/zero");
+    FAIL() << "a device was read as a config";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("config file '/dev/zero' is not a regular file"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A string where a list belongs is refused, not taken as a list of one.
+TEST(ConfigLimits, AListKeyNeedsAList) {
+  expect_rejected("data.sources=\"notalist\"", "data.sources = \"notalist\": expected an array of strings");
+  expect_rejected("data.sources=notalist", "expected an array of strings, e.g. [\"notalist\"]");
+  EXPECT_EQ(rejection("data.sources=[\"corpus.txt\"]"), "");
+}
+
+// Reproducible mode's binary tree needs a power-of-two window, checked
+// with the config (before any data is prepared), not first by the trainer.
+TEST(ConfigLimits, ReproducibleModeNeedsAPowerOfTwoWindow) {
+  const std::string e = rejection("parallel.dp=3", "training.reproducible=true");
+  EXPECT_NE(e.find("dp x grad_accum = 3 x 1 = 3 must be a power of two"), std::string::npos) << e;
+  EXPECT_EQ(rejection("parallel.dp=4", "training.reproducible=true"), "");
+  EXPECT_EQ(rejection("parallel.dp=3"), "") << "without the mode any dp is fine";
+}
+
 TEST(ConfigLimits, AllowChangesNamesOnlyComparedSettings) {
   EXPECT_EQ(rejection("checkpoint.allow_changes=[\"optimizer.lr\", \"model.norm_eps\"]"), "");
   expect_rejected("checkpoint.allow_changes=[\"optimizer.lrr\"]", "'optimizer.lrr' is not a setting a resume compares");

@@ -59,6 +59,24 @@ TEST(ContextParallelConfig, RowsThatDoNotCutIntoTwoCpChunksAreRejectedWithTheAri
   EXPECT_NE(error_of({"parallel.cp=0"}).find("parallel.cp = 0: expected >= 1"), std::string::npos);
 }
 
+// The suggested seq_len is one the model takes: never above max_seq_len.
+TEST(ContextParallelConfig, TheSuggestedSeqLenFitsTheModel) {
+  // 130 positions at most: 126 % 4 = 2, and the next multiple (128) fits.
+  std::string e = error_of({"model.max_seq_len=130", "data.seq_len=126", "parallel.cp=2"});
+  EXPECT_NE(e.find("such as 128"), std::string::npos) << e;
+  // 129 % 4 = 1 and 132 > 130: the multiple below.
+  e = error_of({"model.max_seq_len=130", "data.seq_len=129", "parallel.cp=2"});
+  EXPECT_NE(e.find("such as 128"), std::string::npos) << e;
+  EXPECT_EQ(e.find("132"), std::string::npos) << e;
+  // More chunks than positions: no seq_len can work, and cp is named.
+  e = error_of({"model.max_seq_len=130", "data.seq_len=96", "parallel.cp=100000"});
+  EXPECT_NE(e.find("parallel.cp = 100000 cuts every row into 2 x 100000 = 200000 chunks, more than the model's "
+                   "model.max_seq_len = 130 positions: use parallel.cp <= 65"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("such as 200000"), std::string::npos) << e;
+}
+
 TEST(ContextParallelConfig, GradientsSumAndZeroShardsOverDataTimesContextAxes) {
   auto cfg = train::parse_config(kBase, {});
   comm::MeshShape mesh;

@@ -61,6 +61,41 @@ TEST(MemoryEstimate, TensorAndPipelineRanksHoldTheirShare) {
   EXPECT_GT(e.activations, one.activations / 4) << "the residual stream is not split without SP";
 }
 
+// A MoE block runs top_k experts per token and keeps the router's logits
+// and probabilities per expert: the estimate grows with both (it once
+// counted one dense feed-forward whatever the routing).
+TEST(MemoryEstimate, MixtureOfExpertsActivationsFollowTheRouting) {
+  auto moe = bench_small(0);
+  moe.model.n_experts = 8;
+  moe.model.experts_top_k = 1;
+  const auto top1 = train::estimate_rank_memory(moe, 1);
+  moe.model.experts_top_k = 4;
+  const auto top4 = train::estimate_rank_memory(moe, 1);
+  EXPECT_GT(top4.activations, top1.activations) << "four experts' hidden tensors per token, not one";
+  moe.model.n_experts = 512;
+  EXPECT_GT(train::estimate_rank_memory(moe, 1).activations, top4.activations) << "router probabilities per expert";
+  EXPECT_GT(top1.activations, train::estimate_rank_memory(bench_small(0), 1).activations)
+      << "the expert blocks' inputs and outputs beside the dense hidden tensors";
+}
+
+// What another command holds is checked the same way: a model for
+// generate (weights and their gradient buffers, no optimizer state).
+TEST(MemoryEstimate, AModelHeldForGenerationHasNoOptimizerState) {
+  auto cfg = bench_small(0);
+  const auto train_e = train::estimate_rank_memory(cfg, 1);
+  const auto gen = train::estimate_model_memory(cfg.model, 1, cfg.model.max_seq_len);
+  EXPECT_EQ(gen.optimizer, 0);
+  EXPECT_EQ(gen.params, train_e.params);
+  EXPECT_LT(gen.total(), train_e.total());
+  try {
+    train::check_memory_budget(gen, 1, AvailableMemory{gen.total() / 2, "test"}, "use a bigger machine");
+    FAIL() << "half the estimate was enough";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("use a bigger machine"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("optimizer"), std::string::npos) << "zero categories are not listed";
+  }
+}
+
 TEST(MemoryEstimate, RefusedWithTheFiguresWarnedWhenClose) {
   const auto e = train::estimate_rank_memory(bench_small(0), 2);
   const AvailableMemory plenty{e.total() * 10, "test"}, tight{e.total() * 2 + e.total() / 10, "test"},

@@ -1,7 +1,8 @@
 // What a resume refuses and what it claims (resume_checks.h): a config that
 // differs from the checkpoint's, a tensor missing from the manifest, a run
-// directory without `latest`; and what deliberate changes and weights-only
-// resumes report.
+// directory without `latest`; and what allowed changes, changes of
+// precision, reproducible mode or training text, and weights-only resumes
+// report.
 #include "meshtrain/train/resume_checks.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +12,9 @@
 #include <fstream>
 
 #include "meshtrain/checkpoint/fs_util.h"
+#include "meshtrain/checkpoint/sha256.h"
 #include "train_fixtures.h"
+#include "support/test_dir.h"
 
 using namespace meshtrain;
 namespace fs = std::filesystem;
@@ -24,9 +27,7 @@ namespace {
 class Resume : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("mt_resume_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    dir_ = meshtrain::testing::fresh_test_dir("mt_resume_");
     cfg_ = tiny_train_config();
     cfg_.model.n_layers = 4;
     cfg_.metrics.run_dir = dir_.string();
@@ -92,9 +93,41 @@ TEST_F(Resume, AnAllowedChangeIsSaidAndNotCalledBitwise) {
   c.optimizer.lr = 5e-3;
   c.checkpoint.allow_changes = {"optimizer.lr"};
   const std::string r = resume(c);
-  EXPECT_NE(r.find("deliberate changes (optimizer.lr 0.01 -> 0.005)"), std::string::npos) << r;
+  EXPECT_NE(r.find("changes (optimizer.lr 0.01 -> 0.005)"), std::string::npos) << r;
   EXPECT_NE(r.find("the continuation differs from the original run"), std::string::npos) << r;
   EXPECT_EQ(r.rfind("bitwise replay", 0), std::string::npos) << r;
+}
+
+// What a resume accepts but cannot replay: another precision policy,
+// reproducible mode switched, other training text. Each is named, and the
+// claim is never "bitwise replay".
+TEST_F(Resume, PrecisionAndReproducibleModeChangesAreNamed) {
+  auto c = cfg_;
+  c.training.precision = "bf16";
+  std::string r = resume(c);
+  EXPECT_NE(r.find("training.precision \"fp32\" -> \"bf16\""), std::string::npos) << r;
+  EXPECT_EQ(r.find("| bitwise replay"), std::string::npos) << r;
+  c = cfg_;
+  c.training.reproducible = true;
+  r = resume(c);
+  EXPECT_NE(r.find("training.reproducible false -> true"), std::string::npos) << r;
+  EXPECT_EQ(r.find("| bitwise replay"), std::string::npos) << r;
+}
+
+TEST(ResumeChanges, OtherTrainingTextIsNamedByItsDigest) {
+  auto cfg = tiny_train_config();
+  cfg.data.path = "runs/data";
+  const nlohmann::json meta = {{"data", {{"path", "runs/data"}, {"train_sha256", std::string(64, 'a')}}},
+                               {"precision", {{"policy", "fp32"}, {"grad_reduce_dtype", "fp32"}}},
+                               {"layout", {{"reproducible", false}}}};
+  EXPECT_TRUE(train::continuation_changes(meta, cfg, std::string(64, 'a')).empty());
+  const auto changes = train::continuation_changes(meta, cfg, std::string(64, 'b'));
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_NE(changes[0].find("training data: data.path = 'runs/data' holds other text (train.bin SHA-256 aaaaaaaaaaaa"),
+            std::string::npos)
+      << changes[0];
+  // A checkpoint that recorded no digest (older, or data in memory) is not compared on it.
+  EXPECT_TRUE(train::continuation_changes({{"data", {{"path", "x"}}}}, cfg, std::string(64, 'b')).empty());
 }
 
 TEST_F(Resume, AMissingMomentIsNamedUnlessWeightsOnlyIsAsked) {
@@ -103,7 +136,9 @@ TEST_F(Resume, AMissingMomentIsNamedUnlessWeightsOnlyIsAsked) {
   auto& tensors = m["tensors"];
   for (size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i]["name"] == "optimizer.exp_avg.lm_head.weight") tensors.erase(i);
+  // Written as if saved that way: its digest follows.
   std::ofstream(step / "manifest.json", std::ios::trunc) << m.dump();
+  std::ofstream(step / "manifest.json.sha256", std::ios::trunc) << checkpoint::manifest_digest_line(m.dump());
   std::string r = resume(cfg_);
   EXPECT_NE(r.find("lacks 'optimizer.exp_avg.lm_head.weight'"), std::string::npos) << r;
   auto c = cfg_;

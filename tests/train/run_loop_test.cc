@@ -19,8 +19,10 @@
 #include "meshtrain/core/fault_injection.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/prepare.h"
+#include "meshtrain/train/run_dir.h"
 #include "meshtrain/train/stop_signal.h"
 #include "train_fixtures.h"
+#include "support/test_dir.h"
 
 using namespace meshtrain;
 namespace fs = std::filesystem;
@@ -33,10 +35,7 @@ namespace {
 class RunLoop : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("mt_runloop_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = meshtrain::testing::fresh_test_dir("mt_runloop_");
     cfg_ = tiny_train_config();
     cfg_.metrics.run_dir = dir_.string();
     cfg_.metrics.jsonl = "metrics.jsonl";
@@ -236,6 +235,18 @@ TEST_F(RunLoop, AFailedJobRestartsInProcess) {
   EXPECT_THROW(train::train_main(c), fault::InjectedFault);
   ::testing::internal::GetCapturedStdout();
   fault::disarm();
+}
+
+// train_main on a run directory another run holds is refused before
+// anything is written there (run_dir.h).
+TEST_F(RunLoop, TrainingOnADirectoryInUseIsRefused) {
+  const auto c = on_disk_config();
+  const train::RunDirectoryLock other(c.metrics.run_dir);
+  ::testing::internal::CaptureStdout();
+  EXPECT_THROW(train::train_main(c), ConfigError);
+  ::testing::internal::GetCapturedStdout();
+  EXPECT_FALSE(fs::exists(fs::path(c.metrics.run_dir) / "metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(fs::path(c.metrics.run_dir) / "checkpoints"));
 }
 
 // More compute threads than the cores this process may use only slow every

@@ -1,11 +1,14 @@
 #include "meshtrain/app/bench.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/comm/bench/comm_bench.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/plan/machine_bench.h"
+#include "meshtrain/train/memory_estimate.h"
 
 namespace meshtrain::app {
 
@@ -30,6 +33,17 @@ void bench_comm(const BenchCommRequest& q) {
   for (const auto& op : q.ops) o.ops.push_back(cb::parse_op(op));
   MT_REQUIRE(ConfigError, o.min_bytes >= 4 && o.min_bytes <= o.max_bytes, "bench comm: --min-bytes ", q.min_bytes,
              " must be at least 4 bytes and at most --max-bytes ", q.max_bytes);
+  // Each rank holds a send and a receive buffer of the largest message, and
+  // the backend up to one more in flight; the threads backend's ranks share
+  // this process, mpirun's this machine.
+  train::MemoryEstimate per_rank;
+  per_rank.workspace = int64_t(std::min<size_t>(o.max_bytes, size_t(1) << 60)) * 3;
+  int here = o.ranks;
+  if (o.backend == comm::Backend::Mpi) {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    here = local ? std::max(1, std::atoi(local)) : 1;
+  }
+  train::check_available_memory(per_rank, here, stderr, "Lower --max-bytes, or run fewer ranks on this machine");
   cb::run(o, stdout);
 }
 

@@ -110,8 +110,8 @@ ExportSummary ckpt_export(const std::string& dir, const std::string& out, const 
   return {text};
 }
 
-std::string ckpt_import(const std::string& file, const std::string& out_root, bool force) {
-  const std::string dir = ck::import_safetensors(file, out_root, force);
+std::string ckpt_import(const std::string& file, const std::string& out_root, bool force, bool allow_nonfinite) {
+  const std::string dir = ck::import_safetensors(file, out_root, force, allow_nonfinite);
   return "imported " + file + " -> " + dir + " (parameters only; training starts fresh from these weights)";
 }
 

@@ -20,8 +20,10 @@ struct ExportSummary {
 ExportSummary ckpt_export(const std::string& dir, const std::string& out, const std::string& format = "safetensors",
                           const std::string& dtype = "f32", bool progress = true, bool force = false);
 // A parameters-only checkpoint from a safetensors file (config.json beside
-// it); a root that already holds checkpoints only with `force`.
-std::string ckpt_import(const std::string& file, const std::string& out_root, bool force = false);
+// it); a root that already holds checkpoints only with `force`, NaN or
+// infinite weights only with `allow_nonfinite`.
+std::string ckpt_import(const std::string& file, const std::string& out_root, bool force = false,
+                        bool allow_nonfinite = false);
 
 struct DiffResult {
   bool identical = false;

@@ -5,6 +5,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/data/corpus_reader.h"
 #include "meshtrain/data/dataset.h"
+#include "meshtrain/train/memory_estimate.h"
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::app {
@@ -54,6 +55,8 @@ EvalReport evaluate(const EvalRequest& q) {
              data::tokenizer_summary(src.tokenizer_description()).dump());
   MT_REQUIRE(DataError, held_out.num_documents() > 0, "eval: the ", split, " split of ", q.data, " is empty");
 
+  train::check_available_memory(train::estimate_rank_memory(cfg, 1), 1, stderr,
+                                "Evaluate with a smaller --batch or --seq-len, or on a machine with more memory");
   train::EvalResult r;
   comm::launch_threads(1, [&](comm::ParallelContext& ctx) {
     // The trainer needs a training split to exist; it never steps here.

@@ -2,12 +2,16 @@
 
 #include "meshtrain/app/model_source.h"
 #include "meshtrain/checkpoint/generate.h"
+#include "meshtrain/train/memory_estimate.h"
 
 namespace meshtrain::app {
 
 std::string generate(const GenerateRequest& q) {
   const ModelSource src = ModelSource::open(q.from);
   const auto tok = src.tokenizer();
+  // The model whole on one process, run over up to max_seq_len positions.
+  train::check_available_memory(train::estimate_model_memory(src.config(), 1, src.config().max_seq_len), 1, stderr,
+                                "generate holds the whole model in one process: use a machine with more memory");
   auto model = src.build_model();
   checkpoint::GenerateOptions o;
   o.max_new_tokens = q.tokens;

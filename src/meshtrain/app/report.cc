@@ -1,15 +1,18 @@
 #include "meshtrain/app/report.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/output_file.h"
 #include "meshtrain/report/html_report.h"
 
 namespace meshtrain::app {
 
-ReportSummary write_report(const std::vector<std::string>& run_dirs, const std::string& out) {
+ReportSummary write_report(const std::vector<std::string>& run_dirs, const std::string& out, bool force) {
   MT_REQUIRE(ConfigError, !run_dirs.empty(), "report needs at least one RUN_DIR");
+  std::vector<std::string> inputs;
+  for (const auto& dir : run_dirs) inputs.push_back((std::filesystem::path(dir) / "metrics.jsonl").string());
+  check_output_file(out, inputs, force, "--force");  // before any work
   std::vector<report::RunLog> runs;
   ReportSummary s;
   for (const auto& dir : run_dirs) {
@@ -21,16 +24,7 @@ ReportSummary write_report(const std::vector<std::string>& run_dirs, const std::
     for (size_t j = 0; j < runs.size(); ++j)
       if (i != j && runs[i].name == runs[j].name) runs[i].name = runs[i].dir;
   const std::string html = report::render_report(runs);
-  const std::filesystem::path path(out);
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  const std::string tmp = out + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << html;
-    f.close();
-    MT_REQUIRE(DataError, f.good(), "cannot write ", tmp);
-  }
-  std::filesystem::rename(tmp, out);
+  write_file_atomically(out, html);
   s.out = out;
   s.runs = int(runs.size());
   s.bytes = html.size();

@@ -11,6 +11,7 @@ struct TimelineRequest {
   std::string run_dir;
   int64_t step = -1;  // < 0: the latest recorded step
   std::string out;    // "": RUN_DIR/timeline-stepK.svg
+  bool force = false;  // replace an existing output file (core/output_file.h)
 };
 struct TimelineResult {
   std::string out;      // the SVG written

@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <climits>
+#include <filesystem>
+#include <cstdlib>
 
 #include "meshtrain/core/error.h"
 
 #include "meshtrain/train/data_setup.h"
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/run.h"
+#include "meshtrain/train/run_dir.h"
 #include "meshtrain/train/supervisor.h"
 
 namespace meshtrain::app {
@@ -28,6 +31,10 @@ int launch(const LaunchRequest& r) {
   std::vector<std::string> overrides = train_overrides(r.train);
   overrides.push_back("comm.backend=mpi");
   const train::TrainConfig cfg = train::load_config(r.train.config, overrides);  // fails before mpirun starts
+  train::check_run_directory(cfg);
+  // The job's rank 0 accepts the lock of the launcher that supervises it.
+  const train::RunDirectoryLock lock(cfg.metrics.run_dir);
+  ::setenv("MESHTRAIN_LOCK_HOLDER", std::to_string(::getpid()).c_str(), 1);
   train::LaunchJob job;
   job.max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
   job.mpirun = {r.mpirun, "-np", std::to_string(r.np)};
@@ -36,6 +43,7 @@ int launch(const LaunchRequest& r) {
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   MT_REQUIRE(ConfigError, n > 0, "cannot find this executable (/proc/self/exe)");
   job.command = {std::string(self, size_t(n)), "train", r.train.config};
+  job.stop_file = (std::filesystem::absolute(cfg.metrics.run_dir) / train::kRunStopFile).string();
   for (const auto& o : overrides) {
     job.command.push_back("--set");
     job.command.push_back(o);
@@ -45,7 +53,8 @@ int launch(const LaunchRequest& r) {
 
 VerifyResult verify(const VerifyRequest& r) {
   const train::TrainConfig cfg = train::load_config(r.config, r.overrides);
-  const auto layout = train::parse_layout(r.layout);  // every argument is checked before any data is prepared
+  const auto layout = train::parse_layout(r.layout);
+  train::equivalence_configs(cfg, layout, r.bitwise);  // every refusal of the layout before any data is prepared
   train::ensure_prepared(cfg.data);
   const auto data = data::TokenDataset::open(cfg.data.path, "train");
   const auto report = train::compare_with_single_rank(cfg, layout, r.steps, data, r.tolerance, r.bitwise);

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "meshtrain/checkpoint/fs_util.h"
+#include "meshtrain/checkpoint/sha256.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fault_injection.h"
 
@@ -126,7 +127,9 @@ Manifest merge_shards(const std::vector<std::string>& shards, int64_t step, cons
 
 void publish(const Manifest& m, const fs::path& root, const fs::path& tmp, const SaveOptions& options) {
   const fs::path final_dir = root / step_dir_name(m.step);
-  atomic_write_file(tmp, kManifestFile, m.to_json().dump(1) + "\n");
+  const std::string manifest = m.to_json().dump(1) + "\n";
+  atomic_write_file(tmp, kManifestFile, manifest);
+  atomic_write_file(tmp, kManifestDigestFile, manifest_digest_line(manifest));
   fsync_dir(tmp);
   fault::point("commit.manifest", 0);
   std::error_code ec;

@@ -1,5 +1,6 @@
 #include "meshtrain/checkpoint/export_import.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "meshtrain/checkpoint/dtype_convert.h"
@@ -135,8 +136,31 @@ ExportResult export_safetensors(const CheckpointReader& reader, const std::strin
   return export_model(reader, out_path, o);
 }
 
-std::string import_safetensors(const std::string& path, const std::string& out_root, bool overwrite) {
+namespace {
+
+// Weights that are NaN or infinite make every loss NaN: refused by name.
+void check_finite(const ParamValues& values, const std::string& path) {
+  int64_t bad = 0;
+  std::string first;
+  for (const auto& [name, v] : values)
+    for (float x : v)
+      if (!std::isfinite(x)) {
+        if (bad++ == 0) first = name;
+      }
+  MT_REQUIRE(CheckpointError, bad == 0, "import: ", path, " holds ", bad, " NaN or infinite weight(s) (first in '",
+             first, "'); a model with them computes NaN losses. Import it anyway with --allow-nonfinite");
+}
+
+}  // namespace
+
+std::string import_safetensors(const std::string& path, const std::string& out_root, bool overwrite,
+                               bool allow_nonfinite) {
   std::error_code ec;
+  // A committed step is never written into: out_root must be a root of its own.
+  MT_REQUIRE(CheckpointError, !fs::exists(fs::path(out_root) / kManifestFile, ec) &&
+                                  !inside_checkpoint(fs::absolute(out_root).parent_path().string()),
+             "import: --out ", out_root, " is or lies inside a checkpoint directory; import into a checkpoint root "
+             "of its own (e.g. runs/imported/checkpoints)");
   const bool has_checkpoints =
       fs::exists(fs::path(out_root) / kLatestFile, ec) || !list_complete_checkpoints(out_root).empty();
   MT_REQUIRE(CheckpointError, overwrite || !has_checkpoints, "import: ", out_root,
@@ -145,6 +169,7 @@ std::string import_safetensors(const std::string& path, const std::string& out_r
   const SafetensorsReader file = SafetensorsReader::open(path);
   const model::ModelConfig cfg = model_config_of(file);
   const ParamValues values = read_param_values(file, cfg);
+  if (!allow_nonfinite) check_finite(values, path);
   const model::ModelSpec spec = model::build_model_spec(cfg);
 
   SaveRequest req;

@@ -54,8 +54,11 @@ ExportResult export_safetensors(const CheckpointReader& reader, const std::strin
 // byte tokenizer. Returns the checkpoint directory written under out_root
 // (which also gets its `latest` pointer). Refuses an out_root that already
 // holds checkpoints (their `latest` would move to the imported step 0)
-// unless `overwrite`.
-std::string import_safetensors(const std::string& path, const std::string& out_root, bool overwrite = false);
+// unless `overwrite`, and always one that is or lies inside a step directory
+// or below another checkpoint root. NaN or infinite weights are refused
+// unless `allow_nonfinite`.
+std::string import_safetensors(const std::string& path, const std::string& out_root, bool overwrite = false,
+                               bool allow_nonfinite = false);
 
 // True when `dir` or one of its ancestors is a checkpoint step directory
 // (holds manifest.json) or a checkpoint root (holds `latest`).

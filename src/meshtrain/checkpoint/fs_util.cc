@@ -130,7 +130,9 @@ std::vector<std::pair<int64_t, fs::path>> list_complete_checkpoints(const fs::pa
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const auto step = parse_step_dir_name(e.path().filename().string());
-    if (step && e.is_directory(ec) && fs::exists(e.path() / "manifest.json", ec)) out.push_back({*step, e.path()});
+    // A link is never one of the root's own step directories (reader.h).
+    if (step && !e.is_symlink(ec) && e.is_directory(ec) && fs::exists(e.path() / "manifest.json", ec))
+      out.push_back({*step, e.path()});
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -39,7 +39,7 @@ std::string read_text_file(const fs::path& path, size_t max_bytes);
 // CheckpointError on any other failure.
 bool exchange_paths(const fs::path& a, const fs::path& b);
 
-// Complete checkpoints under root (step-* directories holding manifest.json),
+// Complete checkpoints under root (step-* directories, not links, holding manifest.json),
 // sorted by step.
 std::vector<std::pair<int64_t, fs::path>> list_complete_checkpoints(const fs::path& root);
 

@@ -21,6 +21,11 @@ namespace meshtrain::checkpoint {
 inline constexpr const char* kFormatName = "meshtrain-checkpoint";
 inline constexpr int kFormatVersion = 1;
 inline constexpr const char* kManifestFile = "manifest.json";
+// "HEX  manifest.json" (sha256sum's format), written beside the manifest
+// before the commit and checked before the manifest is parsed: an edited
+// manifest (a step count, a data position, swapped piece offsets) is
+// refused. Checkpoints written before it have none and load as they did.
+inline constexpr const char* kManifestDigestFile = "manifest.json.sha256";
 inline constexpr const char* kLatestFile = "latest";
 inline constexpr size_t kMaxManifestBytes = size_t(1) << 30;
 

@@ -55,6 +55,10 @@ std::filesystem::path CheckpointReader::resolve_latest(const std::filesystem::pa
   MT_REQUIRE(CheckpointError, parse_step_dir_name(name).has_value(), latest.string(), " holds ", name.size(),
              " bytes that are not a step-NNNNNNNN directory name (contents not shown)");
   const fs::path dir = root / name;
+  // A step directory is the root's own: never a link to elsewhere.
+  for (const fs::path& d : {dir, root / (".replaced-" + name)})
+    MT_REQUIRE(CheckpointError, !fs::is_symlink(d, ec), d.string(),
+               " is a symbolic link; a checkpoint root holds its step directories itself. Refusing to read it");
   if (fs::exists(dir / kManifestFile, ec)) return dir;
   // A crash while a step was saved again on a file system without atomic
   // exchange: the committed copy waits under this name for the next save.
@@ -64,6 +68,33 @@ std::filesystem::path CheckpointReader::resolve_latest(const std::filesystem::pa
            kManifestFile, ")");
 }
 
+namespace {
+
+void check_manifest_digest(const fs::path& dir, const std::string& manifest_text) {
+  const fs::path digest_path = dir / kManifestDigestFile;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(digest_path, ec))) return;  // written before manifest digests
+  const std::string recorded = read_text_file(digest_path, 4096);
+  MT_REQUIRE(CheckpointError, recorded == manifest_digest_line(manifest_text), "checkpoint ", dir.string(), ": ",
+             kManifestFile, " does not match its digest in ", kManifestDigestFile,
+             ": the manifest was changed after the checkpoint was committed (its step, data position, optimizer "
+             "clock or piece offsets cannot be trusted). Restore it, or resume from another checkpoint");
+}
+
+// step-NNNNNNNN (or its .replaced- copy) must hold step NNNNNNNN: a renamed
+// or copied directory would resume another step than its name says.
+void check_step_directory_name(const fs::path& dir, int64_t step) {
+  std::string name = dir.filename().string();
+  if (name.empty()) name = dir.parent_path().filename().string();  // "dir/"
+  if (name.rfind(".replaced-", 0) == 0) name = name.substr(std::string(".replaced-").size());
+  const auto named = parse_step_dir_name(name);
+  MT_REQUIRE(CheckpointError, !named || *named == step, "checkpoint ", dir.string(), ": the directory is named for step ",
+             *named, " but its manifest holds step ", step, "; a step directory must not be renamed or copied over "
+             "another step's name");
+}
+
+}  // namespace
+
 CheckpointReader CheckpointReader::open(const std::string& path, const OpenOptions& options) {
   fs::path dir(path);
   std::error_code ec;
@@ -72,7 +103,10 @@ CheckpointReader CheckpointReader::open(const std::string& path, const OpenOptio
   r.dir_ = dir;
   r.state_ = std::make_unique<State>();
   const fs::path manifest_path = dir / kManifestFile;
-  r.manifest_ = parse_manifest(read_text_file(manifest_path, kMaxManifestBytes), manifest_path.string());
+  const std::string manifest_text = read_text_file(manifest_path, kMaxManifestBytes);
+  check_manifest_digest(dir, manifest_text);  // first: nothing of an edited manifest is believed
+  r.manifest_ = parse_manifest(manifest_text, manifest_path.string());
+  check_step_directory_name(dir, r.manifest_.step);
   check_metadata_consistency(r.manifest_, dir.string());
 
   // Files: inside the directory (after resolving symlinks), regular, and

@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include "meshtrain/checkpoint/manifest.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::checkpoint {
@@ -41,6 +42,10 @@ bool is_sha256_hex(std::string_view s) {
   for (char c : s)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return true;
+}
+
+std::string manifest_digest_line(std::string_view manifest_text) {
+  return sha256_hex(manifest_text.data(), manifest_text.size()) + "  " + kManifestFile + "\n";
 }
 
 }  // namespace meshtrain::checkpoint

@@ -25,5 +25,7 @@ class Sha256 {
 std::string sha256_hex(const void* data, size_t n);
 // True for 64 lowercase hex digits.
 bool is_sha256_hex(std::string_view s);
+// The manifest's digest file (manifest.h): "HEX  manifest.json\n".
+std::string manifest_digest_line(std::string_view manifest_text);
 
 }  // namespace meshtrain::checkpoint

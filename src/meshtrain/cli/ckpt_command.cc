@@ -64,15 +64,16 @@ void setup(CLI::App& root, Action& action) {
                           "meshtrain ckpt import runs/demo/export/model.safetensors --out runs/imported/checkpoints");
   struct Import {
     std::string file, out;
-    bool force = false;
+    bool force = false, allow_nonfinite = false;
   };
   auto im = std::make_shared<Import>();
   imp->add_option("FILE", im->file, "model.safetensors")->required()->check(CLI::ExistingFile);
   imp->add_option("--out", im->out, "checkpoint root to write")->required();
   imp->add_flag("--force", im->force, "write into a root that already holds checkpoints (its 'latest' moves to step 0)");
+  imp->add_flag("--allow-nonfinite", im->allow_nonfinite, "import NaN or infinite weights (refused by default)");
   imp->callback([im, &action] {
     action = [im] {
-      std::puts(app::ckpt_import(im->file, im->out, im->force).c_str());
+      std::puts(app::ckpt_import(im->file, im->out, im->force, im->allow_nonfinite).c_str());
       return 0;
     };
   });

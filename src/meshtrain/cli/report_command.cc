@@ -1,4 +1,4 @@
-// meshtrain report RUN_DIR... [--out report.html]
+// meshtrain report RUN_DIR... [--out report.html] [--force]
 #include <cstdio>
 
 #include "meshtrain/app/report.h"
@@ -15,10 +15,12 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("RUN_DIR", *dirs, "metrics.run_dir of each run; several overlay their curves")
       ->required()
       ->check(CLI::ExistingDirectory);
-  cmd->add_option("--out", *out, "the HTML file to write");
-  cmd->callback([dirs, out, &action] {
-    action = [dirs, out] {
-      const app::ReportSummary s = app::write_report(*dirs, *out);
+  auto force = std::make_shared<bool>(false);
+  cmd->add_option("--out", *out, "the HTML file to write (never a run's metrics)");
+  cmd->add_flag("--force", *force, "replace the output file when it exists");
+  cmd->callback([dirs, out, force, &action] {
+    action = [dirs, out, force] {
+      const app::ReportSummary s = app::write_report(*dirs, *out, *force);
       std::printf("wrote %s: %d run(s), %lld steps, %zu bytes\n", s.out.c_str(), s.runs, (long long)s.steps,
                   s.bytes);
       return 0;

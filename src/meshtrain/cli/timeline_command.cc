@@ -1,4 +1,4 @@
-// meshtrain timeline RUN_DIR [--step K] [--out FILE.svg]
+// meshtrain timeline RUN_DIR [--step K] [--out FILE.svg] [--force]
 #include <cstdio>
 
 #include "meshtrain/app/timeline.h"
@@ -16,6 +16,7 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("RUN_DIR", q->run_dir, "metrics.run_dir of the run")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--step", q->step, "the recorded step to draw (default: the latest)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--out", q->out, "the SVG file to write (default: RUN_DIR/timeline-stepK.svg)");
+  cmd->add_flag("--force", q->force, "replace the output file when it exists");
   cmd->callback([q, &action] {
     action = [q] {
       const app::TimelineResult r = app::timeline(*q);

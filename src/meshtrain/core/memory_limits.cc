@@ -1,5 +1,6 @@
 #include "meshtrain/core/memory_limits.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -88,6 +89,9 @@ std::optional<AvailableMemory> available_memory() {
       out = AvailableMemory{left, "cgroup limit " + format_bytes(cg->limit) + " (" + cg->file + ") minus " +
                                       format_bytes(cg->usage) + " in use"};
   }
+  if (const char* cap = std::getenv("MESHTRAIN_MEMORY_LIMIT"))
+    if (const auto bytes = parse_bytes(cap); bytes && (!out || *bytes < out->bytes))
+      out = AvailableMemory{*bytes, std::string("MESHTRAIN_MEMORY_LIMIT=") + cap};
   return out;
 }
 

@@ -1,7 +1,9 @@
 // How much memory this process may still allocate: the tightest of the
-// cgroup limit minus the cgroup's usage (containers, job schedulers) and
-// the kernel's MemAvailable estimate. Read before a run allocates, so a run
-// that cannot fit is refused with figures instead of being OOM-killed.
+// cgroup limit minus the cgroup's usage (containers, job schedulers), the
+// kernel's MemAvailable estimate and MESHTRAIN_MEMORY_LIMIT (bytes, to keep
+// room for other work or rehearse a smaller machine). Read before a run
+// allocates, so a run that cannot fit is refused with figures instead of
+// being OOM-killed.
 #pragma once
 
 #include <cstdint>

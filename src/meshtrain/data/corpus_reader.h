@@ -27,10 +27,14 @@ struct SourceFile {
 // companions NAME.dat / NAME.u8 of a NAME in the same directory. With
 // format Auto each file is detected: ".jsonl" extension -> jsonl; content
 // starting with "%\n" or containing "\n%\n" -> fortune; else text.
-// DataError for a missing or unreadable path.
+// DataError for a missing or unreadable path, an input that is not a
+// regular file or directory (/dev/zero, a pipe), and a directory reached
+// again through a symbolic link (a loop), naming the link.
 std::vector<SourceFile> expand_inputs(const std::vector<std::string>& inputs, InputFormat format);
 
 InputFormat detect_format(const std::string& path, std::string_view content);
+// The same rule over a file, read block by block (never held whole).
+InputFormat detect_file_format(const std::string& path);
 
 // Calls fn for each document of the file in order and returns their count.
 // Documents that are empty or whitespace-only are skipped. A malformed JSONL

@@ -41,6 +41,13 @@ void verify_shard_digest(const ShardReader& s, const nlohmann::json& rec) {
 
 }  // namespace
 
+std::string TokenDataset::content_digest() const {
+  const auto splits = meta_.find("splits");
+  if (splits == meta_.end() || !splits->is_object() || !splits->contains(split_)) return "";
+  const nlohmann::json& rec = (*splits)[split_];
+  return rec.is_object() && rec.contains("sha256") && rec["sha256"].is_string() ? rec["sha256"].get<std::string>() : "";
+}
+
 void TokenSpan::copy_to(int64_t begin, int64_t n, int32_t* out) const {
   MT_CHECK(begin >= 0 && n >= 0 && begin + n <= size_, "copy_to [", begin, ", +", n, ") of ", size_);
   if (dtype_ == TokenDType::U16) {

@@ -59,6 +59,9 @@ class TokenDataset {
   const std::string& split() const { return split_; }
   const std::string& source() const { return source_; }  // shard path or "<memory>"
   const nlohmann::json& meta() const { return meta_; }
+  // The split's SHA-256 that meta.json records (checked against the shard
+  // when opened): the dataset's identity, whatever its path. "" in memory.
+  std::string content_digest() const;
 
  private:
   TokenDataset() = default;

@@ -130,7 +130,10 @@ PrepareResult prepare_dataset(const PrepareOptions& opts, const Tokenizer& token
   for (size_t s = 0; s < sources.size(); ++s) {
     int64_t in_file = 0;
     const int64_t got = for_each_document(sources[s], [&](std::string_view text) {
-      (is_val[size_t(index)] ? val : train).add_document(tokenizer.encode_document(text));
+      ShardWriter& shard = is_val[size_t(index)] ? val : train;
+      shard.begin_document();
+      tokenizer.encode_document_to(text, [&](std::span<const int32_t> ids) { shard.add_tokens(ids); });
+      shard.end_document();
       ++index;
       in_file += int64_t(text.size());
       report("tokenizing", files_done + in_file);

@@ -25,6 +25,15 @@ const std::set<std::string>& dataset_files() {
   return names;
 }
 
+// A file a prepare writes: a dataset file, or a shard's temporary file
+// (shard_format.h: NAME.tmp.XXXXXX) that a killed prepare leaves.
+bool is_dataset_file(const std::string& name) {
+  if (dataset_files().count(name)) return true;
+  const size_t tmp = name.find(".tmp.");
+  return tmp != std::string::npos && dataset_files().count(name.substr(0, tmp)) &&
+         name.size() == tmp + std::string(".tmp.XXXXXX").size();
+}
+
 bool is_within(const fs::path& inner, const fs::path& outer) {
   const std::string a = inner.string(), b = outer.string();
   return a == b || (a.size() > b.size() && a.compare(0, b.size(), b) == 0 && a[b.size()] == '/');
@@ -78,7 +87,7 @@ int remove_stale_prepare_temps(const std::string& out) {
     if (end == rest.c_str() || *end != '.' || std::strlen(end) != 7 || pid <= 0 || process_alive(pid_t(pid))) continue;
     bool only_dataset_files = true;
     for (const auto& f : fs::directory_iterator(e.path(), ec))
-      only_dataset_files = only_dataset_files && dataset_files().count(f.path().filename().string() ) > 0;
+      only_dataset_files = only_dataset_files && is_dataset_file(f.path().filename().string());
     if (!only_dataset_files) continue;  // not ours to delete
     fs::remove_all(e.path(), ec);
     removed += ec ? 0 : 1;

@@ -92,17 +92,41 @@ void ShardWriter::write_bytes(const void* p, size_t n) {
 }
 
 void ShardWriter::add_document(const std::vector<int32_t>& tokens) {
+  begin_document();
+  add_tokens(tokens);
+  end_document();
+}
+
+void ShardWriter::begin_document() {
   MT_REQUIRE(DataError, !finished_, "shard ", path_, ": add_document after finish");
+  MT_CHECK(!in_document_, "shard ", path_, ": a document is already open");
+  in_document_ = true;
+  open_tokens_ = 0;
+}
+
+void ShardWriter::add_tokens(std::span<const int32_t> tokens) {
+  MT_CHECK(in_document_, "shard ", path_, ": add_tokens outside a document");
   for (size_t i = 0; i < tokens.size(); ++i)
     MT_REQUIRE(DataError, tokens[i] >= 0 && tokens[i] < vocab_, "shard ", path_, ": document ",
-               num_documents(), " token ", i, " has id ", tokens[i], " outside vocab [0, ", vocab_, ")");
+               num_documents(), " token ", open_tokens_ + i, " has id ", tokens[i], " outside vocab [0, ", vocab_, ")");
   if (dtype_ == TokenDType::U16) {
-    u16_buf_.assign(tokens.begin(), tokens.end());
-    write_bytes(u16_buf_.data(), u16_buf_.size() * 2);
+    // In blocks: the 16-bit copy never grows with the document.
+    constexpr size_t kBlock = size_t(1) << 16;
+    for (size_t at = 0; at < tokens.size(); at += kBlock) {
+      const auto part = tokens.subspan(at, std::min(kBlock, tokens.size() - at));
+      u16_buf_.assign(part.begin(), part.end());
+      write_bytes(u16_buf_.data(), u16_buf_.size() * 2);
+    }
   } else {
     write_bytes(tokens.data(), tokens.size() * 4);
   }
-  offsets_.push_back(offsets_.back() + tokens.size());
+  open_tokens_ += tokens.size();
+}
+
+void ShardWriter::end_document() {
+  MT_CHECK(in_document_, "shard ", path_, ": end_document without begin_document");
+  in_document_ = false;
+  offsets_.push_back(offsets_.back() + open_tokens_);
 }
 
 void ShardWriter::finish() {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,11 @@ class ShardWriter {
 
   // Appends one document; DataError if an id is outside [0, vocab).
   void add_document(const std::vector<int32_t>& tokens);
+  // The same in pieces: begin_document, add_tokens any number of times,
+  // end_document (a long document need not be held whole).
+  void begin_document();
+  void add_tokens(std::span<const int32_t> tokens);
+  void end_document();
   void finish();
 
   int64_t num_documents() const { return int64_t(offsets_.size()) - 1; }
@@ -63,6 +69,8 @@ class ShardWriter {
   TokenDType dtype_;
   std::vector<uint64_t> offsets_{0};
   std::vector<uint16_t> u16_buf_;
+  uint64_t open_tokens_ = 0;  // of the document begun
+  bool in_document_ = false;
   bool finished_ = false;
 };
 

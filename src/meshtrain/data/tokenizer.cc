@@ -1,5 +1,7 @@
 #include "meshtrain/data/tokenizer.h"
 
+#include <algorithm>
+
 #include "meshtrain/core/error.h"
 #include "meshtrain/data/digest.h"
 #include "meshtrain/data/sentencepiece_tokenizer.h"
@@ -14,6 +16,28 @@ std::vector<int32_t> Tokenizer::encode_document(std::string_view text) const {
   out.insert(out.end(), body.begin(), body.end());
   out.push_back(eos_id());
   return out;
+}
+
+void Tokenizer::encode_document_to(std::string_view text, const IdSink& sink) const {
+  const int32_t bos = bos_id(), eos = eos_id();
+  sink({&bos, 1});
+  sink(encode(text));
+  sink({&eos, 1});
+}
+
+void ByteTokenizer::encode_document_to(std::string_view text, const IdSink& sink) const {
+  std::vector<int32_t> block;
+  block.reserve(std::min<size_t>(text.size() + 2, size_t(1) << 16));
+  block.push_back(kBos);
+  for (size_t i = 0; i < text.size(); ++i) {
+    block.push_back(int32_t(static_cast<unsigned char>(text[i])));
+    if (block.size() == block.capacity()) {
+      sink(block);
+      block.clear();
+    }
+  }
+  block.push_back(kEos);
+  sink(block);
 }
 
 std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -36,6 +37,11 @@ class Tokenizer {
 
   // BOS + encode(text) + EOS: how every document is stored.
   std::vector<int32_t> encode_document(std::string_view text) const;
+  // The same ids, handed to `sink` in one or more spans in order, so a long
+  // document is never held as ids whole where the tokenizer can cut it
+  // (the byte tokenizer streams it in blocks; others encode it at once).
+  using IdSink = std::function<void(std::span<const int32_t>)>;
+  virtual void encode_document_to(std::string_view text, const IdSink& sink) const;
 };
 
 // 256 byte values, then BOS=256, EOS=257, PAD=258 (vocab 259).
@@ -47,6 +53,7 @@ class ByteTokenizer final : public Tokenizer {
   static constexpr int64_t kVocab = 259;
 
   std::vector<int32_t> encode(std::string_view text) const override;
+  void encode_document_to(std::string_view text, const IdSink& sink) const override;
   std::string decode(std::span<const int32_t> ids) const override;
   int64_t vocab_size() const override { return kVocab; }
   int32_t bos_id() const override { return kBos; }

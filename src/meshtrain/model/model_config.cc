@@ -1,5 +1,6 @@
 #include "meshtrain/model/model_config.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "meshtrain/core/error.h"
@@ -57,18 +58,33 @@ void ModelConfig::finalize_moe() {
     MT_REQUIRE(ConfigError, !moe_force_balance, "model.moe_force_balance is set but model.n_experts = 0");
     return;
   }
+  // Every expert is a feed-forward with parameters of its own (and entries
+  // in the model spec): bounded before anything is sized from the count.
+  MT_REQUIRE(ConfigError, n_experts <= kMaxExperts, "model.n_experts = ", n_experts, ": at most ", kMaxExperts,
+             " experts per block are supported");
   MT_REQUIRE(ConfigError, experts_top_k >= 1 && experts_top_k <= n_experts, "model.experts_top_k = ", experts_top_k,
              ": expected 1 <= top_k <= model.n_experts = ", n_experts);
-  MT_REQUIRE(ConfigError, moe_capacity_factor >= 0, "model.moe_capacity_factor = ", moe_capacity_factor,
-             ": expected >= 0 (0: dropless)");
-  MT_REQUIRE(ConfigError, moe_aux_loss_coeff >= 0, "model.moe_aux_loss_coeff = ", moe_aux_loss_coeff,
-             ": expected >= 0");
+  // f >= n_experts / top_k keeps every token of a row (C >= seq): larger
+  // values mean nothing more, and a capacity beyond 64 bits means nothing.
+  MT_REQUIRE(ConfigError, std::isfinite(moe_capacity_factor) && moe_capacity_factor >= 0 &&
+                              moe_capacity_factor <= double(n_experts),
+             "model.moe_capacity_factor = ", moe_capacity_factor,
+             ": expected a finite value in [0, model.n_experts = ", n_experts,
+             "] (0: dropless; from n_experts / experts_top_k up no token is ever dropped)");
+  MT_REQUIRE(ConfigError, std::isfinite(moe_aux_loss_coeff) && moe_aux_loss_coeff >= 0 &&
+                              moe_aux_loss_coeff <= kMaxAuxLossCoeff,
+             "model.moe_aux_loss_coeff = ", moe_aux_loss_coeff, ": expected a finite value in [0, ", kMaxAuxLossCoeff,
+             "] (typical: 0.001 to 0.1)");
   for (size_t i = 0; i < moe_layers.size(); ++i) {
     MT_REQUIRE(ConfigError, moe_layers[i] >= 0 && moe_layers[i] < n_layers, "model.moe_layers[", i,
                "] = ", moe_layers[i], ": outside the blocks [0, model.n_layers = ", n_layers, ")");
     MT_REQUIRE(ConfigError, i == 0 || moe_layers[i] > moe_layers[i - 1], "model.moe_layers must be ascending",
                " without repeats (", moe_layers[i - 1], " then ", moe_layers[i], ")");
   }
+  const int64_t moe_blocks = moe_layers.empty() ? n_layers : int64_t(moe_layers.size());
+  MT_REQUIRE(ConfigError, moe_blocks <= kMaxModelExperts / n_experts, "model.n_experts x MoE blocks = ", n_experts,
+             " x ", moe_blocks, ": at most ", kMaxModelExperts,
+             " expert feed-forwards per model are supported (fewer experts, or fewer blocks in model.moe_layers)");
 }
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {

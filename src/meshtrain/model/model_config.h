@@ -47,6 +47,9 @@ struct ModelConfig {
   // (kernels/moe_routing.h balanced_routing): for benchmarks and for checking
   // `meshtrain plan` against a run, never for training a model.
   bool moe_force_balance = false;
+  static constexpr int64_t kMaxExperts = 4096;         // per MoE block
+  static constexpr int64_t kMaxModelExperts = 65536;   // n_experts x MoE blocks
+  static constexpr double kMaxAuxLossCoeff = 100.0;
 
   bool is_moe_layer(int64_t layer) const;
 

@@ -45,6 +45,7 @@ std::vector<MeshCandidate> search_meshes(const StepInputs& base, int devices, co
           for (int stage = 0; stage <= (dp * cp > 1 ? 3 : 0); ++stage) {
             MeshCandidate c;
             c.inputs = base;
+            c.global_rows = rows;
             c.inputs.mesh = comm::MeshShape{pp, dp, cp, tp, ep};
             c.inputs.layout.zero_stage = stage;
             c.inputs.parallel.zero_stage = stage;
@@ -75,8 +76,8 @@ std::vector<MeshCandidate> search_meshes(const StepInputs& base, int devices, co
 
 std::string render_search(const std::vector<MeshCandidate>& candidates, int devices, const HardwareProfile* hw) {
   std::ostringstream os;
-  os << "meshes of " << devices << " devices (D = pp x dp x cp x tp; ep carved out of dp x cp), global batch fixed at "
-     << (candidates.empty() ? 0 : candidates.front().inputs.global_rows()) << " rows";
+  const int64_t rows = candidates.empty() ? 0 : candidates.front().global_rows;
+  os << "meshes of " << devices << " devices (D = pp x dp x cp x tp; ep carved out of dp x cp), global batch fixed at " << rows << " rows";
   if (hw) os << ", ranked by predicted step time on " << hw->name << " among those fitting " << gib(hw->memory_bytes);
   else os << ", ranked by peak memory (give --hardware FILE for step times)";
   os << "\n";
@@ -110,6 +111,10 @@ std::string render_search(const std::vector<MeshCandidate>& candidates, int devi
                   hw ? (p.fits() ? "yes" : "NO") : "-", step, tps, mfu, describe_groups(m).c_str());
     os << line;
   }
+  if (n == 0)
+    os << "no mesh of " << devices << " devices can run this model with a global batch of " << rows
+       << " rows (reasons above): choose another --devices, or a global batch (training.micro_batch x grad_accum) "
+          "that splits over the data-parallel replicas\n";
   return os.str();
 }
 

@@ -19,6 +19,7 @@ namespace meshtrain::plan {
 
 struct MeshCandidate {
   StepInputs inputs;
+  int64_t global_rows = 0;  // the config's window, which every mesh is evaluated at
   std::optional<Prediction> prediction;
   std::string rejected;  // why the mesh cannot run this model and batch
 };

@@ -15,6 +15,10 @@ void StepInputs::validate() const {
   MT_REQUIRE(ConfigError, layout.zero_stage >= 0 && layout.zero_stage <= 3, "zero stage ", layout.zero_stage,
              ": expected 0, 1, 2 or 3");
   mesh.validate(mesh.world_size());
+  // Before any schedule of pp stages is built and validated (quadratic in pp).
+  const int64_t chunks = int64_t(mesh.pp) * std::max(1, layout.virtual_stages);
+  MT_REQUIRE(ConfigError, chunks <= model.n_layers, "pipeline of pp = ", mesh.pp, " x v = ", layout.virtual_stages,
+             " = ", chunks, " chunks but model.n_layers = ", model.n_layers, ": every chunk needs at least one block");
 }
 
 WindowSplit split_window(int64_t rows, int replicas, int64_t micro_batch) {

@@ -7,11 +7,14 @@ namespace meshtrain::train {
 void check_context_parallel_config(const TrainConfig& cfg) {
   const int cp = cfg.parallel.cp;
   if (cp == 1) return;
-  const int64_t chunks = 2 * int64_t(cp), T = cfg.data.seq_len;
+  const int64_t chunks = 2 * int64_t(cp), T = cfg.data.seq_len, max = cfg.model.max_seq_len;
+  MT_REQUIRE(ConfigError, chunks <= max, "parallel.cp = ", cp, " cuts every row into 2 x ", cp, " = ", chunks,
+             " chunks, more than the model's model.max_seq_len = ", max, " positions: use parallel.cp <= ", max / 2);
+  // A suggestion the model can take: the next multiple up to max_seq_len, else the one below.
+  const int64_t up = (T + chunks - 1) / chunks * chunks, suggested = up <= max ? up : T / chunks * chunks;
   MT_REQUIRE(ConfigError, T % chunks == 0, "parallel.cp = ", cp, " cuts every row into 2 x ", cp, " = ", chunks,
              " chunks (rank r holds chunks r and ", chunks - 1, " - r), but data.seq_len = ", T, " does not split (",
-             T, " % ", chunks, " = ", T % chunks, "); use a multiple of ", chunks, " such as ",
-             (T + chunks - 1) / chunks * chunks);
+             T, " % ", chunks, " = ", T % chunks, "); use a multiple of ", chunks, " such as ", suggested);
   const int64_t m = sequence_multiple(cfg);
   MT_REQUIRE(ConfigError, T % m == 0, "parallel.cp = ", cp, " with parallel.sequence_parallel over parallel.tp = ",
              cfg.parallel.tp, " needs data.seq_len to be a multiple of 2 x cp x tp = ", m, " (", T, " % ", m, " = ",

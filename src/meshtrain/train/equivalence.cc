@@ -11,6 +11,7 @@
 #include "meshtrain/core/threading.h"
 #include "meshtrain/parallel/global_values.h"
 #include "meshtrain/parallel/schedule_gen.h"
+#include "meshtrain/train/option_effects.h"
 #include "meshtrain/train/run.h"
 #include "meshtrain/train/trainer.h"
 
@@ -177,6 +178,9 @@ Layout parse_layout(const std::string& text) {
   // zb-v runs two chunks per rank: v=2 is implied when not given.
   if (l.schedule == "zb-v" && text.find("v=") == std::string::npos) l.v = 2;
   parallel::check_schedule(l.schedule, l.pp, 1, l.v);
+  parallel::ParallelConfig stated;
+  l.apply(stated);
+  check_parallel_options_take_effect(stated);
   return l;
 }
 
@@ -212,8 +216,7 @@ std::string EquivalenceReport::str() const {
   return os.str();
 }
 
-EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout& layout, int steps,
-                                           const data::TokenDataset& train_data, double tolerance, bool bitwise) {
+EquivalenceConfigs equivalence_configs(const TrainConfig& cfg, const Layout& layout, bool bitwise) {
   TrainConfig par = cfg;
   if (bitwise) {
     MT_REQUIRE(ConfigError, layout.tp == 1, "layout ", layout.str(),
@@ -225,7 +228,6 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
                "micro-batch's own sums (weight gradients over its tokens, the loss, the attention's softmax folded "
                "in ring order), so verify it with a tolerance (docs/context-parallel.md)");
     par.training.reproducible = true;
-    tolerance = 0;
   }
   par = with_layout(par, layout);
   par.comm.backend = "threads";
@@ -234,7 +236,15 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
   ref.parallel = parallel::ParallelConfig{};
   ref.training.grad_accum = cfg.training.grad_accum * layout.dp;  // same global window
   ref.comm.backend = "threads";
+  ref.validate();
+  mesh_for(par, par.parallel.dp * par.parallel.cp * par.parallel.tp * par.parallel.pp);  // the mesh record() builds
+  return {par, ref};
+}
 
+EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout& layout, int steps,
+                                           const data::TokenDataset& train_data, double tolerance, bool bitwise) {
+  const auto [par, ref] = equivalence_configs(cfg, layout, bitwise);
+  if (bitwise) tolerance = 0;
   const Trace a = record(ref, steps, train_data), b = record(par, steps, train_data);
   EquivalenceReport r;
   r.layout = layout.str();

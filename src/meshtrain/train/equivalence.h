@@ -66,6 +66,16 @@ struct EquivalenceReport {
   std::string str() const;  // one line per step, then PASS/FAIL
 };
 
+// The layout's config and the single-rank reference's (G' = R x G), both
+// validated with the layout's mesh: every refusal of the layout (heads over
+// tp, more stages than blocks, cp not dividing the rows, reproducible mode's
+// power-of-two window, --bitwise with tp or cp) is a ConfigError here,
+// before any data is prepared or read.
+struct EquivalenceConfigs {
+  TrainConfig layout, reference;
+};
+EquivalenceConfigs equivalence_configs(const TrainConfig& cfg, const Layout& layout, bool bitwise);
+
 // The layout keeps cfg's micro-batch B and accumulation G (global window
 // R * G * B rows); the reference runs one rank with G' = R * G. bitwise:
 // both run training.reproducible and any difference fails.

@@ -1,6 +1,7 @@
 #include "meshtrain/train/memory_estimate.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/memory_tracker.h"
@@ -23,9 +24,11 @@ int64_t add(int64_t a, int64_t b) { return std::min(kCap, a + b); }
 }  // namespace
 
 std::string MemoryEstimate::str() const {
-  return "params " + format_bytes(params) + ", grads " + format_bytes(grads) + ", optimizer " +
-         format_bytes(optimizer) + ", activations " + format_bytes(activations) + ", workspace " +
-         format_bytes(workspace) + " = " + format_bytes(total());
+  std::string out;
+  for (const auto& [name, bytes] : {std::pair<const char*, int64_t>{"params", params}, {"grads", grads},
+                                    {"optimizer", optimizer}, {"activations", activations}, {"workspace", workspace}})
+    if (bytes > 0) out += (out.empty() ? "" : ", ") + std::string(name) + " " + format_bytes(bytes);
+  return out + " = " + format_bytes(total());
 }
 
 MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
@@ -66,11 +69,23 @@ MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
   // its 1/pp of the layers under 1F1B: about the unsplit model's.
   const int64_t d = m.d_model, q = mul(m.n_heads, m.head_dim) / tp, kv = std::max<int64_t>(m.head_dim, mul(m.n_kv_heads, m.head_dim) / tp);
   const int64_t mlp = mul(m.ffn_hidden, m.mlp == model::MlpKind::SwiGLU ? 3 : 2) / tp;
-  const int64_t per_layer = add(add(mul(4, d), add(mul(3, q), mul(3, kv))), add(mul(2, m.n_heads) / tp, mlp));
+  const int64_t attention = add(add(mul(4, d), add(mul(3, q), mul(3, kv))), mul(2, m.n_heads) / tp);
+  const int64_t per_layer = add(attention, mlp);
+  // A MoE block (docs/moe.md) runs top_k experts per token in blocks padded
+  // by up to 25%, each saving an expert's hidden tensors and its input and
+  // output rows, plus the shared expert and the router's logits and
+  // probabilities (f32 and double: 3 words per expert).
+  const int64_t moe_blocks = m.n_experts == 0 ? 0 : m.moe_layers.empty() ? m.n_layers : int64_t(m.moe_layers.size());
+  const int64_t expert_slot = add(mlp, mul(2, d));
+  const int64_t per_moe_layer =
+      add(add(attention, mul(3, m.n_experts)),
+          add(add(mul(m.experts_top_k, expert_slot), mul(m.experts_top_k, expert_slot) / 4), m.moe_shared_expert ? mlp : 0));
+  const int64_t largest_layer = moe_blocks > 0 ? std::max(per_layer, per_moe_layer) : per_layer;
   const int64_t tokens = mul(cfg.training.micro_batch, cfg.data.seq_len) / cp;
-  const int64_t saved = cfg.training.recompute ? add(mul(m.n_layers, d), per_layer) : mul(m.n_layers, per_layer);
+  const int64_t all_layers = add(mul(m.n_layers - moe_blocks, per_layer), mul(moe_blocks, per_moe_layer));
+  const int64_t saved = cfg.training.recompute ? add(mul(m.n_layers, d), largest_layer) : all_layers;
   // + the logits and their gradient, and one layer's activation gradients in backward.
-  e.activations = mul(mul(tokens, add(add(saved, mul(2, m.vocab_size) / tp), per_layer)), f32);
+  e.activations = mul(mul(tokens, add(add(saved, mul(2, m.vocab_size) / tp), largest_layer)), f32);
 
   int64_t work = mul(mul(m.max_seq_len, m.head_dim), f32);                   // RoPE cos/sin table
   if (stage >= 3) work = add(work, mul(mul(2, largest_unit), f32));          // gathered + prefetched unit
@@ -80,14 +95,30 @@ MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
   return e;
 }
 
-std::string check_memory_budget(const MemoryEstimate& per_rank, int ranks, const AvailableMemory& available) {
+MemoryEstimate estimate_model_memory(const model::ModelConfig& model, int64_t rows, int64_t seq_len) {
+  TrainConfig cfg;
+  cfg.model = model;
+  cfg.training.micro_batch = rows;
+  cfg.data.seq_len = seq_len;
+  MemoryEstimate e = estimate_rank_memory(cfg, 1);
+  e.optimizer = 0;  // no optimizer state
+  return e;
+}
+
+void check_available_memory(const MemoryEstimate& per_rank, int ranks, std::FILE* console, const std::string& remedy) {
+  const auto available = available_memory();
+  if (!available) return;  // nothing to compare with (not Linux)
+  const std::string warning = check_memory_budget(per_rank, ranks, *available, remedy);
+  if (console && !warning.empty()) std::fprintf(console, "%s\n", warning.c_str());
+}
+
+std::string check_memory_budget(const MemoryEstimate& per_rank, int ranks, const AvailableMemory& available,
+                                const std::string& remedy) {
   const int64_t need = mul(per_rank.total(), std::max(1, ranks));
   const std::string what = "estimated memory per rank: " + per_rank.str() +
                            (ranks > 1 ? "; x " + std::to_string(ranks) + " ranks here = " + format_bytes(need) : "");
   MT_REQUIRE(ConfigError, need <= available.bytes, "the run does not fit: ", what, ", but only ",
-             format_bytes(available.bytes), " is available (", available.source,
-             "). Use a smaller model or micro-batch, a higher parallel.zero_stage, training.recompute = true, more "
-             "ranks on other machines, or training.check_memory = false to start anyway");
+             format_bytes(available.bytes), " is available (", available.source, "). ", remedy);
   if (need * 5 > available.bytes * 4)
     return "warning: " + what + " uses " + std::to_string(int(100.0 * double(need) / double(available.bytes))) +
            "% of the " + format_bytes(available.bytes) + " available (" + available.source + ")";

@@ -3,14 +3,17 @@
 // fit in what is available. Persistent state follows SPEC (29.7)-(29.10)
 // from the model spec and the ZeRO stage; activations follow the saved
 // tensors of one micro-batch (all layers, or one layer plus the block
-// inputs under recomputation, (29.5) with k = 1). A planner will replace
-// the estimate with the exact plan; the interface is this one function.
+// inputs under recomputation, (29.5) with k = 1; a MoE block's top_k
+// experts per token and its router's per-expert probabilities, docs/moe.md).
+// A planner will replace the estimate with the exact plan.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "meshtrain/core/memory_limits.h"
+#include "meshtrain/model/model_config.h"
 
 namespace meshtrain::train {
 
@@ -30,8 +33,28 @@ struct MemoryEstimate {
 // Overflow-checked: an estimate beyond 2^62 bytes is reported as 2^62.
 MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp);
 
-// ConfigError with the figures when `ranks` x `per_rank` exceeds
-// `available`; a warning line when it uses more than 80% of it; "" else.
-std::string check_memory_budget(const MemoryEstimate& per_rank, int ranks, const AvailableMemory& available);
+// What a training run can change when it does not fit (the default remedy).
+inline constexpr const char* kTrainingMemoryRemedy =
+    "Use a smaller model or micro-batch, a higher parallel.zero_stage, training.recompute = true, more ranks on "
+    "other machines, or training.check_memory = false to start anyway";
+
+// ConfigError with the figures and `remedy` when `ranks` x `per_rank`
+// exceeds `available`; a warning line when it uses more than 80% of it;
+// "" else.
+std::string check_memory_budget(const MemoryEstimate& per_rank, int ranks, const AvailableMemory& available,
+                                const std::string& remedy = kTrainingMemoryRemedy);
+
+// check_memory_budget against what this machine has left now (nothing to
+// compare with off Linux); the warning goes to `console` when not null.
+// Every command that allocates by the size of a model or a message checks
+// this first: train, eval, generate, bench comm.
+void check_available_memory(const MemoryEstimate& per_rank, int ranks, std::FILE* console,
+                            const std::string& remedy = kTrainingMemoryRemedy);
+
+// A model held for inference (generate): its weights and the gradient
+// buffers the parameter store keeps beside them, and the activations of a
+// forward and backward of `rows` x `seq_len` tokens (an upper bound of a
+// forward's).
+MemoryEstimate estimate_model_memory(const model::ModelConfig& model, int64_t rows, int64_t seq_len);
 
 }  // namespace meshtrain::train

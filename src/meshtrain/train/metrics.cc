@@ -7,6 +7,8 @@
 #include <filesystem>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/output_file.h"
+#include "meshtrain/train/run_dir.h"
 
 namespace meshtrain::train {
 
@@ -91,6 +93,7 @@ std::string StepMetrics::console_line(int64_t total_steps) const {
 
 MetricsWriter::MetricsWriter(const std::string& jsonl_path) : path_(jsonl_path) {
   if (jsonl_path.empty()) return;
+  check_metrics_file(jsonl_path);  // never append to a file that is not a run's metrics
   const auto parent = std::filesystem::path(jsonl_path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   out_.open(jsonl_path, std::ios::app);
@@ -112,31 +115,29 @@ void MetricsWriter::write(const nlohmann::json& record) {
 int64_t truncate_metrics_after(const std::string& jsonl_path, int64_t step) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (jsonl_path.empty() || !fs::is_regular_file(jsonl_path, ec)) return 0;  // absent, or a device
+  if (jsonl_path.empty()) return 0;
+  check_metrics_file(jsonl_path);  // never rewrite a file that is not a run's metrics
+  if (!fs::is_regular_file(fs::symlink_status(jsonl_path, ec))) return 0;  // absent, or a device
   std::ifstream in(jsonl_path);
   std::string line, kept;
   int64_t dropped = 0;
+  bool changed = false;
   while (std::getline(in, line)) {
+    changed = changed || in.eof();
     if (in.eof()) break;  // no newline: a record torn by a crash
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) continue;
     const bool later = j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
                        j["step"].get<int64_t>() > step && j.value("event", std::string()) != "restart";
-    if (later) {
-      dropped = std::max(dropped, j["step"].get<int64_t>());
+    if (later) dropped = std::max(dropped, j["step"].get<int64_t>());
+    if (j.is_discarded() || later) {
+      changed = true;
       continue;
     }
     kept += line + "\n";
   }
   in.close();
-  const fs::path tmp = jsonl_path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept;
-    out.flush();
-    MT_REQUIRE(TrainingError, out.good(), "cannot rewrite metrics file ", tmp.string(), " while resuming");
-  }
-  fs::rename(tmp, jsonl_path);
+  if (!changed) return 0;
+  write_file_atomically(jsonl_path, kept);
   return dropped;
 }
 

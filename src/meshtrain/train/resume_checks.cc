@@ -143,6 +143,28 @@ std::vector<std::string> check_resume_config(const json& meta, const TrainConfig
   return accepted;
 }
 
+std::vector<std::string> continuation_changes(const json& meta, const TrainConfig& cfg,
+                                              const std::string& train_data_sha256) {
+  std::vector<std::string> out;
+  auto compare = [&](const std::string& key, const json& recorded, const json& current) {
+    if (!recorded.is_null() && !same(recorded, current)) out.push_back(key + " " + recorded.dump() + " -> " + current.dump());
+  };
+  const json none;
+  const json& precision = meta.contains("precision") ? meta["precision"] : none;
+  if (precision.is_object()) {
+    compare("training.precision", precision.value("policy", json()), cfg.training.precision);
+    compare("training.grad_reduce_dtype", precision.value("grad_reduce_dtype", json()), cfg.training.grad_reduce_dtype);
+  }
+  const json& layout = meta.contains("layout") ? meta["layout"] : none;
+  if (layout.is_object()) compare("training.reproducible", layout.value("reproducible", json()), cfg.training.reproducible);
+  const json& data = meta.contains("data") ? meta["data"] : none;
+  const std::string recorded = data.is_object() ? data.value("train_sha256", std::string()) : "";
+  if (!recorded.empty() && !train_data_sha256.empty() && recorded != train_data_sha256)
+    out.push_back("training data: data.path = '" + cfg.data.path + "' holds other text (train.bin SHA-256 " +
+                  recorded.substr(0, 12) + "... -> " + train_data_sha256.substr(0, 12) + "...)");
+  return out;
+}
+
 RestoreScope resume_scope(const json& meta, const TrainConfig& cfg) {
   if (cfg.checkpoint.weights_only) return RestoreScope::WeightsOnly;
   const bool parameters_only =
@@ -179,7 +201,7 @@ std::string describe_resume(const std::string& layout_claim, const std::vector<s
   for (const auto& c : changes) what += (what.empty() ? "" : "; ") + c;
   std::string out = "assets complete";
   if (scope == RestoreScope::WeightsOnly) out += ": weights only, the optimizer state starts fresh";
-  if (!changes.empty()) out += std::string(scope == RestoreScope::WeightsOnly ? "; " : ": ") + "deliberate changes (" + what + ")";
+  if (!changes.empty()) out += std::string(scope == RestoreScope::WeightsOnly ? "; " : ": ") + "changes (" + what + ")";
   return out + "; the continuation differs from the original run (" + layout_claim + " apart from that)";
 }
 

@@ -44,6 +44,14 @@ void validate_allow_changes(const std::vector<std::string>& keys);
 // 0.001 -> 0.0005"); ConfigError naming every differing key that is not.
 std::vector<std::string> check_resume_config(const nlohmann::json& metadata, const TrainConfig& cfg);
 
+// Settings a resume accepts but that make the continuation differ from the
+// original run, each named ("training.precision \"fp32\" -> \"bf16\""): the
+// precision policy, reproducible mode and the training data's content (its
+// shard digest, whatever data.path is). Checkpoints that do not record one
+// of them are not compared on it.
+std::vector<std::string> continuation_changes(const nlohmann::json& metadata, const TrainConfig& cfg,
+                                              const std::string& train_data_sha256);
+
 enum class RestoreScope { Full, WeightsOnly };
 // WeightsOnly when asked (checkpoint.weights_only) or when the checkpoint
 // holds parameters only (an import).
@@ -54,8 +62,8 @@ RestoreScope resume_scope(const nlohmann::json& metadata, const TrainConfig& cfg
 bool check_restore_tensors(const checkpoint::CheckpointReader& reader, const model::ModelSpec& spec,
                            RestoreScope scope);
 
-// The line a resume prints: the layout claim, corrected for deliberate
-// changes and a weights-only restore.
+// The line a resume prints: the layout claim, corrected for changes (allowed
+// or continuation_changes) and a weights-only restore.
 std::string describe_resume(const std::string& layout_claim, const std::vector<std::string>& changes,
                             RestoreScope scope);
 

@@ -4,14 +4,17 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/comm/mpi_world.h"
+#include "meshtrain/core/fault_injection.h"
 #include "meshtrain/core/memory_limits.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/stats.h"
 #include "meshtrain/train/data_setup.h"
 #include "meshtrain/train/progress.h"
+#include "meshtrain/train/run_dir.h"
 #include "meshtrain/train/timeline_json.h"
 #include "meshtrain/train/memory_estimate.h"
 #include "meshtrain/train/stop_signal.h"
@@ -124,15 +127,6 @@ RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) 
                           ((cfg.training.eval_every > 0 && m.step % cfg.training.eval_every == 0) || m.step == total);
     EvalResult e;
     if (eval_now) e = t.evaluate();
-    const int64_t every = cfg.checkpoint.every;
-    const bool save_now = every > 0 && (m.step % every == 0 || m.step == stop);
-    if (save_now) {
-      t.save_checkpoint();
-      saved_at = m.step;
-      log.line(cfg.checkpoint.async ? "checkpoint step " + std::to_string(m.step) + " staged, writing in the background"
-                                    : "checkpoint step " + std::to_string(m.step) + " -> " + ckpt_dir);
-    }
-    log.report_commit(t);
     if (console) {
       log.writer->write(m.to_json());
       const bool log_now = m.step % cfg.metrics.log_every == 0 || m.step == total;
@@ -154,10 +148,24 @@ RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) 
       }
       log.progress->step_done(m);
     }
+    // After the step's records: a crash between its commit and its records
+    // would lose them for good (a resume from an earlier checkpoint drops
+    // records written before a commit that never happened).
+    fault::point("metrics.written");
+    const int64_t every = cfg.checkpoint.every;
+    if (every > 0 && (m.step % every == 0 || m.step == stop)) {
+      t.save_checkpoint();
+      saved_at = m.step;
+      log.line(cfg.checkpoint.async ? "checkpoint step " + std::to_string(m.step) + " staged, writing in the background"
+                                    : "checkpoint step " + std::to_string(m.step) + " -> " + ckpt_dir);
+    }
+    log.report_commit(t);
     // Every rank stops after the same step: one flag reduced per step.
     int32_t signal = StopSignals::received();
+    if (signal == 0 && console) signal = StopSignals::relayed();
     t.context().world->all_reduce(&signal, 1, DType::I32, comm::ReduceOp::Max);
     if (signal != 0) {
+      StopSignals::agree(signal);
       if (saved_at != m.step) t.save_checkpoint();
       t.finish_checkpoints();
       log.report_commit(t);
@@ -199,11 +207,7 @@ comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
 }
 
 void check_run_memory(const TrainConfig& cfg, int dp, int ranks, std::FILE* console) {
-  if (!cfg.training.check_memory) return;
-  const auto available = available_memory();
-  if (!available) return;  // nothing to compare with (not Linux)
-  const std::string warning = check_memory_budget(estimate_rank_memory(cfg, dp), ranks, *available);
-  if (console && !warning.empty()) std::fprintf(console, "%s\n", warning.c_str());
+  if (cfg.training.check_memory) check_available_memory(estimate_rank_memory(cfg, dp), ranks, console);
 }
 
 namespace {
@@ -233,7 +237,12 @@ RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const R
                      "(%d core(s), %d rank(s) here): using %d\n", cfg.training.threads, cap, hardware_cores(), here, cap);
       set_compute_threads(std::min(cfg.training.threads, cap));
     }
-    if (ctx.rank == 0) ensure_prepared(cfg.data);
+    std::optional<RunDirectoryLock> lock;  // rank 0's, for the whole run
+    if (ctx.rank == 0) {
+      check_run_directory(cfg);  // before anything is written
+      lock.emplace(cfg.metrics.run_dir);
+      ensure_prepared(cfg.data);
+    }
     ctx.world->barrier();
     auto train = data::TokenDataset::open(cfg.data.path, "train");
     std::optional<data::TokenDataset> val;

@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace meshtrain::train {
@@ -48,6 +50,21 @@ StopSignals::~StopSignals() {
 }
 
 int StopSignals::received() { return g_signal; }
+
+int StopSignals::relayed() {
+  const char* path = std::getenv("MESHTRAIN_STOP_FILE");
+  if (!path || !*path) return 0;
+  std::FILE* f = std::fopen(path, "r");
+  if (!f) return 0;
+  int sig = 0;
+  if (std::fscanf(f, "%d", &sig) != 1) sig = 0;
+  std::fclose(f);
+  return sig == SIGINT || sig == SIGTERM ? sig : 0;
+}
+
+void StopSignals::agree(int sig) {
+  if (g_signal == 0) g_signal = sig;
+}
 
 const char* StopSignals::name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 

@@ -2,6 +2,9 @@
 // the step in progress, save a checkpoint and exit with a message (every
 // rank agrees on the step through one small collective per step); a second
 // one exits at once. Installed for the lifetime of a StopSignals object.
+// A supervisor that runs the job under mpirun (`meshtrain launch`) relays
+// the signals it receives through a file named by MESHTRAIN_STOP_FILE,
+// which rank 0 reads once per step (supervisor.h).
 #pragma once
 
 namespace meshtrain::train {
@@ -13,8 +16,13 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
-  // The first signal received (0: none). Async-signal-safe to read.
+  // The first signal received or agreed on (0: none). Async-signal-safe to read.
   static int received();
+  // A signal number a supervisor wrote into MESHTRAIN_STOP_FILE (0: none,
+  // or no such file); read by the rank that logs, once per step.
+  static int relayed();
+  // Records the stop every rank agreed on, so each one exits with it.
+  static void agree(int sig);
   static const char* name(int sig);  // "SIGINT", "SIGTERM"
   // Forgets a received signal (tests).
   static void reset();

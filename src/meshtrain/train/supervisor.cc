@@ -1,7 +1,8 @@
 #include "meshtrain/train/supervisor.h"
 
+#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,8 +12,6 @@
 #include <cstring>
 
 #include "meshtrain/core/error.h"
-
-extern char** environ;
 
 namespace meshtrain::train {
 
@@ -31,17 +30,77 @@ bool restartable(const std::exception& e) {
 
 namespace {
 
-// posix_spawnp + wait; the child inherits stdio. 128 + signal when killed.
-int run_once(const std::vector<std::string>& argv) {
+volatile sig_atomic_t g_signal = 0;  // the first SIGINT/SIGTERM the supervisor received
+volatile sig_atomic_t g_count = 0;
+
+void on_signal(int sig) {
+  if (g_count++ == 0) g_signal = sig;
+}
+
+// SIGINT/SIGTERM handlers for the supervisor's lifetime; waitpid returns
+// EINTR on each (no SA_RESTART).
+class RelaySignals {
+ public:
+  RelaySignals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~RelaySignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+void write_stop_file(const std::string& path, int sig) {
+  const std::string tmp = path + ".tmp";
+  if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+    std::fprintf(f, "%d\n", sig);
+    std::fclose(f);
+    std::rename(tmp.c_str(), path.c_str());
+  }
+}
+
+// Starts argv in a process group of its own (see relaunch_mpi), waits for
+// it and relays signals; 128 + signal when it was killed.
+int run_once(const std::vector<std::string>& argv, const std::string& stop_file) {
   std::vector<std::string> copy = argv;
   std::vector<char*> args;
   for (auto& a : copy) args.push_back(a.data());
   args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ);
-  MT_REQUIRE(ConfigError, rc == 0, "cannot start ", argv[0], ": ", std::strerror(rc));
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  MT_REQUIRE(ConfigError, pid >= 0, "cannot start ", argv[0], ": ", std::strerror(errno));
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(128 + SIGTERM);  // the supervisor died already
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, 0);
+    ::execvp(args[0], args.data());
+    const char msg[] = "meshtrain launch: cannot run mpirun\n";
+    [[maybe_unused]] const ssize_t n = ::write(2, msg, sizeof msg - 1);
+    ::_exit(127);
+  }
+  int status = 0, relayed = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    MT_REQUIRE(CommError, errno == EINTR, "waiting for ", argv[0], ": ", std::strerror(errno));
+    if (g_count == 0 || relayed == g_count) continue;
+    if (relayed == 0) {
+      write_stop_file(stop_file, g_signal);
+      std::fprintf(stderr, "meshtrain launch: %s received: the job finishes its step, saves and exits (send it again "
+                   "to end the job at once)\n", g_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    } else {
+      std::fprintf(stderr, "meshtrain launch: second signal: ending the job now without saving\n");
+      ::kill(pid, SIGTERM);  // mpirun ends its ranks
+    }
+    relayed = g_count;
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -52,10 +111,17 @@ int relaunch_mpi(const LaunchJob& job) {
   std::vector<std::string> argv = job.mpirun;
   argv.insert(argv.end(), job.command.begin(), job.command.end());
   ::setenv("MESHTRAIN_MAX_RESTARTS", std::to_string(job.max_restarts).c_str(), 1);
+  ::setenv("MESHTRAIN_STOP_FILE", job.stop_file.c_str(), 1);
+  std::remove(job.stop_file.c_str());  // a request a previous supervisor left
+  const RelaySignals relay;
+  g_signal = g_count = 0;
   for (int attempt = 0;; ++attempt) {
-    const int code = run_once(argv);
-    if (code == 0) return 0;
-    // 130/143: the user stopped the job (SIGINT/SIGTERM), which saved and exited.
+    const int code = run_once(argv, job.stop_file);
+    if (code == 0 || g_count > 0) {
+      std::remove(job.stop_file.c_str());
+      return code;  // done, or stopped on request (saved and exited, or ended at once): no restart
+    }
+    // 130/143: the job was stopped by a signal of its own, which saved and exited.
     if (code == 128 + SIGINT || code == 128 + SIGTERM || attempt >= job.max_restarts) {
       if (attempt >= job.max_restarts && job.max_restarts > 0)
         std::fprintf(stderr, "meshtrain launch: the job failed (exit code %d) and all %d restarts are used\n", code,

@@ -36,11 +36,19 @@ struct LaunchJob {
   std::vector<std::string> mpirun;  // e.g. {"mpirun", "-np", "2"}
   std::vector<std::string> command;  // the job: {self, "train", CONFIG, ...}
   int max_restarts = 0;
+  std::string stop_file;  // absolute; where SIGINT/SIGTERM are relayed to the job
 };
 
 // Runs `mpirun ... command` until it succeeds or max_restarts relaunches
 // are used; returns the last exit code (128 + signal if it was killed). A
 // fault rule in MESHTRAIN_FAULT applies to the first launch only.
+// mpirun runs in a process group of its own with stdin from /dev/null, so
+// a terminal's Ctrl-C reaches only this supervisor, and gets SIGTERM if the
+// supervisor dies (no orphaned job). A first SIGINT or SIGTERM is relayed:
+// its number is written to `stop_file` (MESHTRAIN_STOP_FILE in the job's
+// environment), rank 0 reads it after the step in progress, and the job
+// saves and exits as on a signal of its own; no restart follows. A second
+// one sends SIGTERM to mpirun, which ends the job at once.
 int relaunch_mpi(const LaunchJob& job);
 
 }  // namespace meshtrain::train

@@ -59,11 +59,11 @@ void TomlSection::read(const char* key, std::string& out) {
 
 void TomlSection::read(const char* key, std::vector<std::string>& out) {
   if (const toml::node* n = get(key)) {
-    if (n->is_string()) {
-      out = {n->as_string()->get()};
-      return;
-    }
-    if (!n->is_array()) wrong_type(key, "a string or an array of strings");
+    // A bare string is not taken as a list of one: said, not guessed.
+    if (n->is_string())
+      MT_THROW(ConfigError, path_, ".", key, " = \"", n->as_string()->get(), "\": expected an array of strings, e.g. [\"",
+               n->as_string()->get(), "\"]");
+    if (!n->is_array()) wrong_type(key, "an array of strings");
     out.clear();
     for (const toml::node& e : *n->as_array()) {
       if (!e.is_string()) wrong_type(key, "an array of strings");

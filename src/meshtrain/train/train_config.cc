@@ -12,6 +12,7 @@
 #include "meshtrain/train/tp_config.h"
 #include "meshtrain/train/config_limits.h"
 #include "meshtrain/train/ep_config.h"
+#include "meshtrain/train/option_effects.h"
 #include "meshtrain/train/resume_checks.h"
 #include "meshtrain/train/toml_reader.h"
 
@@ -83,6 +84,7 @@ void read_metrics(TomlSection s, MetricsConfig& m) {
   s.read("jsonl", m.jsonl);
   s.read("log_every", m.log_every);
   s.read("pipeline_timeline", m.pipeline_timeline);
+  s.read("allow_nonempty_run_dir", m.allow_nonempty_run_dir);
   s.finish();
 }
 
@@ -171,6 +173,8 @@ void TrainConfig::validate() {
   parallel::check_pipeline(parallel, model, training.grad_accum);
   // Reproducible mode closes a unit's gradient leaf after each micro-batch's
   // last write; a split backward interleaves two micro-batches' writes.
+  if (training.reproducible && parallel.dp >= 1)  // dp = 0: the trainer checks with the world's
+    check_reproducible_window(parallel.dp, parallel.cp, training.grad_accum);
   MT_REQUIRE(ConfigError, !training.reproducible || !parallel::splits_backward(parallel.schedule),
              "training.reproducible sums each micro-batch's gradient as its own leaf, but parallel.schedule = ",
              parallel.schedule, " runs the next micro-batch's input gradient before this one's weight gradient: "
@@ -181,8 +185,18 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, checkpoint.every >= 0, "checkpoint.every = ", checkpoint.every, ": expected >= 0");
   MT_REQUIRE(ConfigError, checkpoint.keep_last >= 1, "checkpoint.keep_last = ", checkpoint.keep_last,
              ": expected >= 1 (the newest complete checkpoint is always kept)");
+  MT_REQUIRE(ConfigError, !metrics.run_dir.empty(),
+             "metrics.run_dir is empty: name the run's directory (e.g. runs/demo)");
   MT_REQUIRE(ConfigError, metrics.log_every > 0, "metrics.log_every = ", metrics.log_every, ": expected > 0");
   validate_allow_changes(checkpoint.allow_changes);
+}
+
+void check_reproducible_window(int64_t dp, int64_t cp, int64_t grad_accum) {
+  const int64_t leaves = dp * cp * grad_accum;
+  const std::string split = cp > 1 ? detail::concat("dp x cp x grad_accum = ", dp, " x ", cp, " x ")
+                                   : detail::concat("dp x grad_accum = ", dp, " x ");
+  MT_REQUIRE(ConfigError, leaves > 0 && (leaves & (leaves - 1)) == 0, "training.reproducible sums the window's "
+             "micro-batches in a binary tree: ", split, grad_accum, " = ", leaves, " must be a power of two");
 }
 
 std::string CheckpointConfig::resolved_dir(const std::string& run_dir) const {
@@ -217,13 +231,22 @@ TrainConfig parse_config(const std::string& toml_text, const std::vector<std::st
   read_comm(TomlSection(section(root, "comm"), "comm"), cfg.comm);
   read_checkpoint(TomlSection(section(root, "checkpoint"), "checkpoint"), cfg.checkpoint);
   cfg.validate();
+  check_options_take_effect(cfg);  // what a user wrote must do something
   return cfg;
 }
 
 TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  MT_REQUIRE(ConfigError, !std::filesystem::is_directory(path, ec), "config file '", path,
+  const auto st = fs::status(path, ec);
+  MT_REQUIRE(ConfigError, !fs::is_directory(st), "config file '", path,
              "' is a directory; give the TOML file (e.g. configs/demo.toml)");
+  // A device (/dev/zero) or a pipe could be read without end.
+  MT_REQUIRE(ConfigError, !fs::exists(st) || fs::is_regular_file(st), "config file '", path,
+             "' is not a regular file; give the TOML file (e.g. configs/demo.toml)");
+  constexpr uintmax_t kMaxConfigBytes = uintmax_t(16) << 20;
+  MT_REQUIRE(ConfigError, !fs::exists(st) || fs::file_size(path, ec) <= kMaxConfigBytes, "config file '", path,
+             "' is larger than 16 MiB: not a training config");
   std::ifstream in(path);
   MT_REQUIRE(ConfigError, in.good(), "cannot read config file '", path, "'");
   std::stringstream ss;

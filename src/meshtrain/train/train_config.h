@@ -50,6 +50,7 @@ struct MetricsConfig {
   std::string jsonl = "metrics.jsonl";  // relative to run_dir; "" disables
   int64_t log_every = 1;
   bool pipeline_timeline = false;       // record every stage's action start/end per logged step
+  bool allow_nonempty_run_dir = false;  // use a run_dir holding other files (train/run_dir.h)
 };
 
 struct CommConfig {
@@ -91,6 +92,11 @@ struct TrainConfig {
     return PrecisionPolicy::from_name(training.precision, training.grad_reduce_dtype);
   }
 };
+
+// Reproducible mode sums the window's dp x cp x grad_accum micro-batches in
+// a binary tree: ConfigError with the arithmetic unless a power of two.
+// validate() checks it where dp is known; the trainer with the world's dp.
+void check_reproducible_window(int64_t dp, int64_t cp, int64_t grad_accum);
 
 // Parses the file, applies --set overrides, validates. ConfigError on any
 // unknown key, wrong type or impossible shape.

@@ -18,6 +18,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
              cfg_.model.vocab_size, " is smaller than the dataset tokenizer's vocabulary (",
              train_.tokenizer().vocab_size(), ")");
   if (val_ && val_->num_documents() == 0) val_.reset();
+  if (cfg_.training.reproducible)
+    check_reproducible_window(ctx_.mesh.shape().dp, ctx_.mesh.shape().cp, cfg_.training.grad_accum);
   steps_ = std::make_unique<TrainingStep>(cfg_, ctx_);
   engine_ = &steps_->engine();
   layout_ = &steps_->layout();

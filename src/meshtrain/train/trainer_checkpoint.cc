@@ -124,7 +124,8 @@ checkpoint::SaveRequest Trainer::save_request() const {
       {"precision", {{"policy", cfg_.training.precision}, {"grad_reduce_dtype", cfg_.training.grad_reduce_dtype},
                      {"describe", precision().describe()}}},
       {"loss_scaler", scaler_.state()},
-      {"data", {{"path", cfg_.data.path}, {"mode", cfg_.data.mode}, {"seq_len", cfg_.data.seq_len}}},
+      {"data", {{"path", cfg_.data.path}, {"mode", cfg_.data.mode}, {"seq_len", cfg_.data.seq_len},
+                {"train_sha256", train_.content_digest()}}},
       {checkpoint::kMetaModelConfig, checkpoint::model_config_to_json(cfg_.model)},
       {checkpoint::kMetaTokenizer, train_.tokenizer().describe()},
   };
@@ -224,8 +225,10 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
   const bool same_reduction = same_model_axes && old.at("dp") == cfg_.parallel.dp &&
                               old.at("grad_accum") == cfg_.training.grad_accum &&
                               old.at("micro_batch") == cfg_.training.micro_batch &&
-                              old.value("backend", std::string("threads")) == "threads" &&
-                              cfg_.comm.backend == "threads";
+                              // The MPI standard asks reductions to give the same result on the
+                              // same arguments in the same order (MPI_REDUCE, advice to
+                              // implementors): the same world on the same backend repeats.
+                              old.value("backend", std::string("threads")) == cfg_.comm.backend;
   if (old_window != new_window)
     return "assets complete: the global batch changed (" + std::to_string(old_window) + " -> " +
            std::to_string(new_window) + " rows per update), so the optimization trajectory differs";
@@ -275,7 +278,9 @@ std::string Trainer::resume_or_init() {
   const fs::path root = cfg_.checkpoint.resolved_dir(cfg_.metrics.run_dir);
   ResumePoint rp = locate_resume_checkpoint(root, cfg_.checkpoint.resume);
   if (rp.reader) {
-    const auto changes = check_resume_config(rp.reader->metadata(), cfg_);  // refuses undeclared changes
+    auto changes = check_resume_config(rp.reader->metadata(), cfg_);  // refuses undeclared changes
+    for (auto& c : continuation_changes(rp.reader->metadata(), cfg_, train_.content_digest()))
+      changes.push_back(std::move(c));
     const RestoreScope scope = resume_scope(rp.reader->metadata(), cfg_);
     const std::string claim = describe_resume(restore(*rp.reader, scope), changes, scope);
     return (rp.note.empty() ? "" : rp.note + "\n") + "resumed from " + rp.reader->directory().string() +

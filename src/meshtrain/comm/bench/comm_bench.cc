@@ -57,6 +57,7 @@ size_t parse_size(const std::string& s) {
   else if (unit == "M" || unit == "MiB") v *= 1024 * 1024;
   else if (unit == "G" || unit == "GiB") v *= 1024.0 * 1024 * 1024;
   else MT_REQUIRE(ConfigError, unit.empty(), "bad size '", s, "' (e.g. 4K, 16M)");
+  MT_REQUIRE(ConfigError, v <= 0x1p50, "size '", s, "': at most 1048576G (2^50 bytes)");  // size_t(v) stays defined
   return size_t(v);
 }
 
