@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
+#include "meshtrain/core/error.h"
 #include "meshtrain/core/status_line.h"
 
 namespace meshtrain {
@@ -65,6 +67,65 @@ TEST(StatusLine, RedrawnInPlaceOnATerminal) {
   EXPECT_NE(out.find("\r\x1b[Kstep     1/3 | a log line"), std::string::npos) << out;
   EXPECT_NE(out.find("done"), std::string::npos) << out;
   EXPECT_EQ(out.find("step 2/3"), std::string::npos) << "redraws are throttled to 10 per second";
+}
+
+// Sets an environment variable for the scope; restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) ::setenv(name_, old_.c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+TEST(StatusLine, TheProgressModeDecidesAndMpirunsTerminalIsNotEnough) {
+  int master = -1, slave = -1;
+  ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  std::FILE* tty = ::fdopen(slave, "w");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::FILE* pipe = ::fdopen(fds[1], "w");
+  const ScopedEnv term("TERM", "xterm");
+  {
+    const ScopedEnv rank("OMPI_COMM_WORLD_RANK", nullptr), pmix("PMIX_RANK", nullptr);
+    EXPECT_TRUE(is_interactive_terminal(tty));
+    set_progress_mode(ProgressMode::Plain);
+    EXPECT_FALSE(is_interactive_terminal(tty)) << "--progress plain: never a live line";
+    set_progress_mode(ProgressMode::Live);
+    EXPECT_TRUE(is_interactive_terminal(pipe)) << "--progress live: always one";
+    set_progress_mode(ProgressMode::Auto);
+    EXPECT_FALSE(is_interactive_terminal(pipe));
+  }
+  {
+    // A rank under Open MPI: its stdout is mpirun's pseudo-terminal whatever
+    // mpirun writes to; this test's parent does not write this descriptor
+    // to a terminal, so the line stays plain.
+    const ScopedEnv rank("OMPI_COMM_WORLD_RANK", "0");
+    EXPECT_FALSE(is_interactive_terminal(tty));
+    EXPECT_FALSE(StatusLine(tty).live());
+    set_progress_mode(ProgressMode::Live);
+    EXPECT_TRUE(is_interactive_terminal(tty));
+    set_progress_mode(ProgressMode::Auto);
+  }
+  EXPECT_EQ(parse_progress_mode("plain"), ProgressMode::Plain);
+  EXPECT_STREQ(progress_mode_name(ProgressMode::Live), "live");
+  EXPECT_THROW(parse_progress_mode("fancy"), ConfigError);
+  std::fclose(tty);
+  std::fclose(pipe);
+  ::close(master);
+  ::close(fds[0]);
 }
 
 TEST(StatusLine, FormatsDurations) {
