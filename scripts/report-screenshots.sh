@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The report pictures of docs/cli.md ("Reports"): three short real runs of a
-# small model on the fortunes (tp = 2; dp = 2 with ZeRO 3; a 2-stage 1F1B
-# pipeline recording its timeline), their `meshtrain report`, and what
-# headless Chromium draws of three parts of it, as
-# OUT/report-{speed,memory-comm,pipeline}.png.
+# small model on the fortunes (tp = 2; dp = 2 with ZeRO 3; a 2-stage ZB-H1
+# pipeline recording its timeline; one validation point each), their
+# `meshtrain report`, and what headless Chromium draws of three parts of it,
+# as OUT/report-{speed,memory-comm,pipeline}.png.
 #   scripts/report-screenshots.sh [BIN] [OUT]   (defaults: build/bin/meshtrain docs/images)
 set -euo pipefail
 bin="$(realpath "${1:-build/bin/meshtrain}")"
@@ -40,8 +40,8 @@ TOML
 run() { "$bin" --progress plain train "$work/small.toml" --set metrics.run_dir="$work/$1" "${@:2}" > "$work/$1.log"; }
 run tp2 --set parallel.tp=2 --set parallel.sequence_parallel=true
 run dp2_zero3 --set parallel.dp=2 --set parallel.zero_stage=3
-run pp2_1f1b --set parallel.pp=2 --set parallel.schedule=1f1b --set metrics.pipeline_timeline=true
-"$bin" report "$work/tp2" "$work/dp2_zero3" "$work/pp2_1f1b" --out "$work/report.html"
+run pp2_zbh1 --set parallel.pp=2 --set parallel.schedule=zb-h1 --set metrics.pipeline_timeline=true
+"$bin" report "$work/tp2" "$work/dp2_zero3" "$work/pp2_zbh1" --out "$work/report.html"
 
 # One page per picture: the report's head and the sections it shows.
 python3 - "$work" <<'PY'
@@ -49,9 +49,10 @@ import re, sys
 work = sys.argv[1]
 html = open(f"{work}/report.html", encoding="utf-8").read()
 head, body = html.split("<body>", 1)
-parts = re.split(r"(?=<h2>)", body.split("</body>")[0])
+body = re.sub(r'<p class="note">MFU is.*?</p>', "", body.split("</body>")[0], flags=re.S)  # the closing note
+parts = re.split(r"(?=<h2>)", body)
 sections = {re.match(r"<h2>([^<]*)</h2>", p).group(1): p for p in parts if p.startswith("<h2>")}
-pages = {"speed": ["Summary", "Layout and precision", "Speed"], "memory-comm": ["Memory", "Communication"],
+pages = {"speed": ["Summary", "Layout and precision", "Loss", "Speed"], "memory-comm": ["Memory", "Communication"],
          "pipeline": ["Pipeline"]}
 for name, titles in pages.items():
     with open(f"{work}/{name}.html", "w", encoding="utf-8") as f:
@@ -65,6 +66,6 @@ shot() {  # page, height
     "file://$work/$1.html" > /dev/null 2>&1
   echo "wrote $out/report-$1.png"
 }
-shot speed 760
+shot speed 1090
 shot memory-comm 800
-shot pipeline 420
+shot pipeline 400

@@ -11,29 +11,8 @@ mpiexec="$2"
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 export XDG_CACHE_HOME="$dir/cache"
-for i in $(seq 1 40); do printf 'A tiny fortune, number %d.\n%%\n' "$i"; done > "$dir/corpus.txt"
-cat > "$dir/tiny.toml" <<TOML
-[model]
-vocab_size = 259
-d_model = 16
-n_layers = 1
-n_heads = 2
-n_kv_heads = 1
-ffn_hidden = 32
-max_seq_len = 32
-[data]
-path = "$dir/data"
-sources = ["$dir/corpus.txt"]
-format = "fortune"
-seq_len = 32
-[training]
-steps = 30
-micro_batch = 2
-[comm]
-backend = "mpi"
-[metrics]
-log_every = 10
-TOML
+source "$(dirname "$0")/tiny_run.sh"
+tiny_config "$dir" $'[comm]\nbackend = "mpi"'
 mpirun=("$mpiexec" -np 1 --allow-run-as-root)
 
 "${mpirun[@]}" "$bin" train "$dir/tiny.toml" --set metrics.run_dir="$dir/file" > "$dir/file.log" 2>&1

@@ -12,9 +12,12 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/status_line.h"
+#include "support/scoped_env.h"
 
 namespace meshtrain {
 namespace {
+
+using testing::ScopedEnv;
 
 // Everything readable from fd now (non-blocking).
 std::string drain(int fd) {
@@ -68,27 +71,6 @@ TEST(StatusLine, RedrawnInPlaceOnATerminal) {
   EXPECT_NE(out.find("done"), std::string::npos) << out;
   EXPECT_EQ(out.find("step 2/3"), std::string::npos) << "redraws are throttled to 10 per second";
 }
-
-// Sets an environment variable for the scope; restores it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) ::setenv(name_, old_.c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 TEST(StatusLine, TheProgressModeDecidesAndMpirunsTerminalIsNotEnough) {
   int master = -1, slave = -1;

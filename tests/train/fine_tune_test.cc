@@ -39,13 +39,15 @@ TEST(FineTune, StartsFromTheWeightsOfAnotherRunInAnyLayout) {
   });
   EXPECT_EQ(loaded, trained) << "every weight as trained";
 
-  // It trains on, and a restart of the fine-tune resumes its own checkpoint,
-  // not the weights it started from.
+  // It trains on from the start of its own data, and a restart of the
+  // fine-tune resumes its own checkpoint, not the weights it started from.
   with_trainers(ft, other, std::nullopt, [&](train::Trainer& t) {
     t.resume_or_init();
     t.step();
     t.save_checkpoint();
   });
+  EXPECT_EQ(checkpoint::CheckpointReader::open(tuned.string()).metadata().at("consumed_rows").get<int64_t>(), 4)
+      << "one window of 2 x 2 rows: the data position is the new run's";
   with_trainers(ft, other, std::nullopt, [&](train::Trainer& t) {
     const std::string line = t.resume_or_init();
     EXPECT_EQ(line.find("resumed from " + (tuned / "step-00000001").string()), 0u) << line;

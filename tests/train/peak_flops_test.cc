@@ -4,13 +4,14 @@
 #include "meshtrain/train/peak_flops.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+
+#include "support/scoped_env.h"
+#include "train/train_fixtures.h"
 
 namespace meshtrain::train {
 namespace {
@@ -19,25 +20,12 @@ namespace fs = std::filesystem;
 
 class PeakCache : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("mt_peak_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    const char* old = std::getenv("XDG_CACHE_HOME");
-    if (old) saved_ = old, had_ = true;
-    ::setenv("XDG_CACHE_HOME", dir_.c_str(), 1);
-  }
-  void TearDown() override {
-    if (had_) ::setenv("XDG_CACHE_HOME", saved_.c_str(), 1);
-    else ::unsetenv("XDG_CACHE_HOME");
-    fs::remove_all(dir_);
-  }
   nlohmann::json cache() const {
     std::ifstream in(dir_ / "meshtrain" / "peak_flops.json");
     return nlohmann::json::parse(in);
   }
-  fs::path dir_;
-  std::string saved_;
-  bool had_ = false;
+  const fs::path dir_ = testing::fresh_dir("peak_cache");
+  const testing::ScopedEnv env_{"XDG_CACHE_HOME", dir_.c_str()};
 };
 
 TEST_F(PeakCache, MeasuredOnceThenReadFromTheCache) {

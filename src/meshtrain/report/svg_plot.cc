@@ -155,6 +155,11 @@ std::string render(const LinePlot& p) {
   if (p.percent) y0 = 0, y1 = std::max(y1, 100.0);
   if (y1 == y0) y0 -= std::max(1e-9, std::abs(y0) * 0.1), y1 += std::max(1e-9, std::abs(y1) * 0.1);
   if (!p.log_y && y0 > 0 && y0 < 0.25 * y1) y0 = 0;  // start at zero when it costs little resolution
+  if (!p.percent) {  // a margin, so the extreme points do not sit on the frame
+    const double margin = 0.04 * (y1 - y0);
+    y1 += margin;
+    if (y0 != 0) y0 -= margin;
+  }
   const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
   auto X = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };
   auto Y = [&](double y) { return kTop + (1 - (y - y0) / (y1 - y0)) * ph; };

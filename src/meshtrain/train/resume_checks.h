@@ -44,7 +44,11 @@ void validate_allow_changes(const std::vector<std::string>& keys);
 // 0.001 -> 0.0005"); ConfigError naming every differing key that is not.
 std::vector<std::string> check_resume_config(const nlohmann::json& metadata, const TrainConfig& cfg);
 
-enum class RestoreScope { Full, WeightsOnly };
+// Full: weights, Adam moments, step and data position (a resume).
+// WeightsOnly: the same with a fresh optimizer state.
+// Weights: the weights alone, for a new run starting from them
+// (checkpoint.init_from): its own step, optimizer and data position.
+enum class RestoreScope { Full, WeightsOnly, Weights };
 // WeightsOnly when asked (checkpoint.weights_only) or when the checkpoint
 // holds parameters only (an import).
 RestoreScope resume_scope(const nlohmann::json& metadata, const TrainConfig& cfg);
