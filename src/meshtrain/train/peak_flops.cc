@@ -36,7 +36,8 @@ void store(DType dtype, int busy_cores, double per_core, const std::string& how)
   if (path.empty()) return;
   char when[32];
   const std::time_t now = std::time(nullptr);
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::tm utc{};
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", ::gmtime_r(&now, &utc));
   try {
     nlohmann::json j = read_cache(path);
     j["peaks"][peak_key(dtype, busy_cores)] = {{"per_core_flops", per_core}, {"measured", when}, {"how", how}};
