@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "checkpoint/ckpt_test_util.h"
@@ -271,10 +272,31 @@ TEST(Generate, SampleTokenHonoursTopK) {
   const std::vector<float> logits = {0.f, 5.f, 4.9f, -1.f};
   const CounterRng rng(1);
   for (uint64_t pos = 0; pos < 200; ++pos) {
-    const int32_t id = sample_token(logits, 1.0, 2, rng, pos);
+    const int32_t id = sample_token(logits, {1.0, 2}, rng, pos);
     EXPECT_TRUE(id == 1 || id == 2);
   }
-  EXPECT_EQ(sample_token(logits, 0.0, 0, rng, 0), 1);
+  EXPECT_EQ(sample_token(logits, {0.0, 0}, rng, 0), 1);
+}
+
+TEST(Generate, SampleTokenHonoursTopP) {
+  // Probabilities 0.6, 0.3, 0.1 (id 2, id 0, id 1).
+  const std::vector<float> logits = {float(std::log(0.3)), float(std::log(0.1)), float(std::log(0.6))};
+  const CounterRng rng(7);
+  auto drawn = [&](Sampling s) {
+    std::set<int32_t> ids;
+    for (uint64_t pos = 0; pos < 400; ++pos) ids.insert(sample_token(logits, s, rng, pos));
+    return ids;
+  };
+  EXPECT_EQ(drawn({1.0, 0, 0.5}), std::set<int32_t>({2})) << "0.6 alone reaches 0.5";
+  EXPECT_EQ(drawn({1.0, 0, 0.7}), std::set<int32_t>({0, 2})) << "0.6 + 0.3 reach 0.7";
+  EXPECT_EQ(drawn({1.0, 0, 1.0}), std::set<int32_t>({0, 1, 2})) << "top-p 1 keeps every token";
+  EXPECT_EQ(drawn({1.0, 1, 0.99}), std::set<int32_t>({2})) << "top-k applies first";
+  // The kept tokens are renormalized: id 0 drawn about 1/3 of the time under top-p 0.7.
+  int zeros = 0;
+  for (uint64_t pos = 0; pos < 3000; ++pos) zeros += sample_token(logits, {1.0, 0, 0.7}, rng, pos) == 0;
+  EXPECT_NEAR(zeros / 3000.0, 1.0 / 3, 0.04);
+  EXPECT_THROW(sample_token(logits, {1.0, 0, 0.0}, rng, 0), ConfigError);
+  EXPECT_THROW(sample_token(logits, {1.0, 0, 1.5}, rng, 0), ConfigError);
 }
 
 }  // namespace

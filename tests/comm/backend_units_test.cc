@@ -17,10 +17,12 @@
 
 #include <stdlib.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "meshtrain/comm/bench/comm_bench.h"
@@ -344,6 +346,32 @@ TEST(WorkTiming, BusySecondsCoverExecutionNotQueueing) {
   for (const auto& e : errors) EXPECT_EQ(e, "");
   EXPECT_LT(Work::completed().busy_seconds(), 1e-3);  // finished as it was made
   EXPECT_EQ(Work().busy_seconds(), 0.0);
+}
+
+// What the engine counts as exposed (parallel/sync_stats.h): the wait until
+// the operation ended, never more than its time in flight.
+TEST(WorkTiming, AWaitExposesAtMostTheTimeInFlight) {
+  // Finished before anyone waits (every operation of a group of one): the
+  // wait call's own time exposes nothing.
+  Work done = Work::completed();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const auto t0 = std::chrono::steady_clock::now();
+  done.wait();
+  EXPECT_EQ(done.seconds_until_done(t0), 0.0);
+  EXPECT_LT(done.in_flight_seconds(), 1e-3);
+
+  // A peer 50 ms late: the waiting rank's exposure is most of its time in flight.
+  const auto errors = on_ranks(2, GroupOptions{}, [](ProcessGroup& g, int rank) {
+    std::vector<float> a(1024, 1.0f);
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Work w = g.iall_reduce(a.data(), a.data(), a.size(), DType::F32);
+    const auto from = std::chrono::steady_clock::now();
+    w.wait();
+    if (rank == 0) EXPECT_GT(w.seconds_until_done(from), 0.03);
+    EXPECT_LE(w.seconds_until_done(from), w.in_flight_seconds());
+    EXPECT_GE(w.in_flight_seconds(), w.busy_seconds());
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
 }
 
 }  // namespace

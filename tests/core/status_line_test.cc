@@ -7,12 +7,17 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
+#include "meshtrain/core/error.h"
 #include "meshtrain/core/status_line.h"
+#include "support/scoped_env.h"
 
 namespace meshtrain {
 namespace {
+
+using testing::ScopedEnv;
 
 // Everything readable from fd now (non-blocking).
 std::string drain(int fd) {
@@ -65,6 +70,44 @@ TEST(StatusLine, RedrawnInPlaceOnATerminal) {
   EXPECT_NE(out.find("\r\x1b[Kstep     1/3 | a log line"), std::string::npos) << out;
   EXPECT_NE(out.find("done"), std::string::npos) << out;
   EXPECT_EQ(out.find("step 2/3"), std::string::npos) << "redraws are throttled to 10 per second";
+}
+
+TEST(StatusLine, TheProgressModeDecidesAndMpirunsTerminalIsNotEnough) {
+  int master = -1, slave = -1;
+  ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  std::FILE* tty = ::fdopen(slave, "w");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::FILE* pipe = ::fdopen(fds[1], "w");
+  const ScopedEnv term("TERM", "xterm");
+  {
+    const ScopedEnv rank("OMPI_COMM_WORLD_RANK", nullptr), pmix("PMIX_RANK", nullptr);
+    EXPECT_TRUE(is_interactive_terminal(tty));
+    set_progress_mode(ProgressMode::Plain);
+    EXPECT_FALSE(is_interactive_terminal(tty)) << "--progress plain: never a live line";
+    set_progress_mode(ProgressMode::Live);
+    EXPECT_TRUE(is_interactive_terminal(pipe)) << "--progress live: always one";
+    set_progress_mode(ProgressMode::Auto);
+    EXPECT_FALSE(is_interactive_terminal(pipe));
+  }
+  {
+    // A rank under Open MPI: its stdout is mpirun's pseudo-terminal whatever
+    // mpirun writes to; this test's parent does not write this descriptor
+    // to a terminal, so the line stays plain.
+    const ScopedEnv rank("OMPI_COMM_WORLD_RANK", "0");
+    EXPECT_FALSE(is_interactive_terminal(tty));
+    EXPECT_FALSE(StatusLine(tty).live());
+    set_progress_mode(ProgressMode::Live);
+    EXPECT_TRUE(is_interactive_terminal(tty));
+    set_progress_mode(ProgressMode::Auto);
+  }
+  EXPECT_EQ(parse_progress_mode("plain"), ProgressMode::Plain);
+  EXPECT_STREQ(progress_mode_name(ProgressMode::Live), "live");
+  EXPECT_THROW(parse_progress_mode("fancy"), ConfigError);
+  std::fclose(tty);
+  std::fclose(pipe);
+  ::close(master);
+  ::close(fds[0]);
 }
 
 TEST(StatusLine, FormatsDurations) {

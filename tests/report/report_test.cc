@@ -6,8 +6,13 @@
 #include <libxml/xpath.h>
 #include <libxml/xpathInternals.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
+#include <vector>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/report/html_report.h"
@@ -107,6 +112,107 @@ TEST(SvgPlot, EscapesTextAndHandlesEmptyData) {
   EXPECT_EQ(short_number(0.5), "0.5");
   EXPECT_EQ(short_number(3512), "3512");
   EXPECT_EQ(short_number(2.5e6), "2.5M");
+}
+
+// A run directory holding `lines` as metrics.jsonl.
+std::string write_run(const std::string& name, const std::string& lines) {
+  const std::string dir = ::testing::TempDir() + "/mt_report_" + name;
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/metrics.jsonl") << lines;
+  return dir;
+}
+
+// The texts of an SVG's <text> elements, in order.
+std::vector<std::string> texts(const std::string& svg) {
+  std::vector<std::string> out;
+  for (size_t at = svg.find("<text"); at != std::string::npos; at = svg.find("<text", at + 1)) {
+    const size_t open = svg.find('>', at), close = svg.find("</text>", open);
+    out.push_back(svg.substr(open + 1, close - open - 1));
+  }
+  return out;
+}
+
+TEST(SvgPlot, AnAxisOfOnePointHasDistinctTicks) {
+  // One validation point at 41k tokens: the axis around it must not read "41k 41k 41k".
+  LinePlot p{"Validation bits per byte", "supervised tokens", "bits/byte", {{"run", {41000}, {2.5}, 0, false, true}}};
+  const std::vector<std::string> t = texts(render(p));
+  std::map<std::string, int> seen;
+  for (const auto& s : t) ++seen[s];
+  for (const auto& [label, n] : seen) EXPECT_EQ(n, 1) << "tick label '" << label << "' repeated";
+  EXPECT_EQ(seen.count("41k"), 1u);
+  // Ticks close together get the digits that tell them apart.
+  EXPECT_EQ(tick_labels({40999.5, 41000, 41000.5}), (std::vector<std::string>{"40.9995k", "41k", "41.0005k"}));
+  EXPECT_EQ(tick_labels({39000, 40000, 41000}), (std::vector<std::string>{"39k", "40k", "41k"}));
+  EXPECT_EQ(tick_labels({0, 0.5, 1}), (std::vector<std::string>{"0", "0.5", "1"}));
+}
+
+TEST(SvgPlot, ByteTicksAreRoundBinaryUnits) {
+  const double mib = 1024.0 * 1024.0;
+  const auto t = byte_ticks(130 * mib);  // e.g. a peak of 129.72 MiB
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].second, "0");
+  EXPECT_DOUBLE_EQ(t[1].first, 50 * mib);
+  EXPECT_EQ(t[1].second, "50 MiB");
+  EXPECT_EQ(t[2].second, "100 MiB");
+  EXPECT_EQ(byte_ticks(3.5 * 1024 * mib).back().second, "3 GiB");
+  EXPECT_EQ(byte_ticks(600).back().second, "600 B");
+  // Many long category names: turned so they do not run into each other.
+  BarChart c{"Peak memory", "bytes", {"a"}, {}, true};
+  for (const char* k : {"activations", "optimizer", "workspace", "page_padding", "gathered", "params", "grads",
+                        "comm", "other"})
+    c.groups.push_back({k, {10 * mib}});
+  const std::string svg = render(c);
+  EXPECT_NE(svg.find("rotate(-35"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">10 MiB<"), std::string::npos) << svg;
+}
+
+TEST(HtmlReport, FiguresAreBoundedWhateverTheFileHolds) {
+  // A run whose recorded peak is below its steps' rates (measured on a loaded
+  // machine) and whose waits exceed its communication time (as files written
+  // before exposure was bounded hold).
+  const std::string dir = write_run(
+      "bounded",
+      R"({"event":"run","peak_gflops":100.0,"parameters":1000})" "\n"
+      R"({"step":1,"loss":3.0,"gflops":150.0,"comm_s":1e-7,"comm_exposed_s":2e-6,"supervised_targets":10})" "\n"
+      R"({"step":2,"loss":2.9,"gflops":200.0,"comm_s":1e-7,"comm_exposed_s":3e-6,"supervised_targets":10})" "\n"
+      R"({"event":"peak","step":2,"peak_gflops":180.0})" "\n");
+  const RunLog r = read_run(dir);
+  EXPECT_DOUBLE_EQ(r.peak_gflops(), 200.0) << "the fastest step bounds the peak from below";
+  EXPECT_TRUE(r.peak_from_steps);
+  const std::string html = render_report({r});
+  EXPECT_NE(html.find("<td>100.0%</td>"), std::string::npos) << "median MFU (the upper of 75% and 100%)";
+  EXPECT_NE(html.find("(the fastest step, above the recorded peak)"), std::string::npos);
+  xmlDocPtr doc = xmlReadMemory(html.data(), int(html.size()), "report.html", nullptr, XML_PARSE_NONET);
+  ASSERT_NE(doc, nullptr);
+  // Both shares are drawn on a 0-100% axis that no point leaves.
+  for (const char* title : {"Model FLOPs utilization", "Exposed share"}) {
+    const size_t at = html.find(std::string("aria-label=\"") + title);
+    ASSERT_NE(at, std::string::npos) << title;
+    const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+    double top_tick = 0;
+    for (const auto& label : texts(svg))
+      if (!label.empty() && label.find_first_not_of("0123456789.") == std::string::npos)
+        top_tick = std::max(top_tick, std::stod(label));
+    EXPECT_EQ(top_tick, 100.0) << title << ": the axis must end at 100%\n" << svg;
+    const size_t pts = svg.find("points=\"");
+    ASSERT_NE(pts, std::string::npos) << title;
+    std::istringstream in(svg.substr(pts + 8, svg.find('"', pts + 8) - pts - 8));
+    double x = 0, y = 0;
+    char comma = 0;
+    while (in >> x >> comma >> y) EXPECT_GE(y, 30.0 - 1e-9) << title << ": a point above 100%";
+  }
+  xmlFreeDoc(doc);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HtmlReport, ThePipelineTimelineHasALegend) {
+  const std::string html = render_report({read_run(kFixtures + "/run_dp1_pipeline")});
+  xmlDocPtr doc = xmlReadMemory(html.data(), int(html.size()), "report.html", nullptr, XML_PARSE_NONET);
+  ASSERT_NE(doc, nullptr);
+  EXPECT_EQ(count(doc, "//s:svg[s:title[contains(., 'Pipeline')]]/s:rect[@class='swatch']"), 2) << "F and B";
+  EXPECT_EQ(count(doc, "//s:svg[s:title[contains(., 'Pipeline')]]/s:text[. = 'F forward']"), 1);
+  EXPECT_EQ(count(doc, "//s:svg[s:title[contains(., 'Pipeline')]]/s:text[. = 'B backward']"), 1);
+  xmlFreeDoc(doc);
 }
 
 }  // namespace

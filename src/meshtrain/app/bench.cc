@@ -1,14 +1,18 @@
 #include "meshtrain/app/bench.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/comm/bench/comm_bench.h"
+#include "meshtrain/core/dtype.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/threading.h"
 #include "meshtrain/plan/machine_bench.h"
 #include "meshtrain/train/memory_estimate.h"
+#include "meshtrain/train/peak_flops.h"
 
 namespace meshtrain::app {
 
@@ -57,6 +61,20 @@ std::string bench_machine(const BenchMachineRequest& q) {
     checkpoint::atomic_write_file(out.parent_path(), out.filename().string(), toml);
   }
   return toml;
+}
+
+std::string bench_peak(const BenchPeakRequest& q) {
+  const int cores = q.cores > 0 ? q.cores : hardware_cores();
+  std::string out;
+  for (const std::string& name : q.dtypes) {
+    const train::PeakFlops p = train::peak_flops(parse_dtype(name), cores, cores, /*refresh=*/true);
+    char line[512];
+    std::snprintf(line, sizeof line, "%-4s %8.1f GFLOP/s per core (best GEMM, %d core%s busy), %.1f GFLOP/s on %d: %s\n",
+                  name.c_str(), p.per_core * 1e-9, cores, cores > 1 ? "s" : "", p.total() * 1e-9, cores,
+                  p.origin.c_str());
+    out += line;
+  }
+  return out + "key: " + train::peak_key(parse_dtype(q.dtypes.front()), cores) + "\n";
 }
 
 }  // namespace meshtrain::app

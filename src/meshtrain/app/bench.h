@@ -1,5 +1,7 @@
 // `meshtrain bench comm`: collective bandwidth and latency (docs/comm.md).
 // `meshtrain bench machine`: this machine's profile for `plan --hardware`.
+// `meshtrain bench peak`: the per-core peak MFU divides by, measured again
+// and cached (train/peak_flops.h).
 #pragma once
 
 #include <string>
@@ -30,5 +32,13 @@ struct BenchMachineRequest {
 // and writes the profile as TOML to `out` (replaced whole, never torn) or
 // returns it when `out` is empty. Returns the TOML text.
 std::string bench_machine(const BenchMachineRequest& request);
+
+struct BenchPeakRequest {
+  std::vector<std::string> dtypes = {"f32", "bf16"};
+  int cores = 0;  // cores busy at once; 0: the cores this process may use
+};
+// Measures the per-core GEMM peak of each dtype with `cores` cores busy,
+// replaces the cached entries training reads, and returns what it found.
+std::string bench_peak(const BenchPeakRequest& request);
 
 }  // namespace meshtrain::app

@@ -17,6 +17,7 @@ std::string generate(const GenerateRequest& q) {
   o.max_new_tokens = q.tokens;
   o.temperature = q.temperature;
   o.top_k = q.top_k;
+  o.top_p = q.top_p;
   o.seed = q.seed;
   o.stop_id = tok->eos_id();
   std::vector<int32_t> ids = {tok->bos_id()};

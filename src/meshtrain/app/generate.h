@@ -11,6 +11,7 @@ struct GenerateRequest {
   int64_t tokens = 64;
   double temperature = 1.0;  // 0: greedy
   int64_t top_k = 0;         // 0: whole vocabulary
+  double top_p = 1.0;        // nucleus sampling; 1: off
   uint64_t seed = 0;
 };
 // The prompt followed by the sampled continuation (the same seed gives the

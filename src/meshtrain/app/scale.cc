@@ -18,7 +18,8 @@ ScaleResult scale(const ScaleRequest& q) {
   if (!q.hardware.empty()) hw = plan::load_hardware(q.hardware);
   train::ensure_prepared(cfg.data);
   const auto data = data::TokenDataset::open(cfg.data.path, "train");
-  const train::ScaleReport report = train::run_scaling(cfg, layouts, q.steps, q.weak, data, hw ? &*hw : nullptr);
+  const train::ScaleReport report = train::run_scaling(cfg, layouts, q.steps, q.weak, data, hw ? &*hw : nullptr,
+                                                              q.threads_per_rank);
   ScaleResult r;
   r.table = report.table();
   r.any_ran = report.baseline >= 0;

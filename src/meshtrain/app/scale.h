@@ -13,6 +13,7 @@ struct ScaleRequest {
   std::vector<std::string> overrides;
   int steps = 3;             // measured steps per layout (after one warm-up step)
   bool weak = false;         // each replica keeps the config's B and G
+  int threads_per_rank = 0;  // 0: every layout on the same threads (this process's cores); else a device's threads
   std::string hardware;      // a machine profile: the predicted step beside the measured one
   std::string out;           // "": <metrics.run_dir>/scale
 };

@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <climits>
-#include <filesystem>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/status_line.h"
 
 #include "meshtrain/train/data_setup.h"
 #include "meshtrain/train/equivalence.h"
@@ -26,6 +28,13 @@ std::vector<std::string> train_overrides(const TrainRequest& r) {
 }
 
 int train(const TrainRequest& r) { return train::train_main(train::load_config(r.config, train_overrides(r))); }
+
+std::vector<std::pair<std::string, std::string>> mpirun_root_environment(bool as_root) {
+  if (!as_root) return {};
+  // Open MPI refuses to start as root without both (its --allow-run-as-root
+  // flag is the same, but another MPI's mpirun would reject the flag).
+  return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+}
 
 int launch(const LaunchRequest& r) {
   std::vector<std::string> overrides = train_overrides(r.train);
@@ -47,6 +56,15 @@ int launch(const LaunchRequest& r) {
   for (const auto& o : overrides) {
     job.command.push_back("--set");
     job.command.push_back(o);
+  }
+  // The ranks print as this command was asked to (mpirun gives them a pseudo-terminal).
+  if (progress_mode() != ProgressMode::Auto)
+    job.command.insert(job.command.begin() + 1, {"--progress", progress_mode_name(progress_mode())});
+  for (const auto& [var, value] : mpirun_root_environment(::geteuid() == 0)) {
+    if (std::getenv(var.c_str())) continue;  // the user's own setting stands
+    std::fprintf(stderr, "meshtrain launch: running as root: setting %s=%s so that Open MPI's mpirun starts\n",
+                 var.c_str(), value.c_str());
+    ::setenv(var.c_str(), value.c_str(), 1);
   }
   return train::relaunch_mpi(job);
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace meshtrain::app {
@@ -28,6 +29,10 @@ struct LaunchRequest {
   TrainRequest train;
 };
 int launch(const LaunchRequest& request);
+// What Open MPI's mpirun needs in its environment to start as root
+// (OMPI_ALLOW_RUN_AS_ROOT and _CONFIRM); nothing for another user. launch()
+// sets those the user has not set and says so.
+std::vector<std::pair<std::string, std::string>> mpirun_root_environment(bool as_root);
 
 struct VerifyRequest {
   std::string config, layout;  // layout: "dp=4,zero=3"

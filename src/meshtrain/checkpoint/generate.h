@@ -13,17 +13,24 @@
 
 namespace meshtrain::checkpoint {
 
-struct GenerateOptions {
-  int64_t max_new_tokens = 64;
+// How one token is drawn: the logits over `temperature`, then the `top_k`
+// most likely tokens, then of those the fewest most likely whose
+// probabilities sum to at least `top_p` (nucleus sampling), renormalized.
+struct Sampling {
   double temperature = 1.0;  // 0: greedy (argmax)
   int64_t top_k = 0;         // 0: whole vocabulary
+  double top_p = 1.0;        // in (0, 1]; 1: no nucleus cut
+};
+
+struct GenerateOptions : Sampling {
+  int64_t max_new_tokens = 64;
   uint64_t seed = 0;
   int32_t stop_id = -1;      // stop after emitting this id (e.g. EOS); -1: never
 };
 
-// Token id drawn from `logits` with temperature and top-k; ties break to
-// the lower id.
-int32_t sample_token(std::span<const float> logits, double temperature, int64_t top_k, const CounterRng& rng,
+// Token id drawn from `logits`; ties break to the lower id. ConfigError for
+// a negative temperature or a top_p outside (0, 1].
+int32_t sample_token(std::span<const float> logits, const Sampling& sampling, const CounterRng& rng,
                      uint64_t position);
 
 // Returns only the new tokens (ending with stop_id when it was drawn).

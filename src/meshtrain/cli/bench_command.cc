@@ -1,5 +1,6 @@
 // meshtrain bench comm [--backend threads|mpi] [--ranks N] [--min-bytes 4K] [--max-bytes 256M] [--iters N] [--ops ...]
 // meshtrain bench machine [--out FILE.toml] [--ranks N] [--max-bytes 64M]
+// meshtrain bench peak [--dtypes f32,bf16] [--cores N]
 #include <cstdio>
 
 #include "meshtrain/app/bench.h"
@@ -43,6 +44,22 @@ void setup(CLI::App& root, Action& action) {
       const std::string toml = app::bench_machine(*m);
       if (m->out.empty()) std::fputs(toml.c_str(), stdout);
       else std::printf("wrote %s\n", m->out.c_str());
+      return 0;
+    };
+  });
+
+  auto* peak = add_command(*bench, "peak",
+                           "measure the per-core peak that training's MFU divides by, and cache it again",
+                           "meshtrain bench peak --dtypes f32,bf16");
+  auto p = std::make_shared<app::BenchPeakRequest>();
+  peak->add_option("--dtypes", p->dtypes, "compute dtypes to measure")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  peak->add_option("--cores", p->cores, "cores busy at once (as in a run on that many); 0: all this process may use")
+      ->check(CLI::Range(0, 4096));
+  peak->callback([p, &action] {
+    action = [p] {
+      std::fputs(app::bench_peak(*p).c_str(), stdout);
       return 0;
     };
   });

@@ -8,6 +8,9 @@
 
 #include "meshtrain/app/version.h"
 #include "meshtrain/cli/command.h"
+#include "meshtrain/core/error.h"
+#include "meshtrain/core/status_line.h"
+#include "meshtrain/core/suggest.h"
 
 namespace meshtrain::cli {
 namespace {
@@ -76,15 +79,44 @@ std::string failure(const CLI::App* root, const CLI::Error& e) {
   const std::string path = path_of(app);
   std::string what = e.what();
   const auto subs = app->get_subcommands([](const CLI::App*) { return true; });
+  std::vector<std::string> names;
+  for (const CLI::App* s : subs) names.push_back(s->get_name());
+  const auto rest = app->remaining();
   if (!subs.empty() && e.get_name() == "RequiredError") {
     // "A subcommand is required": say which ones exist and what was given.
     what = "needs one of the commands";
     for (size_t i = 0; i < subs.size(); ++i) what += (i ? ", " : " ") + subs[i]->get_name();
-    const auto rest = app->remaining();
-    if (!rest.empty()) what += " (unknown: '" + rest.front() + "')";
+    if (!rest.empty()) what += " (unknown: '" + rest.front() + "'" + did_you_mean(rest.front(), names) + ")";
+  } else if (!subs.empty() && !rest.empty() && dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    // `meshtrain trian ...`: a word where a command belongs.
+    const std::string& first = rest.front();
+    if (!first.empty() && first[0] != '-') what = "unknown command '" + first + "'" + did_you_mean(first, names);
   }
   return "meshtrain" + (path.empty() ? "" : " " + path) + ": error: " + what + "\n" + usage_line(app) +
          "Run 'meshtrain " + (path.empty() ? "" : path + " ") + "--help' for the options and an example.\n";
+}
+
+// The root's options given after the command (`meshtrain train c.toml
+// --debug`) moved in front of it, where CLI11 looks for them.
+std::vector<std::string> global_options_first(const std::vector<std::string>& argv) {
+  std::vector<std::string> global, rest;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "--") {  // everything after is an argument
+      rest.insert(rest.end(), argv.begin() + long(i), argv.end());
+      break;
+    }
+    if (a == "--debug" || a.rfind("--progress=", 0) == 0) {
+      global.push_back(a);
+    } else if (a == "--progress" && i + 1 < argv.size()) {
+      global.push_back(a);
+      global.push_back(argv[++i]);
+    } else {
+      rest.push_back(a);
+    }
+  }
+  global.insert(global.end(), rest.begin(), rest.end());
+  return global;
 }
 
 }  // namespace
@@ -121,6 +153,12 @@ std::unique_ptr<CLI::App> build_app(Action& action) {
   root->option_defaults()->always_capture_default();
   root->failure_message(failure);
   root->require_subcommand(0, 1);
+  // Global options (before the command, or anywhere: run() moves them up).
+  root->add_flag("--debug")->description("on failure, also print where in the source the error was raised");
+  root->add_option("--progress", "progress display: auto (a live line when the output reaches a terminal), plain "
+                                 "(log lines only, e.g. for a log file) or live")
+      ->check(CLI::IsMember({"auto", "plain", "live"}))
+      ->default_str("auto");
   root->set_version_flag("--version",
                          [] {
                            std::string v = app::version_text(app::version_info());
@@ -149,7 +187,8 @@ int run(const std::vector<std::string>& argv) {
     return 2;
   }
   // CLI11 takes the arguments in reverse order.
-  std::vector<std::string> args(argv.rbegin(), argv.rend() - 1);
+  const std::vector<std::string> ordered = global_options_first(argv);
+  std::vector<std::string> args(ordered.rbegin(), ordered.rend());
   try {
     root->parse(args);
   } catch (const CLI::ParseError& e) {
@@ -161,11 +200,17 @@ int run(const std::vector<std::string>& argv) {
     return 2;
   }
   const std::string cmd = path_of(deepest(root.get()));
+  const bool debug = root->get_option("--debug")->count() > 0;
+  const CLI::Option* progress = root->get_option("--progress");
+  set_progress_mode(parse_progress_mode(progress->count() ? progress->as<std::string>() : "auto"));
   try {
     return action();
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "meshtrain %s: error: %s\n", cmd.c_str(), e.what());
+    // The source location is for developers (--debug), not for users.
+    const auto* located = dynamic_cast<const Error*>(&e);
+    const std::string where = debug && located && !located->where().empty() ? " [" + located->where() + "]" : "";
+    std::fprintf(stderr, "meshtrain %s: error: %s%s\n", cmd.c_str(), e.what(), where.c_str());
     return 1;
   }
 }

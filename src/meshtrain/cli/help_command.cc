@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "meshtrain/cli/command.h"
+#include "meshtrain/core/suggest.h"
 
 namespace meshtrain::cli {
 namespace {
@@ -18,11 +19,14 @@ void setup(CLI::App& root, Action& action) {
       std::string path = "meshtrain";
       for (const auto& w : *words) {
         const CLI::App* next = nullptr;
-        for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; }))
+        std::vector<std::string> names;
+        for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; })) {
+          names.push_back(sub->get_name());
           if (sub->get_name() == w) next = sub;
+        }
         if (!next) {
-          std::fprintf(stderr, "meshtrain help: error: no command '%s' in '%s'\nRun 'meshtrain help' for the list.\n",
-                       w.c_str(), path.c_str());
+          std::fprintf(stderr, "meshtrain help: error: no command '%s' in '%s'%s\nRun 'meshtrain help' for the list.\n",
+                       w.c_str(), path.c_str(), did_you_mean(w, names).c_str());
           return 2;
         }
         path += " " + w;

@@ -1,5 +1,5 @@
-// meshtrain scale CONFIG.toml --layouts dp=1 dp=2 dp=4 [--steps K] [--weak] [--hardware FILE] [--out DIR]
-//                             [--set k=v ...]
+// meshtrain scale CONFIG.toml --layouts dp=1 dp=2 dp=4 [--steps K] [--weak] [--threads-per-rank N] [--hardware FILE]
+//                             [--out DIR] [--set k=v ...]
 #include <cstdio>
 
 #include "meshtrain/app/scale.h"
@@ -21,6 +21,10 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("--steps", q->steps, "measured steps per layout, after one warm-up step")
       ->check(CLI::Range(1, 100000));
   cmd->add_flag("--weak", q->weak, "weak scaling: each replica keeps the config's micro-batch and accumulation");
+  cmd->add_option("--threads-per-rank", q->threads_per_rank,
+                  "a device is this many compute threads (a layout of D ranks uses D times as many); 0: every "
+                  "layout computes on the same threads, the cores this process may use")
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--hardware", q->hardware, "machine profile: the predicted step beside the measured one");
   cmd->add_option("--out", q->out, "directory for scaling.svg and scaling.json; default: <metrics.run_dir>/scale");
   cmd->add_option("--set", q->overrides, "override a config key (repeatable)")

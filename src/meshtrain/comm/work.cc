@@ -1,5 +1,6 @@
 #include "meshtrain/comm/work.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "meshtrain/core/error.h"
@@ -36,6 +37,18 @@ double WorkImpl::busy_seconds() {
   std::lock_guard<std::mutex> lock(mu_);
   if (state_ == WorkState::Pending) return 0;
   return std::chrono::duration<double>(finished_ - started_).count();
+}
+
+double WorkImpl::in_flight_seconds() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == WorkState::Pending) return 0;
+  return std::chrono::duration<double>(finished_ - issued_).count();
+}
+
+double WorkImpl::seconds_until_done(Clock::time_point from) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == WorkState::Pending || finished_ <= from) return 0;
+  return std::chrono::duration<double>(finished_ - std::max(from, issued_)).count();
 }
 
 WorkState WorkImpl::state() {
@@ -105,6 +118,10 @@ bool Work::wait(std::chrono::milliseconds timeout) {
 
 bool Work::is_completed() const { return valid() && impl()->state() != WorkState::Pending; }
 double Work::busy_seconds() const { return valid() ? impl()->busy_seconds() : 0.0; }
+double Work::in_flight_seconds() const { return valid() ? impl()->in_flight_seconds() : 0.0; }
+double Work::seconds_until_done(Clock::time_point from) const {
+  return valid() ? impl()->seconds_until_done(from) : 0.0;
+}
 WorkState Work::state() const { return valid() ? impl()->state() : WorkState::Done; }
 std::exception_ptr Work::error() const { return valid() ? impl()->error() : nullptr; }
 

@@ -25,6 +25,13 @@ class WorkImpl {
   // threads backend marks when its progress thread picks it up) and ended.
   void mark_started();
   double busy_seconds();  // ended - began; 0 while pending
+  // Issued to ended: how long the operation was in flight, queued behind
+  // earlier operations of its group included; 0 while pending.
+  double in_flight_seconds();
+  // How long a wait that began at `from` lasted until the operation ended
+  // (0 if it had ended before): at most in_flight_seconds(), since nobody
+  // waits for an operation before issuing it.
+  double seconds_until_done(std::chrono::steady_clock::time_point from);
   WorkState state();
   std::exception_ptr error();
   // Blocks until finished or `deadline`; returns false on the deadline.
@@ -46,7 +53,7 @@ class WorkImpl {
   std::condition_variable cv_;
   WorkState state_ = WorkState::Pending;
   std::exception_ptr error_;
-  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now(), finished_{};
+  std::chrono::steady_clock::time_point issued_ = std::chrono::steady_clock::now(), started_ = issued_, finished_{};
 };
 
 class Work {
@@ -65,6 +72,8 @@ class Work {
   // Time the operation itself took (start of execution to completion): the
   // communication time of (29.6), whether or not anyone waited for it.
   double busy_seconds() const;
+  double in_flight_seconds() const;  // WorkImpl::in_flight_seconds
+  double seconds_until_done(std::chrono::steady_clock::time_point from) const;  // WorkImpl::seconds_until_done
   WorkState state() const;
   std::exception_ptr error() const;  // null unless Failed
   bool valid() const { return handle_ != nullptr; }

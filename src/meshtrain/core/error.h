@@ -1,17 +1,26 @@
 // Error types and check macros. Library code never exits: it throws one of
 // these with an actionable message; the CLI turns it into one stderr line.
+// The source location travels beside the message (where()), not in it: a
+// user reads what to do, `meshtrain --debug` adds where it was thrown.
 // Policy: docs/errors.md.
 #pragma once
 
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace meshtrain {
 
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  Error(const std::string& message, std::string where) : std::runtime_error(message), where_(std::move(where)) {}
+  // "train/run.cc:42" for errors thrown by the macros below, else "".
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
 };
 class InternalError : public Error { public: using Error::Error; };
 class ConfigError : public Error { public: using Error::Error; };
@@ -38,7 +47,7 @@ template <typename E, typename... Args>
   std::string where(file);
   auto slash = where.find("src/meshtrain/");
   if (slash != std::string::npos) where = where.substr(slash + 4);
-  throw E(concat(args..., " [", where, ":", line, "]"));
+  throw E(concat(args...), where + ":" + std::to_string(line));
 }
 
 }  // namespace detail

@@ -3,16 +3,55 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include "meshtrain/core/error.h"
+
 namespace meshtrain {
 
+namespace {
+
+std::atomic<int> g_progress_mode{int(ProgressMode::Auto)};
+
+// Whether output written to `fd` reaches a terminal: under a launcher that
+// hands ranks a pseudo-terminal of its own (Open MPI: OMPI_COMM_WORLD_RANK;
+// PMIx launchers: PMIX_RANK), whether the launcher's `fd` is one.
+bool launcher_writes_to_terminal(int fd) {
+  if (!std::getenv("OMPI_COMM_WORLD_RANK") && !std::getenv("PMIX_RANK")) return true;
+  char link[64], target[256];
+  std::snprintf(link, sizeof link, "/proc/%d/fd/%d", int(::getppid()), fd);
+  const ssize_t n = ::readlink(link, target, sizeof target);
+  if (n <= 0) return false;  // unknown: plain lines are safe everywhere
+  const std::string t(target, size_t(n));
+  return t.rfind("/dev/pts/", 0) == 0 || t.rfind("/dev/tty", 0) == 0;
+}
+
+}  // namespace
+
+void set_progress_mode(ProgressMode mode) { g_progress_mode = int(mode); }
+ProgressMode progress_mode() { return ProgressMode(g_progress_mode.load()); }
+
+const char* progress_mode_name(ProgressMode mode) {
+  return mode == ProgressMode::Plain ? "plain" : mode == ProgressMode::Live ? "live" : "auto";
+}
+
+ProgressMode parse_progress_mode(const std::string& name) {
+  for (ProgressMode m : {ProgressMode::Auto, ProgressMode::Plain, ProgressMode::Live})
+    if (name == progress_mode_name(m)) return m;
+  MT_THROW(ConfigError, "progress mode '", name, "': expected auto, plain or live");
+}
+
 bool is_interactive_terminal(std::FILE* f) {
-  if (!f || !::isatty(::fileno(f))) return false;
+  if (!f) return false;
+  const ProgressMode mode = progress_mode();
+  if (mode != ProgressMode::Auto) return mode == ProgressMode::Live;
+  if (!::isatty(::fileno(f))) return false;
   const char* term = std::getenv("TERM");
-  return !(term && std::strcmp(term, "dumb") == 0);
+  if (term && std::strcmp(term, "dumb") == 0) return false;
+  return launcher_writes_to_terminal(::fileno(f));
 }
 
 std::string format_duration(double s) {

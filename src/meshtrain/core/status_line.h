@@ -47,7 +47,20 @@ class StatusLine {
   std::string text_;
 };
 
-// True when `f` is a terminal that can redraw a line (not TERM=dumb).
+// How progress is shown (`meshtrain --progress`): auto, a live line when
+// the output reaches a terminal and plain lines otherwise; plain, never a
+// live line; live, always one.
+enum class ProgressMode { Auto, Plain, Live };
+void set_progress_mode(ProgressMode mode);
+ProgressMode progress_mode();
+const char* progress_mode_name(ProgressMode mode);  // "auto" | "plain" | "live"
+ProgressMode parse_progress_mode(const std::string& name);  // ConfigError for another name
+
+// True when `f` gets a live line: in auto mode, a terminal that can redraw
+// a line (not TERM=dumb) whose text reaches a terminal. Under mpirun a
+// rank's stdout is Open MPI's pseudo-terminal even when mpirun's own output
+// goes to a file, so there what the launcher (the parent process) writes
+// to decides.
 bool is_interactive_terminal(std::FILE* f);
 
 // "1h02m", "3m05s", "42s" (for ETAs).

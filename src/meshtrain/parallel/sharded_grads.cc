@@ -51,7 +51,7 @@ void ShardedGrads::reap() {
   for (size_t u = 0; u < work_.size(); ++u)
     if (work_[u].valid() && work_[u].is_completed()) {
       work_[u].wait();  // rethrows a failure
-      stats_.comm_s += work_[u].busy_seconds();
+      stats_.comm_s += work_[u].in_flight_seconds();  // as wait_timed counts it
       work_[u] = comm::Work();
       complete(int(u));
     }

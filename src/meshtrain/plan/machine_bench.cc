@@ -1,7 +1,6 @@
 #include "meshtrain/plan/machine_bench.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <sstream>
 #include <vector>
@@ -10,32 +9,11 @@
 
 #include "meshtrain/comm/bench/comm_bench.h"
 #include "meshtrain/core/threading.h"
-#include "meshtrain/kernels/kernel_table.h"
+#include "meshtrain/kernels/cpu/gemm_peak.h"
 
 namespace meshtrain::plan {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Best of repeated (m x k) . (n x k)^T products, FLOP/s on this thread's cores.
-double gemm_rate(DType t, int64_t m, int64_t n, int64_t k, double budget_s) {
-  auto alloc = CachingAllocator::create();
-  const Tensor a = Tensor::zeros(Shape{m, k}, t, alloc, MemCategory::Other);
-  const Tensor b = Tensor::zeros(Shape{n, k}, t, alloc, MemCategory::Other);
-  const Tensor c = Tensor::zeros(Shape{m, n}, DType::F32, alloc, MemCategory::Other);
-  const kernels::KernelTable& kt = kernels::kernels_for(c);
-  kt.gemm(false, true, 1.0, a, b, 0.0, c);  // warm-up (oneDNN primitive creation)
-  double best = 0;
-  const auto start = Clock::now();
-  do {
-    const auto t0 = Clock::now();
-    kt.gemm(false, true, 1.0, a, b, 0.0, c);
-    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, 2.0 * double(m) * double(n) * double(k) / dt);
-  } while (std::chrono::duration<double>(Clock::now() - start).count() < budget_s);
-  return best;
-}
 
 std::string fixed(double v, int digits) {
   char buf[48];
@@ -63,8 +41,8 @@ std::string bench_machine(const MachineBenchOptions& o) {
   std::vector<std::pair<int64_t, double>> f32, bf16;
   for (int64_t d : dims) {
     const int64_t n = std::max<int64_t>(d, 256);
-    f32.push_back({d, gemm_rate(DType::F32, 1024, n, d, o.seconds_per_gemm)});
-    bf16.push_back({d, gemm_rate(DType::BF16, 1024, n, d, o.seconds_per_gemm)});
+    f32.push_back({d, kernels::measure_gemm_core_flops(DType::F32, 1024, n, d, o.seconds_per_gemm)});
+    bf16.push_back({d, kernels::measure_gemm_core_flops(DType::BF16, 1024, n, d, o.seconds_per_gemm)});
   }
   auto best = [](const auto& v) {
     double b = 0;

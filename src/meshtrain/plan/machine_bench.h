@@ -7,7 +7,10 @@
 // figures stand for inter-node, since the machine has no second node, and
 // the file says so). peak_tflops is the best GEMM rate measured per dtype:
 // a CPU has no vendor figure to quote, and MFU against it reads as a
-// fraction of what this machine's GEMM reaches.
+// fraction of what this machine's GEMM reaches (training's MFU divides by
+// the same figure: train/peak_flops.h). Each GEMM is timed by the thread's
+// CPU time (kernels/cpu/gemm_peak.h), so other load on the core does not
+// lower it.
 #pragma once
 
 #include <cstddef>

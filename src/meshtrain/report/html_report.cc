@@ -38,7 +38,7 @@ std::string num(double v, const char* f = "%.4g") {
 
 std::string layout_table(const std::vector<RunLog>& runs) {
   std::string out = "<table><tr><th>run</th><th>model</th><th>parameters</th><th>layout</th><th>batch</th>"
-                    "<th>precision</th><th>peak FMA</th><th>steps</th></tr>";
+                    "<th>precision</th><th>MFU peak</th><th>steps</th></tr>";
   for (const auto& r : runs) {
     const auto& j = r.run;
     const auto l = j.value("layout", nlohmann::json::object());
@@ -58,7 +58,9 @@ std::string layout_table(const std::vector<RunLog>& runs) {
     out += "<tr>" + cell(r.name) + cell(j.value("model", "not recorded")) +
            cell(j.contains("parameters") ? short_number(j["parameters"].get<double>()) : "") + cell(layout) +
            cell(batch) + cell(prec.empty() ? "not recorded" : prec) +
-           cell(r.peak_gflops() > 0 ? num(r.peak_gflops(), "%.1f GFLOP/s") : "not recorded") +
+           cell(r.peak_gflops() > 0 ? num(r.peak_gflops(), "%.1f GFLOP/s") +
+                                          (r.peak_from_steps ? " (the fastest step, above the recorded peak)" : "")
+                                    : "not recorded") +
            cell(std::to_string(r.steps.back().step) + (j.contains("total_steps")
                                                            ? " of " + std::to_string(j["total_steps"].get<int64_t>())
                                                            : "")) +
@@ -133,11 +135,20 @@ std::string pipeline_section(const std::vector<RunLog>& runs) {
   for (const auto& r : runs) {
     if (r.pipeline.empty()) continue;
     Timeline t{"Pipeline timeline of " + r.name + ", step " + std::to_string(r.pipeline_step), "stage ", "seconds",
-               0, {}};
+               0, {}, {}};
+    // One color per kind of work, named in the legend (docs/pipeline.md).
+    static const std::pair<const char*, const char*> kinds[] = {
+        {"F", "F forward"}, {"B", "B backward"}, {"W", "W weight gradient"}, {"BW", "BW backward + weight gradient"}};
+    std::set<int> seen;
     for (const auto& op : r.pipeline) {
       t.lanes = std::max(t.lanes, op.stage + 1);
-      t.spans.push_back({op.stage, op.start_s, op.end_s, op.kind + std::to_string(op.micro), op.kind == "B" ? 1 : 0});
+      int color = 4;  // a kind this report does not know
+      for (int k = 0; k < 4; ++k)
+        if (op.kind == kinds[k].first) color = k;
+      seen.insert(color);
+      t.spans.push_back({op.stage, op.start_s, op.end_s, op.kind + std::to_string(op.micro), color});
     }
+    for (int k : seen) t.legend.push_back({k < 4 ? kinds[k].second : "other", k});
     out += "<figure>" + render(t) + "</figure>";
   }
   return out.empty() ? "<p class=\"note\">No pipeline schedule was recorded in these runs.</p>" : out;
@@ -166,7 +177,7 @@ std::string render_report(const std::vector<RunLog>& runs) {
   }
   const LinePlot tps = per_step(runs, "Throughput", "supervised tokens/s",
                                 [](const StepRecord& s, const RunLog&) { return s.tokens_per_s; });
-  const LinePlot mfu = per_step(runs, "Model FLOPs utilization (of the measured FMA peak)", "MFU (%)",
+  const LinePlot mfu = per_step(runs, "Model FLOPs utilization (of the cores' measured peak)", "MFU (%)",
                                 [](const StepRecord& s, const RunLog& r) {
                                   return r.peak_gflops() > 0 ? 100 * s.gflops / r.peak_gflops() : -1.0;
                                 });
@@ -185,13 +196,17 @@ std::string render_report(const std::vector<RunLog>& runs) {
   }
   LinePlot share = per_step(runs, "Exposed share of communication (not hidden behind compute)", "exposed (%)",
                             [](const StepRecord& s, const RunLog&) {
-                              return s.comm_s > 0 ? 100 * s.comm_exposed_s / s.comm_s : -1.0;
+                              // Exposed <= total by construction (parallel/sync_stats.h); files written
+                              // before that held waits above the total: those read as fully exposed.
+                              return s.comm_s > 0 ? 100 * std::min(s.comm_exposed_s, s.comm_s) / s.comm_s : -1.0;
                             });
+  share.percent = true;
   for (auto* p : {&share})
     for (auto& s : p->series)
       for (size_t k = 0; k < s.y.size(); ++k)
         if (s.y[k] < 0) s.y[k] = std::nan("");  // no communication: no point
   LinePlot mfu_shown = mfu;
+  mfu_shown.percent = true;
   for (auto& s : mfu_shown.series)
     for (auto& y : s.y)
       if (y < 0) y = std::nan("");
@@ -215,8 +230,11 @@ std::string render_report(const std::vector<RunLog>& runs) {
   h += "<h2>Communication</h2><figure>" + render(comm) + "</figure><figure>" + render(share) + "</figure>";
   h += "<h2>Skipped steps</h2>" + skipped_table(runs);
   h += "<h2>Pipeline</h2>" + pipeline_section(runs);
-  h += "<p class=\"note\">MFU is the model's FLOPs per second over the FMA peak measured at the start of the run "
-       "(kernels/cpu/fma_peak.h) times the number of ranks.</p>";
+  h += "<p class=\"note\">MFU is the model's FLOPs per second over the peak of the cores the run computed on: the "
+       "best GEMM rate of one core in the run's compute dtype (measured once per CPU and cached; the same per-core "
+       "peak as <code>meshtrain plan</code>'s machine profiles) times the cores, raised to any rate a step reached, "
+       "so it never exceeds 100%. The exposed share is the part of the communication's time in flight that a rank "
+       "waited for.</p>";
   h += "</body></html>\n";
   return h;
 }

@@ -1,5 +1,6 @@
 #include "meshtrain/report/run_log.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -28,6 +29,7 @@ RunLog read_run(const std::string& run_dir) {
              " (a run directory is metrics.run_dir of a training run)");
   std::map<int64_t, StepRecord> steps;
   std::map<int64_t, EvalRecord> evals;
+  double recorded_peak = 0;
   int64_t line_no = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_no;
@@ -44,6 +46,9 @@ RunLog read_run(const std::string& run_dir) {
     const std::string event = j.value("event", "");
     if (event == "run") {
       r.run = j;
+      recorded_peak = std::max(recorded_peak, num(j, "peak_gflops"));
+    } else if (event == "peak") {
+      recorded_peak = std::max(recorded_peak, num(j, "peak_gflops"));
     } else if (event == "baseline") {
       r.unigram_entropy = num(j, "unigram_entropy");
     } else if (event == "eval") {
@@ -79,11 +84,16 @@ RunLog read_run(const std::string& run_dir) {
     }
   }
   MT_REQUIRE(DataError, !steps.empty(), "report: ", file.string(), " holds no step records");
-  double tokens = 0;
+  double tokens = 0, fastest = 0;
   for (auto& [step, s] : steps) {
     tokens += s.tokens;
     s.tokens = tokens;
+    if (!s.skipped) fastest = std::max(fastest, s.gflops);
     r.steps.push_back(s);
+  }
+  if (recorded_peak > 0) {
+    r.peak = std::max(recorded_peak, fastest);
+    r.peak_from_steps = fastest > recorded_peak;
   }
   for (auto& [step, e] : evals) {
     auto it = steps.upper_bound(step);  // tokens seen by the end of that step

@@ -45,7 +45,13 @@ struct RunLog {
   std::vector<EvalRecord> evals;  // by step
   int64_t pipeline_step = -1;     // the step of the latest recorded timeline
   std::vector<PipelineOp> pipeline;
-  double peak_gflops() const { return run.value("peak_gflops", 0.0); }
+  // The peak MFU divides by (docs/cli.md, "Reports"): the highest rate these
+  // cores were measured at — the run record's peak, any later "peak" event
+  // (a step ran faster and the run raised it), and the steps' own rates —
+  // so every step's MFU is <= 100%, whatever wrote the file. 0: unknown.
+  double peak = 0;
+  bool peak_from_steps = false;  // a step ran faster than every recorded peak
+  double peak_gflops() const { return peak; }
 };
 
 // Reads RUN_DIR/metrics.jsonl. DataError naming file:line for a line that

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <numbers>
 
 #include "meshtrain/core/memory_tracker.h"
 
@@ -48,11 +49,14 @@ std::string text(double x, double y, const std::string& s, const char* anchor = 
          std::to_string(size) + "\"" + extra + ">" + xml_escape(s) + "</text>";
 }
 
+// About how wide `s` is drawn in the default sans-serif at `size` px.
+double text_width(const std::string& s, int size) { return 0.6 * size * double(s.size()); }
+
 std::string legend(const std::vector<std::pair<std::string, std::pair<int, bool>>>& items, double y, double w) {
   std::string out;
   double x = kLeft;
   for (const auto& [label, style] : items) {
-    const double width = 28 + 6.2 * double(label.size()) + 14;
+    const double width = 28 + text_width(label, 10) + 14;
     if (x + width > w && x > kLeft) x = kLeft, y += 14;
     out += "<line x1=\"" + fmt(x) + "\" y1=\"" + fmt(y - 4) + "\" x2=\"" + fmt(x + 22) + "\" y2=\"" + fmt(y - 4) +
            "\" stroke=\"" + palette(style.first) + "\" stroke-width=\"2\"" +
@@ -87,16 +91,50 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
-std::string short_number(double v) {
-  char buf[32];
+std::string short_number(double v, int digits) {
+  char buf[48];
   const double a = std::abs(v);
   if (a == 0) return "0";
-  if (a >= 1e9) std::snprintf(buf, sizeof buf, "%.3gG", v / 1e9);
-  else if (a >= 1e6) std::snprintf(buf, sizeof buf, "%.3gM", v / 1e6);
-  else if (a >= 1e4) std::snprintf(buf, sizeof buf, "%.3gk", v / 1e3);
-  else if (a >= 1e3) std::snprintf(buf, sizeof buf, "%.0f", v);  // "%.3g" would print 3.51e+03
-  else std::snprintf(buf, sizeof buf, "%.3g", v);
+  if (a >= 1e9) std::snprintf(buf, sizeof buf, "%.*gG", digits, v / 1e9);
+  else if (a >= 1e6) std::snprintf(buf, sizeof buf, "%.*gM", digits, v / 1e6);
+  else if (a >= 1e4) std::snprintf(buf, sizeof buf, "%.*gk", digits, v / 1e3);
+  else if (a >= 1e3 && digits <= 4) std::snprintf(buf, sizeof buf, "%.0f", v);  // "%.3g" would print 3.51e+03
+  else std::snprintf(buf, sizeof buf, "%.*g", digits, v);
   return buf;
+}
+
+std::vector<std::string> tick_labels(const std::vector<double>& ticks) {
+  // Enough significant digits to show the tick step at the largest tick
+  // (41000.5 in steps of 0.5: six), at least 3.
+  int digits = 3;
+  if (ticks.size() >= 2) {
+    double top = 0;
+    for (double t : ticks) top = std::max(top, std::abs(t));
+    const double step = std::abs(ticks[1] - ticks[0]);
+    if (top > 0 && step > 0)
+      digits = std::max(digits, int(std::floor(std::log10(top)) - std::floor(std::log10(step) + 1e-9)) + 1);
+  }
+  std::vector<std::string> labels;
+  for (; digits <= 12; ++digits) {
+    labels.clear();
+    for (double t : ticks) labels.push_back(short_number(t, digits));
+    bool distinct = true;
+    for (size_t i = 1; i < labels.size(); ++i) distinct = distinct && labels[i] != labels[i - 1];
+    if (distinct) break;
+  }
+  return labels;
+}
+
+std::vector<std::pair<double, std::string>> byte_ticks(double top) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && top >= 1024.0 * std::pow(1024.0, u)) ++u;
+  const double unit = std::pow(1024.0, u);
+  const std::vector<double> t = ticks(0, top / unit, 5);
+  const std::vector<std::string> labels = tick_labels(t);
+  std::vector<std::pair<double, std::string>> out;
+  for (size_t i = 0; i < t.size(); ++i) out.push_back({t[i] * unit, t[i] == 0 ? "0" : labels[i] + " " + units[u]});
+  return out;
 }
 
 std::string render(const LinePlot& p) {
@@ -110,19 +148,34 @@ std::string render(const LinePlot& p) {
     }
   std::string out = open_svg(p.title);
   if (!std::isfinite(x0)) return out + text(kW / 2, kH / 2, "no data recorded") + "</svg>";
-  if (x1 == x0) x0 -= 1, x1 += 1;
+  if (x1 == x0) {  // one point: a range around it (5%, at least 1), not ticks that all read the same
+    const double pad = std::max(1.0, std::abs(x0) * 0.05);
+    x0 -= pad, x1 += pad;
+  }
+  if (p.percent) y0 = 0, y1 = std::max(y1, 100.0);
   if (y1 == y0) y0 -= std::max(1e-9, std::abs(y0) * 0.1), y1 += std::max(1e-9, std::abs(y1) * 0.1);
   if (!p.log_y && y0 > 0 && y0 < 0.25 * y1) y0 = 0;  // start at zero when it costs little resolution
+  if (!p.percent) {  // a margin, so the extreme points do not sit on the frame
+    const double margin = 0.04 * (y1 - y0);
+    y1 += margin;
+    if (y0 != 0) y0 -= margin;
+  }
   const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
   auto X = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };
   auto Y = [&](double y) { return kTop + (1 - (y - y0) / (y1 - y0)) * ph; };
   // Axes, grid and tick labels.
-  for (double t : ticks(x0, x1, 6))
-    out += "<line x1=\"" + fmt(X(t)) + "\" y1=\"" + fmt(kTop) + "\" x2=\"" + fmt(X(t)) + "\" y2=\"" + fmt(kTop + ph) +
-           "\" stroke=\"#eee\"/>" + text(X(t), kTop + ph + 14, short_number(t));
-  for (double t : ticks(y0, y1, 5))
-    out += "<line x1=\"" + fmt(kLeft) + "\" y1=\"" + fmt(Y(t)) + "\" x2=\"" + fmt(kLeft + pw) + "\" y2=\"" + fmt(Y(t)) +
-           "\" stroke=\"#eee\"/>" + text(kLeft - 4, Y(t) + 4, short_number(p.log_y ? std::pow(10.0, t) : t), "end");
+  const std::vector<double> xt = ticks(x0, x1, 6);
+  const std::vector<std::string> xl = tick_labels(xt);
+  for (size_t i = 0; i < xt.size(); ++i)
+    out += "<line x1=\"" + fmt(X(xt[i])) + "\" y1=\"" + fmt(kTop) + "\" x2=\"" + fmt(X(xt[i])) + "\" y2=\"" +
+           fmt(kTop + ph) + "\" stroke=\"#eee\"/>" + text(X(xt[i]), kTop + ph + 14, xl[i]);
+  std::vector<double> yt = ticks(y0, y1, 5), yv = yt;
+  if (p.log_y)
+    for (double& v : yv) v = std::pow(10.0, v);
+  const std::vector<std::string> yl = tick_labels(yv);
+  for (size_t i = 0; i < yt.size(); ++i)
+    out += "<line x1=\"" + fmt(kLeft) + "\" y1=\"" + fmt(Y(yt[i])) + "\" x2=\"" + fmt(kLeft + pw) + "\" y2=\"" +
+           fmt(Y(yt[i])) + "\" stroke=\"#eee\"/>" + text(kLeft - 4, Y(yt[i]) + 4, yl[i], "end");
   out += "<rect x=\"" + fmt(kLeft) + "\" y=\"" + fmt(kTop) + "\" width=\"" + fmt(pw) + "\" height=\"" + fmt(ph) +
          "\" fill=\"none\" stroke=\"#444\"/>";
   out += text(kLeft + pw / 2, kTop + ph + 28, p.x_label);
@@ -151,17 +204,32 @@ std::string render(const LinePlot& p) {
 }
 
 std::string render(const BarChart& c) {
-  std::string out = open_svg(c.title);
   double top = 0;
   for (const auto& g : c.groups)
     for (double v : g.values) top = std::max(top, v);
-  if (c.groups.empty() || top <= 0) return out + text(kW / 2, kH / 2, "no data recorded") + "</svg>";
-  const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
-  auto Y = [&](double v) { return kTop + (1 - v / top) * ph; };
-  for (double t : ticks(0, top, 5))
-    out += "<line x1=\"" + fmt(kLeft) + "\" y1=\"" + fmt(Y(t)) + "\" x2=\"" + fmt(kLeft + pw) + "\" y2=\"" + fmt(Y(t)) +
-           "\" stroke=\"#eee\"/>" + text(kLeft - 4, Y(t) + 4, c.bytes ? format_bytes(int64_t(t)) : short_number(t), "end", 10);
+  if (c.groups.empty() || top <= 0) return open_svg(c.title) + text(kW / 2, kH / 2, "no data recorded") + "</svg>";
+  const double pw = kW - kLeft - kRight;
   const double gw = pw / double(c.groups.size());
+  // Category labels that would run into each other are turned 35 degrees
+  // (anchored at their end), and the chart grows to hold them.
+  double widest = 0;
+  for (const auto& g : c.groups) widest = std::max(widest, text_width(g.label, 10));
+  const bool turned = widest > gw - 6;
+  const double extra = turned ? std::max(0.0, widest * std::sin(35 * std::numbers::pi / 180) - 8) : 0;
+  const double h = kH + extra, ph = kH - kTop - kBottom;
+  std::string out = open_svg(c.title, kW, h);
+  std::vector<std::pair<double, std::string>> yt;
+  if (c.bytes) {
+    yt = byte_ticks(top);
+  } else {
+    const std::vector<double> t = ticks(0, top, 5);
+    const std::vector<std::string> l = tick_labels(t);
+    for (size_t i = 0; i < t.size(); ++i) yt.push_back({t[i], l[i]});
+  }
+  auto Y = [&](double v) { return kTop + (1 - v / top) * ph; };
+  for (const auto& [v, label] : yt)
+    out += "<line x1=\"" + fmt(kLeft) + "\" y1=\"" + fmt(Y(v)) + "\" x2=\"" + fmt(kLeft + pw) + "\" y2=\"" + fmt(Y(v)) +
+           "\" stroke=\"#eee\"/>" + text(kLeft - 4, Y(v) + 4, label, "end", 10);
   const size_t n = std::max<size_t>(1, c.bar_labels.size());
   const double bw = std::min(28.0, 0.8 * gw / double(n));
   for (size_t g = 0; g < c.groups.size(); ++g) {
@@ -174,14 +242,17 @@ std::string render(const BarChart& c) {
                         (c.bytes ? format_bytes(int64_t(v)) : short_number(v))) +
              "</title></rect>";
     }
-    out += text(kLeft + gw * (double(g) + 0.5), kTop + ph + 14, c.groups[g].label, "middle", 10);
+    const double lx = kLeft + gw * (double(g) + 0.5), ly = kTop + ph + 14;
+    out += turned ? text(lx + 3, ly - 2, c.groups[g].label, "end", 10,
+                         " transform=\"rotate(-35 " + fmt(lx + 3) + " " + fmt(ly - 2) + ")\"")
+                  : text(lx, ly, c.groups[g].label, "middle", 10);
   }
   out += "<line x1=\"" + fmt(kLeft) + "\" y1=\"" + fmt(kTop + ph) + "\" x2=\"" + fmt(kLeft + pw) + "\" y2=\"" +
          fmt(kTop + ph) + "\" stroke=\"#444\"/>";
   out += text(14, kTop + ph / 2, c.y_label, "middle", 11, " transform=\"rotate(-90 14 " + fmt(kTop + ph / 2) + ")\"");
   std::vector<std::pair<std::string, std::pair<int, bool>>> items;
   for (size_t b = 0; b < c.bar_labels.size(); ++b) items.push_back({c.bar_labels[b], {int(b), false}});
-  out += legend(items, kH - 18, kW);
+  out += legend(items, h - 18, kW);
   return out + "</svg>";
 }
 
@@ -201,8 +272,18 @@ std::string render(const Timeline& t) {
            "</title></rect>";
     if (w > 16) out += text(x + w / 2, y + (lh - 4) / 2 + 4, s.label, "middle", 9, " fill=\"#fff\"");
   }
-  for (double tk : ticks(0, end, 6)) out += text(X(tk), kTop + ph + 14, short_number(tk));
+  const std::vector<double> xt = ticks(0, end, 6);
+  const std::vector<std::string> xl = tick_labels(xt);
+  for (size_t i = 0; i < xt.size(); ++i) out += text(X(xt[i]), kTop + ph + 14, xl[i]);
   out += text(kLeft + pw / 2, kTop + ph + 28, t.x_label);
+  // The legend: a swatch of each span color and what it means.
+  double x = kLeft;
+  const double y = kH - 18;
+  for (const auto& [label, color] : t.legend) {
+    out += "<rect class=\"swatch\" x=\"" + fmt(x) + "\" y=\"" + fmt(y - 9) + "\" width=\"14\" height=\"10\" fill=\"" +
+           palette(color) + "\"/>" + text(x + 18, y, label, "start", 10);
+    x += 18 + text_width(label, 10) + 16;
+  }
   return out + "</svg>";
 }
 

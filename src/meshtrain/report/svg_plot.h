@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace meshtrain::report {
@@ -20,6 +21,7 @@ struct LinePlot {
   std::string title, x_label, y_label;
   std::vector<Series> series;
   bool log_y = false;
+  bool percent = false;  // a share: the y axis runs from 0 to 100
 };
 
 struct BarGroup {
@@ -43,6 +45,7 @@ struct Timeline {
   std::string title, lane_prefix, x_label;
   int lanes = 0;
   std::vector<TimelineSpan> spans;
+  std::vector<std::pair<std::string, int>> legend;  // what each span color means
 };
 
 std::string render(const LinePlot& plot);
@@ -50,8 +53,15 @@ std::string render(const BarChart& chart);
 std::string render(const Timeline& timeline);
 
 std::string xml_escape(const std::string& text);
-// "1.5k", "2.3M", "0.0012", "12.5": short labels for ticks.
-std::string short_number(double v);
+// "1.5k", "2.3M", "0.0012", "12.5": short labels for ticks, with `digits`
+// significant digits.
+std::string short_number(double v, int digits = 3);
+// Labels for ascending, evenly spaced tick values: short_number with the
+// digits the step needs (3 at least), more while two labels read the same.
+std::vector<std::string> tick_labels(const std::vector<double>& ticks);
+// Tick values for a byte axis from 0 to `top`: round numbers of one binary
+// unit (B, KiB, MiB, GiB, TiB), with their labels ("0", "50 MiB", ...).
+std::vector<std::pair<double, std::string>> byte_ticks(double top);
 const char* palette(int i);
 
 }  // namespace meshtrain::report

@@ -1,7 +1,9 @@
 #include "meshtrain/train/progress.h"
 
+#include <algorithm>
+
+#include "meshtrain/comm/launch.h"
 #include "meshtrain/core/threading.h"
-#include "meshtrain/kernels/cpu/fma_peak.h"
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::train {
@@ -14,12 +16,28 @@ nlohmann::json precision_json(const Trainer& t) {
           {"master", name(p.master)},         {"optimizer_state", name(p.optimizer)}};
 }
 
-nlohmann::json run_record(Trainer& t, double peak_gflops) {
+int64_t whole_model_parameters(const TrainConfig& cfg) { return model::build_model_spec(cfg.model).total_params(); }
+
+namespace {
+
+nlohmann::json peak_json(const PeakFlops& p) {
+  return {{"per_core_gflops", p.per_core * 1e-9}, {"cores", p.cores}, {"dtype", std::string(dtype_name(p.dtype))},
+          {"origin", p.origin}};
+}
+
+}  // namespace
+
+nlohmann::json peak_record(const PeakFlops& peak, int64_t step, double step_gflops) {
+  return {{"event", "peak"}, {"step", step}, {"step_gflops", step_gflops}, {"peak_gflops", peak.total() * 1e-9},
+          {"peak", peak_json(peak)}};
+}
+
+nlohmann::json run_record(Trainer& t, const PeakFlops& peak) {
   const TrainConfig& cfg = t.config();
   const comm::MeshShape mesh = t.context().mesh.shape();
   return {{"event", "run"},
           {"model", cfg.model.describe()},
-          {"parameters", t.model_spec().total_params()},
+          {"parameters", whole_model_parameters(cfg)},
           {"flops_per_token", t.flops_per_token()},
           {"layout",
            {{"backend", cfg.comm.backend},
@@ -35,19 +53,23 @@ nlohmann::json run_record(Trainer& t, double peak_gflops) {
             {"mode", cfg.data.mode},
             {"threads_per_rank", compute_threads()}}},
           {"precision", precision_json(t)},
-          {"peak_gflops", peak_gflops},
+          {"peak_gflops", peak.total() * 1e-9},
+          {"peak", peak_json(peak)},
           {"start_step", t.steps_done()},
           {"total_steps", cfg.training.steps}};
 }
 
 TrainProgress::TrainProgress(Trainer& t, std::FILE* console, MetricsWriter& writer)
-    : line_(console), total_steps_(t.config().training.steps) {
+    : line_(console), writer_(writer), total_steps_(t.config().training.steps) {
   const auto& tr = t.config().training;
   stop_step_ = tr.stop_at > 0 ? tr.stop_at : tr.steps;
-  // Every rank has its own compute threads (threads backend: cores / ranks),
-  // so the job's peak is one rank's times the number of ranks.
-  peak_gflops_ = kernels::measure_fma_peak_gflops(compute_threads(), 2'000'000) * double(t.context().world_size);
-  writer.write(run_record(t, peak_gflops_));
+  // The cores the job computes on: every rank's compute threads (on the
+  // threads backend the ranks share this process's cores).
+  const bool threads_backend = comm::parse_backend(t.config().comm.backend) == comm::Backend::Threads;
+  const int cores = job_cores(threads_backend, t.context().world_size, compute_threads(), hardware_cores());
+  busy_cores_ = std::min(cores, hardware_cores());
+  peak_ = peak_flops(t.precision().compute, cores, busy_cores_);
+  writer.write(run_record(t, peak_));
 }
 
 std::string TrainProgress::status_text(const StepMetrics& m, double eta_s) const {
@@ -61,6 +83,17 @@ std::string TrainProgress::status_text(const StepMetrics& m, double eta_s) const
 }
 
 void TrainProgress::step_done(const StepMetrics& m) {
+  if (m.gflops * 1e9 > peak_.total()) {
+    // The peak was measured low (a loaded machine, a faster kernel since):
+    // measure it again and never let it stay below a rate seen.
+    const double before = peak_.total();
+    peak_ = raise_peak(peak_, busy_cores_, m.gflops * 1e9, m.step);
+    writer_.write(peak_record(peak_, m.step, m.gflops));
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "note: step %lld ran at %.1f GFLOP/s, above the MFU peak of %.1f: peak now %.1f GFLOP/s (%s)",
+                  static_cast<long long>(m.step), m.gflops, before * 1e-9, peak_.total() * 1e-9, peak_.origin.c_str());
+    line_.print(buf);
+  }
   if (!line_.live()) return;
   // ETA from the steps after the first of this run (it pays warm-up).
   const auto now = std::chrono::steady_clock::now();

@@ -177,7 +177,7 @@ bool check_restore_tensors(const checkpoint::CheckpointReader& reader, const mod
   std::vector<std::string> missing;
   for (const auto& p : spec.params) {
     if (!reader.has(p.name)) missing.push_back(p.name);
-    if (scope == RestoreScope::WeightsOnly) continue;
+    if (scope != RestoreScope::Full) continue;
     for (const char* prefix : {checkpoint::kExpAvgPrefix, checkpoint::kExpAvgSqPrefix})
       if (!reader.has(prefix + p.name)) missing.push_back(prefix + p.name);
   }

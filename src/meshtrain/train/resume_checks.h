@@ -52,7 +52,11 @@ std::vector<std::string> check_resume_config(const nlohmann::json& metadata, con
 std::vector<std::string> continuation_changes(const nlohmann::json& metadata, const TrainConfig& cfg,
                                               const std::string& train_data_sha256);
 
-enum class RestoreScope { Full, WeightsOnly };
+// Full: weights, Adam moments, step and data position (a resume).
+// WeightsOnly: the same with a fresh optimizer state.
+// Weights: the weights alone, for a new run starting from them
+// (checkpoint.init_from): its own step, optimizer and data position.
+enum class RestoreScope { Full, WeightsOnly, Weights };
 // WeightsOnly when asked (checkpoint.weights_only) or when the checkpoint
 // holds parameters only (an import).
 RestoreScope resume_scope(const nlohmann::json& metadata, const TrainConfig& cfg);

@@ -25,8 +25,7 @@ namespace {
 
 void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
   const TrainConfig& cfg = t.config();
-  // The whole model's count (this rank's spec holds its tensor-parallel slice).
-  const int64_t params = model::build_model_spec(cfg.model).total_params();
+  const int64_t params = whole_model_parameters(cfg);
   std::fprintf(console, "model: %s | %.2fM parameters | %.1f MFLOP/token\n", cfg.model.describe().c_str(),
                double(params) * 1e-6, t.flops_per_token() * 1e-6);
   const int dp = t.dp_size();

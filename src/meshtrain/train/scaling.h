@@ -1,16 +1,24 @@
 // `meshtrain scale`: a short strong- or weak-scaling series on this machine
-// (threads backend, one compute thread per rank unless training.threads
-// says otherwise: a device is a core), the evidence S10 asks for. Every layout trains the same
-// config for a few steps after one warm-up step; per layout: effective
-// supervised tokens/s, step time, efficiency (29.17) against the smallest
-// runnable layout (named as the baseline, never an invented single-device
-// time), peak memory, exposed communication and update count, with the
-// planner's predicted step time beside the measured one when a machine
-// profile is given.
+// (threads backend), the evidence S10 asks for. Every layout trains the
+// same config for a few steps after one warm-up step; per layout: effective
+// supervised tokens/s, step time, speedup and efficiency against the
+// smallest runnable layout (named as the baseline, never an invented
+// single-device time), peak memory, exposed communication and update count,
+// with the planner's predicted step time beside the measured one when a
+// machine profile is given. Like is compared with like, in one of two ways
+// (the table says which):
+//   same threads (default): every layout computes on the same T threads
+//     (the cores this process may use), T / ranks per rank, so the series
+//     compares layouts on the same cores: speedup = E = tokens/s over the
+//     baseline's (the ideal is 1);
+//   a device is N threads (threads_per_rank = N): a layout of D ranks
+//     computes on D * N threads, speedup and E per (29.17) against D_base;
+//     layouts needing more threads than there are cores are marked.
 //   strong: the global batch of the config (its R * B * G rows) is held
 //     fixed; each layout splits it over its replicas (plan::split_window);
-//   weak: each replica keeps the config's B and G, so rows grow with R and
-//     E = t_baseline / t (a larger batch changes the trajectory: S10).
+//   weak: each replica keeps the config's B and G, so rows grow with R
+//     (per device: E = t_baseline / t; a larger batch changes the
+//     trajectory: S10).
 #pragma once
 
 #include <optional>
@@ -28,7 +36,8 @@ namespace meshtrain::train {
 
 struct ScalePoint {
   std::string layout;
-  int devices = 1;
+  int devices = 1;                    // ranks
+  int threads_per_rank = 1;           // compute threads of each rank
   bool ran = false;
   std::string error;                  // why it could not run
   int64_t rows = 0, micro_batch = 0, grad_accum = 0;
@@ -45,14 +54,22 @@ struct ScalePoint {
 struct ScaleReport {
   bool weak = false;
   int steps = 0;
-  int baseline = -1;  // index of the smallest runnable layout
+  int threads_per_rank = 0;  // 0: every layout on the same `threads`; else a device is this many threads
+  int threads = 1;           // same-threads mode: the threads every layout computes on
+  int cores = 1;             // the cores this process may use
+  int baseline = -1;         // index of the smallest runnable layout
   std::vector<ScalePoint> points;
+  // The tokens/s `p` would reach if it scaled perfectly from the baseline.
+  double ideal_tokens_per_s(const ScalePoint& p) const;
   std::string table() const;
   nlohmann::json json() const;
 };
 
-// train_data: the dataset every layout reads (the config's, opened by the caller).
+// train_data: the dataset every layout reads (the config's, opened by the
+// caller). threads_per_rank: 0 for the same threads in every layout (the
+// cores this process may use), else the threads of one device.
 ScaleReport run_scaling(const TrainConfig& cfg, const std::vector<Layout>& layouts, int steps, bool weak,
-                        const data::TokenDataset& train_data, const plan::HardwareProfile* hw);
+                        const data::TokenDataset& train_data, const plan::HardwareProfile* hw,
+                        int threads_per_rank = 0);
 
 }  // namespace meshtrain::train

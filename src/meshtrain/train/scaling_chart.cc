@@ -37,7 +37,7 @@ std::string scaling_svg(const ScaleReport& r) {
   double ymax = 1;
   for (const ScalePoint* p : pts) {
     ymax = std::max(ymax, p->tokens_per_s);
-    if (base) ymax = std::max(ymax, base->tokens_per_s * p->devices / base->devices);  // the ideal
+    if (base) ymax = std::max(ymax, r.ideal_tokens_per_s(*p));
   }
   ymax *= 1.15;
   auto x_of = [&](size_t i) { return left + pw * (double(i) + 0.5) / double(std::max<size_t>(pts.size(), 1)); };
@@ -49,7 +49,7 @@ std::string scaling_svg(const ScaleReport& r) {
      << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   os << "<text x=\"" << W / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" << (r.weak ? "Weak" : "Strong")
-     << " scaling: supervised tokens/s and efficiency (29.17)"
+     << " scaling: supervised tokens/s and efficiency" << (r.threads_per_rank > 0 ? " (29.17)" : "")
      << (base ? " vs the baseline " : "") << (base ? escape(base->layout.substr(0, base->layout.find(','))) : "")
      << "</text>\n";
   // Axes and grid.
@@ -80,7 +80,7 @@ std::string scaling_svg(const ScaleReport& r) {
     os << "<rect x=\"" << x - bw / 2 << "\" y=\"" << y_of(p.tokens_per_s) << "\" width=\"" << bw << "\" height=\""
        << top + ph - y_of(p.tokens_per_s) << "\" fill=\"#4f81bd\"/>\n";
     if (base) {
-      const double ideal = base->tokens_per_s * p.devices / base->devices;
+      const double ideal = r.ideal_tokens_per_s(p);
       os << "<line x1=\"" << x - bw / 2 - 4 << "\" y1=\"" << y_of(ideal) << "\" x2=\"" << x + bw / 2 + 4 << "\" y2=\""
          << y_of(ideal) << "\" stroke=\"black\" stroke-dasharray=\"4 3\"/>\n";
     }
@@ -92,13 +92,15 @@ std::string scaling_svg(const ScaleReport& r) {
     os << "<circle cx=\"" << x << "\" cy=\"" << ye << "\" r=\"4\" fill=\"#c0504d\"/>\n";
     os << "<text x=\"" << x << "\" y=\"" << ye - 8 << "\" text-anchor=\"middle\" fill=\"#c0504d\">"
        << num(100 * p.efficiency, "%.0f") << "%</text>\n";
-    os << "<text x=\"" << x << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">D=" << p.devices << "</text>\n";
+    os << "<text x=\"" << x << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">D=" << p.devices << ", "
+       << p.devices * p.threads_per_rank << " threads</text>\n";
     os << "<text x=\"" << x << "\" y=\"" << top + ph + 31 << "\" text-anchor=\"middle\" font-size=\"10\">"
        << escape(p.layout.substr(0, p.layout.find(",reshard"))) << "</text>\n";
   }
   if (!eff_path.empty()) os << "<path d=\"" << eff_path << "\" fill=\"none\" stroke=\"#c0504d\"/>\n";
   os << "<text x=\"" << left << "\" y=\"" << H - 20 << "\" font-size=\"11\">bars: measured tokens/s; dashed: ideal "
-     << "(baseline x D / D_base); red: efficiency E</text>\n";
+     << (r.threads_per_rank > 0 ? "(baseline x D / D_base)" : "(the baseline's: every layout on the same threads)")
+     << "; red: efficiency E</text>\n";
   os << "</svg>\n";
   return os.str();
 }

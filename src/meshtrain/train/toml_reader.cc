@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "meshtrain/core/suggest.h"
+
 namespace meshtrain::train {
 
 const toml::node* TomlSection::get(const char* key) {
@@ -90,19 +92,32 @@ void TomlSection::finish() const {
     if (known_.count(key)) continue;
     std::string allowed;
     for (const auto& kk : known_) allowed += (allowed.empty() ? "" : ", ") + kk;
-    MT_THROW(ConfigError, "unknown key ", path_, ".", key, " (known keys of [", path_, "]: ", allowed, ")");
+    MT_THROW(ConfigError, "unknown key ", path_, ".", key,
+             did_you_mean(key, std::vector<std::string>(known_.begin(), known_.end())), " (known keys of [", path_,
+             "]: ", allowed, ")");
   }
 }
 
+namespace {
+
+// Without the spaces and tabs around it ("a.b = 5" sets a.b to 5).
+std::string trimmed(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+}  // namespace
+
 void apply_override(toml::table& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
-  MT_REQUIRE(ConfigError, eq != std::string::npos && eq > 0, "--set '", assignment,
+  const std::string path = trimmed(assignment.substr(0, eq == std::string::npos ? 0 : eq));
+  MT_REQUIRE(ConfigError, eq != std::string::npos && !path.empty(), "--set '", assignment,
              "': expected section.key=value");
-  const std::string path = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  const std::string value = trimmed(assignment.substr(eq + 1));
   const auto dot = path.find('.');
-  MT_REQUIRE(ConfigError, dot != std::string::npos && dot > 0 && dot + 1 < path.size(), "--set '", assignment,
-             "': the key must be section.key");
-  const std::string section = path.substr(0, dot), key = path.substr(dot + 1);
+  const std::string section = trimmed(path.substr(0, dot)), key = dot == std::string::npos ? "" : trimmed(path.substr(dot + 1));
+  MT_REQUIRE(ConfigError, !section.empty() && !key.empty(), "--set '", assignment, "': the key must be section.key");
   toml::table parsed;
   try {
     parsed = toml::parse("v = " + value);

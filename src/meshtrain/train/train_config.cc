@@ -1,11 +1,13 @@
 #include "meshtrain/train/train_config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "meshtrain/core/precision.h"
 #include "meshtrain/model/model_config_fields.h"
+#include "meshtrain/core/suggest.h"
 #include "meshtrain/parallel/pipeline_config.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/cp_config.h"
@@ -213,12 +215,12 @@ TrainConfig parse_config(const std::string& toml_text, const std::vector<std::st
     MT_THROW(ConfigError, source, ":", b.line, ":", b.column, ": ", e.description());
   }
   for (const auto& o : overrides) apply_override(root, o);
+  const std::vector<std::string> sections = {"model",   "data",     "training", "optimizer",
+                                              "metrics", "parallel", "comm",     "checkpoint"};
   for (const auto& [k, v] : root) {
     const std::string key(k.str());
-    MT_REQUIRE(ConfigError,
-               key == "model" || key == "data" || key == "training" || key == "optimizer" || key == "metrics" ||
-                   key == "parallel" || key == "comm" || key == "checkpoint",
-               "unknown section [", key, "] in ", source,
+    MT_REQUIRE(ConfigError, std::find(sections.begin(), sections.end(), key) != sections.end(), "unknown section [",
+               key, "] in ", source, did_you_mean(key, sections),
                " (known: model, data, training, optimizer, metrics, parallel, comm, checkpoint)");
   }
   TrainConfig cfg;

@@ -162,7 +162,7 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
       reader.expect(kExpAvgSq + p.name, p.global_shape, DType::F32);
     }
   const nlohmann::json& meta = reader.metadata();
-  const bool has_position = meta.contains("loader_state") && meta.contains("step");
+  const bool has_position = scope != RestoreScope::Weights && meta.contains("loader_state") && meta.contains("step");
   data::LoaderState loader_state;
   if (has_position) data::from_json(meta.at("loader_state"), loader_state);
 
@@ -292,9 +292,10 @@ std::string Trainer::resume_or_init() {
     init_from_safetensors(from);
     return "initialized weights from " + from;
   }
+  // A new run from those weights: its own step, optimizer and data
+  // position (other data, often), not the saved run's.
   const auto reader = checkpoint::CheckpointReader::open(from);
-  restore(reader, RestoreScope::WeightsOnly);
-  step_ = 0;  // a new run from those weights
+  restore(reader, RestoreScope::Weights);
   return "initialized from checkpoint " + reader.directory().string();
 }
 

@@ -2,8 +2,7 @@
 // the FMA latency (4 cycles, 2 pipes on current x86 -> at least 8 chains).
 // One copy per kernel ISA level, each compiled for its level (target
 // attributes), and the active level's runs (MESHTRAIN_ISA forces it), so a
-// benchmark's or the progress line's "fraction of peak" is against the peak
-// of the code it ran.
+// benchmark's "fraction of peak" is against the peak of the code it ran.
 #include "meshtrain/kernels/cpu/fma_peak.h"
 
 #include <omp.h>
