@@ -48,7 +48,8 @@ VerifyResult verify(const VerifyRequest& r) {
   const auto layout = train::parse_layout(r.layout);  // every argument is checked before any data is prepared
   train::ensure_prepared(cfg.data);
   const auto data = data::TokenDataset::open(cfg.data.path, "train");
-  const auto report = train::compare_with_single_rank(cfg, layout, r.steps, data, r.tolerance, r.bitwise);
+  const double tolerance = r.tolerance.value_or(train::default_tolerance(cfg.training.precision));
+  const auto report = train::compare_with_single_rank(cfg, layout, r.steps, data, tolerance, r.bitwise);
   return {report.pass(), report.str()};
 }
 
