@@ -145,7 +145,7 @@ TEST(Equivalence, EightRankCellsMatchOneRankPerTensorInFp64AndFp32) {
   WorstDifference worst;
   for (const char* layout : kAllAxesCells) {
     SCOPED_TRACE(layout);
-    expect_matches_one_rank(all_axes_config(), train::parse_layout(layout), 2, ds, 1e-4, &worst);
+    expect_matches_one_rank(all_axes_config(), train::parse_layout(layout), 2, ds, kAllAxesFp32Tolerance, &worst);
   }
   worst.print();
 }

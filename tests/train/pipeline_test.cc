@@ -67,7 +67,7 @@ Trace run(const train::TrainConfig& cfg, const data::TokenDataset& ds, int steps
   std::mutex mu;
   with_trainers(cfg, ds, std::nullopt, [&](train::Trainer& t) {
     Trace local = train::record_steps(t, steps);
-    for (const auto& r : local) EXPECT_FALSE(r.skipped);
+    for (const auto& r : local) EXPECT_FALSE(r.metrics.skipped) << r.metrics.skip_reason;
     std::lock_guard<std::mutex> lock(mu);
     if (t.context().rank == 0) trace = std::move(local);
   });
@@ -77,8 +77,8 @@ Trace run(const train::TrainConfig& cfg, const data::TokenDataset& ds, int steps
 void expect_bitwise(const Trace& a, const Trace& b) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t s = 0; s < b.size(); ++s) {
-    EXPECT_EQ(a[s].loss, b[s].loss) << "step " << s;
-    EXPECT_EQ(a[s].grad_norm, b[s].grad_norm) << "step " << s;
+    EXPECT_EQ(a[s].metrics.loss, b[s].metrics.loss) << "step " << s;
+    EXPECT_EQ(a[s].metrics.grad_norm, b[s].metrics.grad_norm) << "step " << s;
     EXPECT_EQ(a[s].grads, b[s].grads) << "step " << s;
     EXPECT_EQ(a[s].params, b[s].params) << "step " << s;
   }
@@ -89,7 +89,8 @@ void expect_close(const Trace& a, const Trace& ref, const train::TrainConfig& cf
   const auto r = train::compare_records(ref, a, train::global_tensors(cfg.model), cfg.training.precision, tol);
   EXPECT_TRUE(r.pass()) << r.str();
   for (size_t s = 0; s < ref.size(); ++s)
-    EXPECT_NEAR(a[s].grad_norm, ref[s].grad_norm, tol * std::abs(ref[s].grad_norm)) << "step " << s;
+    EXPECT_NEAR(a[s].metrics.grad_norm, ref[s].metrics.grad_norm, tol * std::abs(ref[s].metrics.grad_norm))
+        << "step " << s;
 }
 
 std::string layout_of(const std::string& schedule, int pp) {

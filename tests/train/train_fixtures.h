@@ -142,18 +142,24 @@ struct WorstDifference {
   }
 };
 
-// `layout` against one rank on the same global batch (equivalence.h, per
-// tensor) twice: under fp64 at its default tolerance (1e-10: where a layout
-// reorders sums only ~1e-15 of rounding remains, so any real error shows)
-// and under cfg's own precision at `tolerance` (its kernels: the f32 GEMM,
-// the per-ISA vector code). Expects both to pass.
-inline void expect_matches_one_rank(const train::TrainConfig& cfg, const train::Layout& layout, int steps,
-                                    const data::TokenDataset& ds, double tolerance,
-                                    WorstDifference* worst = nullptr) {
+// The two runs of an equivalence check: cfg under fp64 at its default
+// tolerance (1e-10: where a layout reorders sums only ~1e-15 of rounding
+// remains, so any real error shows), then cfg as given at `tolerance` (its
+// own kernels: the f32 GEMM, the per-ISA vector code).
+inline std::vector<std::pair<train::TrainConfig, double>> in_fp64_and_own(const train::TrainConfig& cfg,
+                                                                          double tolerance) {
   auto fp64 = cfg;
   fp64.training.precision = "fp64";
   fp64.training.grad_reduce_dtype = "fp32";  // the key's default: gradients reduced in f64
-  for (const auto& [c, tol] : {std::pair{fp64, train::default_tolerance("fp64")}, std::pair{cfg, tolerance}}) {
+  return {{fp64, train::default_tolerance("fp64")}, {cfg, tolerance}};
+}
+
+// `layout` against one rank on the same global batch (equivalence.h, per
+// tensor) in both runs of in_fp64_and_own; expects both to pass.
+inline void expect_matches_one_rank(const train::TrainConfig& cfg, const train::Layout& layout, int steps,
+                                    const data::TokenDataset& ds, double tolerance,
+                                    WorstDifference* worst = nullptr) {
+  for (const auto& [c, tol] : in_fp64_and_own(cfg, tolerance)) {
     SCOPED_TRACE(c.training.precision);
     const auto r = train::compare_with_single_rank(c, layout, steps, ds, tol);
     EXPECT_TRUE(r.pass()) << r.str();
@@ -258,6 +264,8 @@ inline train::TrainConfig all_axes_config() {
   return cfg;
 }
 inline const char* const kAllAxesCells[] = {"dp=2,tp=2,pp=2,zero=3", "cp=2,tp=2,dp=2"};
+// Their f32 tolerance per tensor (they reach 1e-5; fp64: 1e-10).
+inline constexpr double kAllAxesFp32Tolerance = 1e-4;
 
 // An empty directory under the test's temporary directory, per process
 // (other test processes and checkouts share the temp dir); all of them are

@@ -62,12 +62,8 @@ std::vector<StepRecord> record_steps(Trainer& t, int steps) {
   std::vector<StepRecord> out;
   std::vector<double> before = gather_model(t, false);
   for (int s = 0; s < steps; ++s) {
-    const StepMetrics m = t.step();
     StepRecord r;
-    r.loss = m.loss;
-    r.supervised = m.supervised;
-    r.skipped = m.skipped;
-    r.grad_norm = m.grad_norm;
+    r.metrics = t.step();
     r.grads = gather_model(t, true);
     r.params = gather_model(t, false);
     r.update.resize(r.params.size());

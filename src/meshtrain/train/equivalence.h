@@ -15,6 +15,7 @@
 #include "meshtrain/comm/mesh.h"
 #include "meshtrain/data/dataset.h"
 #include "meshtrain/parallel/layout_plan.h"
+#include "meshtrain/train/metrics.h"
 #include "meshtrain/train/train_config.h"
 
 namespace meshtrain::train {
@@ -83,15 +84,12 @@ TensorDiff per_tensor_diff(const std::vector<double>& a, const std::vector<doubl
                            const std::vector<GlobalTensor>& tensors, double floor_fraction,
                            const std::vector<bool>& skip = {});
 
-// What one training step leaves, gathered whole in global order: the loss,
-// the supervised count, the gradient norm, the reduced gradients, the
-// parameters after the update and the update itself (parameters after
-// minus before the step).
+// What one training step leaves: its metrics (loss, supervised count,
+// gradient norm, ...) and, gathered whole in global order, the reduced
+// gradients, the parameters after the update and the update itself
+// (parameters after minus before the step).
 struct StepRecord {
-  double loss = 0;
-  int64_t supervised = 0;
-  bool skipped = false;
-  double grad_norm = 0;
+  StepMetrics metrics;
   std::vector<double> grads, params, update;
 };
 // Runs `steps` steps of `t` and records each (collective over the
@@ -104,12 +102,16 @@ std::vector<StepRecord> record_steps(Trainer& t, int steps);
 // 2e-4 and 3e-2 per tensor on the test models: the other rounding of the
 // forward's sums, carried through three steps).
 double default_tolerance(const std::string& precision);
-// The update deltas' tolerance for a comparison at `tolerance`: the same
-// under fp64; at least 0.1 under fp32 and not checked (infinity) under the
-// 16-bit policies. Why: AdamW divides each gradient by its own magnitude,
-// so an element whose gradient is small takes a step that the gradient's
-// rounding changes by up to 1e-2 of the tensor's largest step under fp32
-// (docs/reproducibility.md, "Equivalence checks").
+// The update deltas' tolerance for a comparison at `tolerance`: at least
+// 1e-8 under fp64, 0.1 under fp32, not checked (infinity) under the 16-bit
+// policies. Why: AdamW divides each gradient by its own magnitude plus eps,
+// so the step of an element whose gradient is near zero changes by up to
+// lr d g_max / eps for a rounding d g_max of that gradient (d relative to
+// the largest gradient g_max): at most 1e-8 lr under fp64 (d = 1e-16,
+// g_max <= 1 after clipping; 7e-11 measured on the demo model), 1e-2
+// measured per tensor under fp32 at tp = 4, whole steps under bf16. A
+// dropped weight decay term is 2e-3 of a step (docs/reproducibility.md,
+// "Equivalence checks").
 double update_tolerance(const std::string& precision, double tolerance);
 
 struct StepDiff {

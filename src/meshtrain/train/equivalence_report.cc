@@ -72,7 +72,7 @@ double default_tolerance(const std::string& precision) {
 }
 
 double update_tolerance(const std::string& precision, double tolerance) {
-  if (precision == "fp64") return tolerance;
+  if (precision == "fp64") return std::max(tolerance, 1e-8);
   if (precision == "fp32") return std::max(tolerance, 0.1);
   return std::numeric_limits<double>::infinity();
 }
@@ -160,13 +160,13 @@ EquivalenceReport compare_records(const std::vector<StepRecord>& ref, const std:
     }
     StepDiff d;
     d.step = int64_t(s) + 1;
-    d.loss_ref = a.loss;
-    d.loss_layout = b.loss;
+    d.loss_ref = a.metrics.loss;
+    d.loss_layout = b.metrics.loss;
     d.loss_rel = std::abs(d.loss_layout - d.loss_ref) / std::max(std::abs(d.loss_ref), 1e-30);
     d.grad = per_tensor_diff(b.grads, a.grads, tensors, fraction);
     d.update = per_tensor_diff(b.update, a.update, tensors, fraction, noise_driven);
     d.param = per_tensor_diff(b.params, a.params, tensors, fraction, noise_driven);
-    d.counts_equal = a.supervised == b.supervised;
+    d.counts_equal = a.metrics.supervised == b.metrics.supervised;
     r.steps.push_back(d);
   }
   return r;
