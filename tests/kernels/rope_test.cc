@@ -28,9 +28,11 @@ TEST(Rope, RotateHalfHandComputed) {
   std::vector<double> x = {1, 2, 3, 4};
   std::vector<int32_t> pos = {1};
   rope_apply(x.data(), pos.data(), 1, 1, 4, t, false);
-  const double c0 = t.cos[2], s0 = t.sin[2], c1 = t.cos[3], s1 = t.sin[3];
-  EXPECT_NEAR(c0, std::cos(1.0), 1e-7);
-  EXPECT_NEAR(s1, std::sin(0.01), 1e-7);
+  // Double activations rotate by the double angles (the f64 policy's), not the f32 table's.
+  const double c0 = t.cos64[2], s0 = t.sin64[2], c1 = t.cos64[3], s1 = t.sin64[3];
+  EXPECT_EQ(c0, std::cos(1.0));
+  EXPECT_EQ(s1, std::sin(0.01));
+  EXPECT_EQ(t.cos[2], float(c0));
   // pairs (x0, x2) and (x1, x3)
   const std::vector<double> want = {1 * c0 - 3 * s0, 2 * c1 - 4 * s1, 3 * c0 + 1 * s0, 4 * c1 + 2 * s1};
   EXPECT_LT(testing::max_abs_diff(x, want), 1e-15);
@@ -48,11 +50,11 @@ TEST(Rope, InverseIsTheBackwardOfForward) {
   auto g = c;
   rope_apply(g.data(), pos.data(), n, heads, hd, t, true);
   EXPECT_LT(testing::max_rel_diff(g, testing::finite_difference(loss, x), 1e-2), 1e-6);
-  // Round trip: exact up to cos^2 + sin^2 = 1 in the float table.
+  // Round trip: exact up to cos^2 + sin^2 = 1 in the double table.
   auto y = x;
   rope_apply(y.data(), pos.data(), n, heads, hd, t, false);
   rope_apply(y.data(), pos.data(), n, heads, hd, t, true);
-  EXPECT_LT(testing::max_abs_diff(y, x), 2e-7);
+  EXPECT_LT(testing::max_abs_diff(y, x), 1e-14);
 }
 
 TEST(Rope, FloatAgreesWithDouble) {

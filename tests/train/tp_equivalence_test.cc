@@ -1,11 +1,11 @@
 // Tensor and sequence parallelism against one rank through the trainer
 // (SPEC S10's migration path): the same global batch, 3 AdamW steps, the
-// loss, every gradient and every parameter compared after each step with
-// the whole tensors assembled from the shards (equivalence.h). f32 with
-// tolerance 1e-4 relative to the largest magnitude of each vector (the
-// reduction order differs: the row-parallel partial sums, the vocabulary
+// loss, every gradient, update and parameter compared per tensor after each
+// step with the whole tensors assembled from the shards (equivalence.h),
+// under fp64 with tolerance 1e-10 and f32 with 5e-4 (updates 0.1): the
+// reduction order differs (the row-parallel partial sums, the vocabulary
 // split of the softmax sums, the norm weights' gradients summed over
-// sequence shards).
+// sequence shards), and per tensor f32 reaches 2e-4 at tp = 4.
 //   tp in {1, 2, 4} x SP off/on x {MHA, GQA kv >= tp, GQA kv < tp}
 //     x {untied, tied} x {Llama, GPT-2}
 //   composed 2 x 2 (tp x dp) with ZeRO 1 and 3.
@@ -19,7 +19,7 @@ using namespace meshtrain::testing;
 
 namespace {
 
-constexpr double kTolerance = 1e-4;
+const double kTolerance = train::default_tolerance("fp32");  // 5e-4 per tensor
 
 train::TrainConfig tp_config(bool gpt2, bool tied, int kv) {
   auto cfg = tiny_train_config();
@@ -56,15 +56,13 @@ TEST(TensorParallelEquivalence, EveryTpSpHeadLayoutPresetAndTyingMatchesOneRank)
             layout.sequence_parallel = sp;
             SCOPED_TRACE(::testing::Message() << (gpt2 ? "gpt2" : "llama") << (tied ? " tied" : " untied")
                                               << " kv=" << kv << " " << layout.str());
-            const auto r = train::compare_with_single_rank(cfg, layout, 3, ds, kTolerance);
-            EXPECT_TRUE(r.pass()) << r.str();
-            worst.add(r);
+            expect_matches_one_rank(cfg, layout, 3, ds, kTolerance, &worst);
           }
         }
       }
     }
   }
-  worst.print(kTolerance);
+  worst.print();
 }
 
 TEST(TensorParallelEquivalence, ComposedWithDataParallelismAndZero) {
@@ -73,9 +71,7 @@ TEST(TensorParallelEquivalence, ComposedWithDataParallelismAndZero) {
                            "tp=2,sp=on,dp=2,zero=3,reduce=avg"}) {
     for (bool gpt2 : {false, true}) {
       SCOPED_TRACE(::testing::Message() << text << (gpt2 ? " gpt2" : " llama"));
-      const auto r = train::compare_with_single_rank(tp_config(gpt2, gpt2, 1), train::parse_layout(text), 3, ds,
-                                                     kTolerance);
-      EXPECT_TRUE(r.pass()) << r.str();
+      expect_matches_one_rank(tp_config(gpt2, gpt2, 1), train::parse_layout(text), 3, ds, kTolerance);
     }
   }
 }
@@ -91,14 +87,15 @@ TEST(TensorParallelEquivalence, OneTensorParallelRankIsBitwiseTheReference) {
 // Under the bf16 policy the matmul inputs are rounded to 8 bits of mantissa
 // on every layout alike, but a partial sum reduced in another order can
 // round an operand or a stored parameter one bf16 step (2^-8 relative) the
-// other way: tolerance 1e-2 relative to the largest magnitude.
+// other way, and per tensor those steps add up to 3e-2 at tp = 4: the
+// bf16 default tolerance, 5e-2 per tensor (updates not checked under bf16).
 TEST(TensorParallelEquivalence, Bf16TracksOneRank) {
   const auto ds = varied_documents(64, 5);
   for (const char* text : {"tp=2", "tp=2,sp=on,dp=2,zero=3", "tp=4,sp=on"}) {
     SCOPED_TRACE(text);
     auto cfg = tp_config(true, true, 1);
     cfg.training.precision = "bf16";
-    const auto r = train::compare_with_single_rank(cfg, train::parse_layout(text), 3, ds, 1e-2);
+    const auto r = train::compare_with_single_rank(cfg, train::parse_layout(text), 3, ds, train::default_tolerance("bf16"));
     EXPECT_TRUE(r.pass()) << r.str();
   }
 }
@@ -113,7 +110,6 @@ TEST(TensorParallelEquivalence, ReproducibleModeComposesWithTensorParallelism) {
     SCOPED_TRACE(text);
     auto cfg = tp_config(true, false, 1);
     cfg.training.reproducible = true;
-    const auto r = train::compare_with_single_rank(cfg, train::parse_layout(text), 3, ds, kTolerance);
-    EXPECT_TRUE(r.pass()) << r.str();
+    expect_matches_one_rank(cfg, train::parse_layout(text), 3, ds, kTolerance);
   }
 }

@@ -110,22 +110,62 @@ inline train::TrainConfig context_parallel_config() {
   return cfg;
 }
 
-// The largest relative differences an equivalence matrix saw, printed with
-// its tolerance at the end of a test.
+// The largest relative differences an equivalence matrix saw (per tensor,
+// the tensor named), per precision, printed with the tolerances at the end
+// of a test.
 struct WorstDifference {
-  double loss = 0, grad = 0, param = 0;
+  struct Worst {
+    double loss = 0, tolerance = 0;
+    train::TensorDiff grad, update, param;
+  };
+  std::map<std::string, Worst> by_precision;
   void add(const train::EquivalenceReport& r) {
+    auto keep = [](train::TensorDiff& worst, const train::TensorDiff& d) {
+      if (d.rel > worst.rel) worst = d;
+    };
+    Worst& w = by_precision[r.precision];
+    w.tolerance = std::max(w.tolerance, r.tolerance);
     for (const auto& s : r.steps) {
-      loss = std::max(loss, s.loss_rel);
-      grad = std::max(grad, s.grad_rel);
-      param = std::max(param, s.param_rel);
+      w.loss = std::max(w.loss, s.loss_rel);
+      keep(w.grad, s.grad);
+      keep(w.update, s.update);
+      keep(w.param, s.param);
     }
   }
-  void print(double tolerance) const {
-    std::printf("worst relative difference: loss %.2e, gradients %.2e, parameters %.2e (tolerance %.0e)\n", loss, grad,
-                param, tolerance);
+  void print() const {
+    for (const auto& [precision, w] : by_precision)
+      std::printf(
+          "%s: worst relative difference per tensor: loss %.2e, gradients %.2e (%s), updates %.2e (%s), parameters "
+          "%.2e (%s) (tolerance %.0e)\n",
+          precision.c_str(), w.loss, w.grad.rel, w.grad.tensor.c_str(), w.update.rel, w.update.tensor.c_str(),
+          w.param.rel, w.param.tensor.c_str(), w.tolerance);
   }
 };
+
+// The two runs of an equivalence check: cfg under fp64 at its default
+// tolerance (1e-10: where a layout reorders sums only ~1e-15 of rounding
+// remains, so any real error shows), then cfg as given at `tolerance` (its
+// own kernels: the f32 GEMM, the per-ISA vector code).
+inline std::vector<std::pair<train::TrainConfig, double>> in_fp64_and_own(const train::TrainConfig& cfg,
+                                                                          double tolerance) {
+  auto fp64 = cfg;
+  fp64.training.precision = "fp64";
+  fp64.training.grad_reduce_dtype = "fp32";  // the key's default: gradients reduced in f64
+  return {{fp64, train::default_tolerance("fp64")}, {cfg, tolerance}};
+}
+
+// `layout` against one rank on the same global batch (equivalence.h, per
+// tensor) in both runs of in_fp64_and_own; expects both to pass.
+inline void expect_matches_one_rank(const train::TrainConfig& cfg, const train::Layout& layout, int steps,
+                                    const data::TokenDataset& ds, double tolerance,
+                                    WorstDifference* worst = nullptr) {
+  for (const auto& [c, tol] : in_fp64_and_own(cfg, tolerance)) {
+    SCOPED_TRACE(c.training.precision);
+    const auto r = train::compare_with_single_rank(c, layout, steps, ds, tol);
+    EXPECT_TRUE(r.pass()) << r.str();
+    if (worst) worst->add(r);
+  }
+}
 
 // Gathered full parameters (or reduced gradients) as doubles, for comparisons.
 inline std::vector<double> gathered(train::Trainer& t, bool grads = false) {
@@ -189,22 +229,49 @@ inline checkpoint::CheckpointDiff expect_resaved_identically(const LayoutRun& ru
   return diff;
 }
 
-// One rank's parameters after `steps` updates on the global window of `cfg`
-// run over R replicas (G' = R x G), one compute thread: the in-process
-// reference of the MPI equivalence tests.
-inline std::vector<double> single_rank(const train::TrainConfig& cfg, int R, const data::TokenDataset& ds,
-                                       int steps = 3) {
+// One rank's records (equivalence.h) of `steps` updates on the global
+// window of `cfg` run over R replicas (G' = R x G), one compute thread: the
+// in-process reference of the MPI equivalence tests.
+inline std::vector<train::StepRecord> single_rank_records(const train::TrainConfig& cfg, int R,
+                                                          const data::TokenDataset& ds, int steps) {
   auto ref = cfg;
   ref.parallel = parallel::ParallelConfig{};
   ref.training.grad_accum = cfg.training.grad_accum * R;  // the same global window
-  std::vector<double> p;
+  std::vector<train::StepRecord> records;
   with_trainers(ref, ds, std::nullopt, [&](train::Trainer& t) {
     set_compute_threads(1);  // the processes share the machine
-    for (int s = 0; s < steps; ++s) t.step();
-    p = parallel::gather_global_values(t.engine(), t.context().group({"pp", "tp"}), false);  // global order
+    records = train::record_steps(t, steps);
   });
-  return p;
+  return records;
 }
+
+// The reference's whole parameters in global order after `steps` updates.
+inline std::vector<double> single_rank(const train::TrainConfig& cfg, int R, const data::TokenDataset& ds,
+                                       int steps = 3) {
+  return single_rank_records(cfg, R, ds, steps).back().params;
+}
+
+// The 8-rank cells that compose every axis (dp2 x tp2 x pp2 with ZeRO-3;
+// cp2 x tp2 x dp2): 4 blocks (two per stage), the tied embedding's head on
+// the other stage, one KV head shared by the tp pair, 2 rows x 2
+// micro-batches, one compute thread per rank. d_model 32 and ffn 96 make a
+// block's tp-local unit (about 5,900 elements) larger than the 4,096-
+// element norm blocks ZeRO shards by, so both dp ranks own part of it.
+inline train::TrainConfig all_axes_config() {
+  auto cfg = tiny_train_config();
+  cfg.optimizer.lr = 1e-3;
+  cfg.model.d_model = 32;
+  cfg.model.n_heads = 4;
+  cfg.model.n_kv_heads = 1;
+  cfg.model.ffn_hidden = 96;
+  cfg.model.n_layers = 4;
+  cfg.model.tied_embeddings = true;
+  cfg.training.micro_batch = 2;
+  cfg.training.grad_accum = 2;
+  cfg.training.threads = 1;
+  return cfg;
+}
+inline const char* const kAllAxesCells[] = {"dp=2,tp=2,pp=2,zero=3", "cp=2,tp=2,dp=2"};
 
 // An empty directory under the test's temporary directory, per process
 // (other test processes and checkouts share the temp dir); all of them are

@@ -75,7 +75,8 @@ VerifyResult verify(const VerifyRequest& r) {
   train::equivalence_configs(cfg, layout, r.bitwise);  // every refusal of the layout before any data is prepared
   train::ensure_prepared(cfg.data);
   const auto data = data::TokenDataset::open(cfg.data.path, "train");
-  const auto report = train::compare_with_single_rank(cfg, layout, r.steps, data, r.tolerance, r.bitwise);
+  const double tolerance = r.tolerance.value_or(train::default_tolerance(cfg.training.precision));
+  const auto report = train::compare_with_single_rank(cfg, layout, r.steps, data, tolerance, r.bitwise);
   return {report.pass(), report.str()};
 }
 

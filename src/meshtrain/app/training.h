@@ -1,6 +1,7 @@
 // `meshtrain train` and `meshtrain verify`.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,7 +39,9 @@ struct VerifyRequest {
   std::string config, layout;  // layout: "dp=4,zero=3"
   std::vector<std::string> overrides;
   int steps = 3;
-  double tolerance = 1e-4;
+  // Per tensor; unset: the default of the config's training.precision
+  // (train::default_tolerance: fp64 1e-10, fp32 5e-4, bf16/fp16 5e-2).
+  std::optional<double> tolerance;
   bool bitwise = false;  // identical bits instead of a tolerance
 };
 struct VerifyResult {

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "meshtrain/checkpoint/dtype_convert.h"
 #include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/checkpoint/model_config_json.h"
 #include "meshtrain/core/error.h"
@@ -55,7 +56,7 @@ void set_param_values(model::ParameterStore& store, const ParamValues& values) {
   for (int i = 0; i < store.size(); ++i) {
     const auto& p = store.get(i);
     const auto& v = values.at(p.spec->name);
-    std::copy(v.begin(), v.end(), p.value.data<float>());
+    convert(v.data(), DType::F32, p.value.raw(), p.value.dtype(), v.size());  // f64 under the fp64 policy
   }
 }
 

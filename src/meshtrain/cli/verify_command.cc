@@ -14,7 +14,9 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("CONFIG", q->config, "training config (TOML)")->required();
   cmd->add_option("--layout", q->layout, "the layout to check, e.g. dp=4,zero=3")->required();
   cmd->add_option("--steps", q->steps, "updates to compare")->check(CLI::Range(1, 1000000));
-  auto* tol = cmd->add_option("--tolerance", q->tolerance, "largest relative difference accepted")
+  auto* tol = cmd->add_option("--tolerance", q->tolerance,
+                              "largest relative difference accepted, per tensor (default by training.precision: fp64 "
+                              "1e-10, fp32 5e-4, bf16/fp16 5e-2)")
                   ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--bitwise", q->bitwise, "require identical bits (with training.reproducible = true)")->excludes(tol);
   cmd->add_option("--set", q->overrides, "override a config key (repeatable)")

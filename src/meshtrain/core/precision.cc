@@ -23,10 +23,12 @@ PrecisionPolicy PrecisionPolicy::mixed(DType half, DType reduce) {
 
 PrecisionPolicy PrecisionPolicy::from_name(const std::string& name, const std::string& grad_reduce) {
   const DType reduce = reduce_dtype(grad_reduce);
-  if (name == "fp32") {
+  if (name == "fp32" || name == "fp64") {
+    // The key's default ("fp32") reads as "the gradients' own type" here.
     MT_REQUIRE(ConfigError, reduce == DType::F32, "training.grad_reduce_dtype = \"", grad_reduce,
-               "\" needs a 16-bit training.precision (gradients are f32 under fp32)");
-    return uniform(DType::F32);
+               "\" needs a 16-bit training.precision (gradients are ", name == "fp32" ? "f32" : "f64", " under ",
+               name, ")");
+    return uniform(name == "fp32" ? DType::F32 : DType::F64);
   }
   if (name == "bf16" || name == "fp16") {
     const DType half = name == "bf16" ? DType::BF16 : DType::F16;
@@ -34,7 +36,7 @@ PrecisionPolicy PrecisionPolicy::from_name(const std::string& name, const std::s
                "\" with training.precision = \"", name, "\": reduce in fp32 or in ", name);
     return mixed(half, reduce);
   }
-  MT_THROW(ConfigError, "training.precision = \"", name, "\": expected fp32, bf16 or fp16");
+  MT_THROW(ConfigError, "training.precision = \"", name, "\": expected fp32, bf16, fp16 or fp64");
 }
 
 bool PrecisionPolicy::is_uniform() const { return *this == uniform(params); }

@@ -25,9 +25,12 @@ struct PrecisionPolicy {
   // and outputs) with f32 gradients, f32 master weights and f32 Adam
   // moments; gradients reduced in `reduce` (f32 or the 16-bit type).
   static PrecisionPolicy mixed(DType half, DType reduce = DType::F32);
-  // training.precision: "fp32" | "bf16" | "fp16" with
-  // training.grad_reduce_dtype "fp32" | "bf16" | "fp16"; ConfigError
-  // naming the key otherwise.
+  // training.precision: "fp32" | "bf16" | "fp16" | "fp64" with
+  // training.grad_reduce_dtype "fp32" | "bf16" | "fp16" (16-bit only; left
+  // at "fp32", gradients are reduced in the uniform type); ConfigError
+  // naming the key otherwise. fp64 is f64 everywhere: slow (the kernels'
+  // scalar double paths), for equivalence checks whose rounding must not
+  // hide a real difference (docs/reproducibility.md).
   static PrecisionPolicy from_name(const std::string& name, const std::string& grad_reduce = "fp32");
   // The dtype of AMP-style training that needs loss scaling (f16's range).
   bool needs_loss_scaling() const { return params == DType::F16; }

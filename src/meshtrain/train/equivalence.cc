@@ -19,14 +19,9 @@ namespace meshtrain::train {
 
 namespace {
 
-struct Trace {
-  std::vector<double> loss;
-  std::vector<int64_t> counts;
-  std::vector<std::vector<double>> grads, params;  // per step, all units concatenated
-};
-
-Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_data) {
-  Trace trace;
+// The layout's records, taken on every rank; rank 0's returned.
+std::vector<StepRecord> record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_data) {
+  std::vector<StepRecord> out;
   std::mutex mu;
   comm::LaunchOptions o;
   o.world_size = cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp * cfg.parallel.pp;
@@ -35,30 +30,13 @@ Trace record(const TrainConfig& cfg, int steps, const data::TokenDataset& train_
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
     if (cfg.training.threads > 0) set_compute_threads(cfg.training.threads);  // as train_main does
     Trainer t(cfg, ctx, train_data, std::nullopt);
-    Trace local;
-    for (int s = 0; s < steps; ++s) {
-      const StepMetrics m = t.step();
-      local.loss.push_back(m.loss);
-      local.counts.push_back(m.supervised);
-      // Whole tensors in global order, whatever the tensor or pipeline split.
-      local.grads.push_back(gather_model(t, true));
-      local.params.push_back(gather_model(t, false));
-    }
+    std::vector<StepRecord> local = record_steps(t, steps);
     if (ctx.rank == 0) {
       std::lock_guard<std::mutex> lock(mu);
-      trace = std::move(local);
+      out = std::move(local);
     }
   });
-  return trace;
-}
-
-double rel_max(const std::vector<double>& a, const std::vector<double>& ref) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - ref[i]));
-    scale = std::max(scale, std::abs(ref[i]));
-  }
-  return scale > 0 ? diff / scale : diff;
+  return out;
 }
 
 bool parse_bool(const std::string& key, const std::string& v) {
@@ -79,6 +57,22 @@ int parse_int(const std::string& key, const std::string& v) {
 
 std::vector<double> gather_model(Trainer& t, bool grads) {
   return parallel::gather_global_values(t.engine(), *t.training_step().groups().model, grads);
+}
+
+std::vector<StepRecord> record_steps(Trainer& t, int steps) {
+  std::vector<StepRecord> out;
+  std::vector<double> before = gather_model(t, false);
+  for (int s = 0; s < steps; ++s) {
+    StepRecord r;
+    r.metrics = t.step();
+    r.grads = gather_model(t, true);
+    r.params = gather_model(t, false);
+    r.update.resize(r.params.size());
+    for (size_t i = 0; i < r.params.size(); ++i) r.update[i] = r.params[i] - before[i];
+    before = r.params;
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 TrainConfig with_layout(const TrainConfig& cfg, const Layout& layout) {
@@ -184,38 +178,6 @@ Layout parse_layout(const std::string& text) {
   return l;
 }
 
-bool EquivalenceReport::pass() const {
-  for (const auto& s : steps)
-    if (!s.counts_equal || s.loss_rel > tolerance || s.grad_rel > tolerance || s.param_rel > tolerance) return false;
-  return !steps.empty();
-}
-
-namespace {
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-}  // namespace
-
-std::string EquivalenceReport::str() const {
-  std::ostringstream os;
-  char buf[256];
-  if (bitwise)
-    os << "layout " << layout << " vs single rank, reproducible mode, bitwise (zero difference); the claim covers: "
-       << joined(claim_covers) << "\n";
-  else
-    os << "layout " << layout << " vs single rank, tolerance " << tolerance << " (relative)\n";
-  for (const auto& s : steps) {
-    std::snprintf(buf, sizeof buf, "step %3lld | loss %.6f vs %.6f (rel %.2e) | grad max rel %.2e | param max rel %.2e%s\n",
-                  static_cast<long long>(s.step), s.loss_layout, s.loss_ref, s.loss_rel, s.grad_rel, s.param_rel,
-                  s.counts_equal ? "" : " | SUPERVISED COUNTS DIFFER");
-    os << buf;
-  }
-  os << (pass() ? "PASS" : "FAIL") << "\n";
-  return os.str();
-}
-
 EquivalenceConfigs equivalence_configs(const TrainConfig& cfg, const Layout& layout, bool bitwise) {
   TrainConfig par = cfg;
   if (bitwise) {
@@ -245,10 +207,10 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
                                            const data::TokenDataset& train_data, double tolerance, bool bitwise) {
   const auto [par, ref] = equivalence_configs(cfg, layout, bitwise);
   if (bitwise) tolerance = 0;
-  const Trace a = record(ref, steps, train_data), b = record(par, steps, train_data);
-  EquivalenceReport r;
+  const auto a = record(ref, steps, train_data), b = record(par, steps, train_data);
+  // par: validated, its model finalized.
+  EquivalenceReport r = compare_records(a, b, global_tensors(par.model), par.training.precision, tolerance);
   r.layout = layout.str();
-  r.tolerance = tolerance;
   r.bitwise = bitwise;
   // What reproducible mode makes bitwise so far: the data-parallel split of
   // the window, the ZeRO stage, the pipeline split of an untied model and
@@ -260,17 +222,6 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
     if (layout.ep > 1)
       r.claim_covers.push_back("expert parallelism (ep " + std::to_string(layout.ep) +
                                ": each source rank's expert gradients in a tree lane of its own)");
-  }
-  for (int s = 0; s < steps; ++s) {
-    StepDiff d;
-    d.step = s + 1;
-    d.loss_ref = a.loss[size_t(s)];
-    d.loss_layout = b.loss[size_t(s)];
-    d.loss_rel = std::abs(d.loss_layout - d.loss_ref) / std::max(std::abs(d.loss_ref), 1e-30);
-    d.grad_rel = rel_max(b.grads[size_t(s)], a.grads[size_t(s)]);
-    d.param_rel = rel_max(b.params[size_t(s)], a.params[size_t(s)]);
-    d.counts_equal = a.counts[size_t(s)] == b.counts[size_t(s)];
-    r.steps.push_back(d);
   }
   return r;
 }

@@ -33,7 +33,7 @@ struct TrainingConfig {
   int64_t grad_accum = 1;    // micro-batches per update (G)
   int64_t eval_every = 0;    // 0: only at the end
   int64_t eval_rows = 0;     // rows of validation per evaluation; 0: the whole split
-  std::string precision = "fp32";          // fp32 | bf16 | fp16 (core/precision.h)
+  std::string precision = "fp32";          // fp32 | bf16 | fp16 | fp64 (core/precision.h)
   std::string grad_reduce_dtype = "fp32";  // gradients on the wire: fp32 | bf16 | fp16 (16-bit precisions)
   optim::LossScaleConfig loss_scale;       // fp16: dynamic loss scaling
   bool recompute = false;

@@ -7,6 +7,7 @@
 #include "meshtrain/checkpoint/model_config_json.h"
 #include "meshtrain/checkpoint/model_weights.h"
 #include "meshtrain/checkpoint/writer.h"
+#include "meshtrain/kernels/kernel_table.h"
 #include "meshtrain/train/kernel_environment.h"
 #include "meshtrain/train/trainer.h"
 
@@ -155,11 +156,12 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
   // 1. Every check before any byte is copied: the model stays untouched on
   // error. Shapes are the global (logical) ones: any layout reads any other's.
   const bool has_moments = check_restore_tensors(reader, spec, scope);
-  for (const auto& p : spec.params) reader.expect(p.name, p.global_shape, DType::F32);
+  // What save_request writes: the master weights' and the moments' dtypes.
+  for (const auto& p : spec.params) reader.expect(p.name, p.global_shape, precision().master);
   if (has_moments)
     for (const auto& p : spec.params) {
-      reader.expect(kExpAvg + p.name, p.global_shape, DType::F32);
-      reader.expect(kExpAvgSq + p.name, p.global_shape, DType::F32);
+      reader.expect(kExpAvg + p.name, p.global_shape, precision().optimizer);
+      reader.expect(kExpAvgSq + p.name, p.global_shape, precision().optimizer);
     }
   const nlohmann::json& meta = reader.metadata();
   const bool has_position = scope != RestoreScope::Weights && meta.contains("loader_state") && meta.contains("step");
@@ -260,15 +262,18 @@ void Trainer::init_from_safetensors(const std::string& path) {
   for (int u = 0; u < plan.num_units(); ++u) {
     if (plan.unit(u).padded == 0) continue;
     const auto [pb, pe] = engine.weights_range(u);
-    const Tensor dst = engine.weights(u);
-    MT_CHECK(dst.dtype() == DType::F32, "safetensors import fills f32 weights");
-    float* base = dst.data<float>() - pb;
+    const Tensor dst = engine.weights(u);  // f32, or f64 under the fp64 policy
+    const auto& k = kernels::kernels_for(dst);
+    std::vector<float> local(size_t(pe - pb));
+    const Tensor staged = Tensor::wrap(local.data(), dst.shape(), DType::F32);
+    k.convert(staged, dst);  // what no piece covers stays as it is
     for (const auto& piece : plan.pieces_in(u, pb, pe)) {
       const auto& ps = spec.params[size_t(piece.param)];
       const std::vector<float>& v = values.at(ps.name);  // the global tensor
-      float* out = base + piece.unit_offset;
+      float* out = local.data() + (piece.unit_offset - pb);
       for (int64_t i = piece.param_begin; i < piece.param_end; ++i) out[i - piece.param_begin] = v[size_t(ps.global_flat(i))];
     }
+    k.convert(dst, staged);
   }
   engine.refresh_params();
 }

@@ -16,13 +16,18 @@ RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, double theta) {
   t.half = head_dim / 2;
   t.cos.resize(size_t(max_pos * t.half));
   t.sin.resize(size_t(max_pos * t.half));
+  t.cos64.resize(size_t(max_pos * t.half));
+  t.sin64.resize(size_t(max_pos * t.half));
   for (int64_t i = 0; i < t.half; ++i) {
     // Angles in double: at long positions float angles lose several digits.
     const double inv_freq = std::pow(theta, -2.0 * double(i) / double(head_dim));
     for (int64_t p = 0; p < max_pos; ++p) {
       const double a = double(p) * inv_freq;
-      t.cos[size_t(p * t.half + i)] = float(std::cos(a));
-      t.sin[size_t(p * t.half + i)] = float(std::sin(a));
+      const size_t at = size_t(p * t.half + i);
+      t.cos64[at] = std::cos(a);
+      t.sin64[at] = std::sin(a);
+      t.cos[at] = float(t.cos64[at]);
+      t.sin[at] = float(t.sin64[at]);
     }
   }
   return t;

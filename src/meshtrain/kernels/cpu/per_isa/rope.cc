@@ -26,14 +26,14 @@ void rope_apply(T* x, const int32_t* pos, int64_t n, int64_t heads, int64_t head
   const T sign = inverse ? T(-1) : T(1);
   parallel_range(n, n * heads * head_dim, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
-      const float* c = table.cos.data() + int64_t(pos[i]) * half;
-      const float* s = table.sin.data() + int64_t(pos[i]) * half;
+      const T* c = table.cos_row<T>(pos[i]);
+      const T* s = table.sin_row<T>(pos[i]);
       for (int64_t h = 0; h < heads; ++h) {
         T* x1 = x + (i * heads + h) * head_dim;
         T* x2 = x1 + half;
 #pragma omp simd
         for (int64_t j = 0; j < half; ++j) {
-          const T cj = T(c[j]), sj = sign * T(s[j]);
+          const T cj = c[j], sj = sign * s[j];
           const T a = x1[j], b = x2[j];
           x1[j] = a * cj - b * sj;
           x2[j] = b * cj + a * sj;
