@@ -6,7 +6,7 @@
 // Prints per layout and sequence length the median step time, tokens/s,
 // the communication time the ranks waited for (ring blocks they had to wait
 // for after computing the previous one, plus the gradient reduction), the
-// K/V bytes the ring moved per rank per step next to the formula of SPEC S8
+// K/V bytes the ring moved per rank per step next to docs/math.md (M.51)
 // (forward L x 2 b s h_kv bytes (cp - 1) / cp; backward the K/V again plus
 // dK/dV home: L x 2 b s h_kv bytes (2 cp - 1) / cp), and the peak
 // activation bytes per rank.

@@ -4,7 +4,7 @@
 //     backward, and the exposed communication fraction;
 //   - a bucket-size sweep (stage 0);
 //   - persistent and peak memory per rank for ZeRO stages 0-3 next to the
-//     formulas (29.7)-(29.10).
+//     formulas of docs/math.md (M.26).
 // Medians over the timed steps; the machine is shared: compare ratios.
 //   - reproducible mode (training.reproducible) against the same layout
 //     without it: step time and the extra memory of the gradient leaves.

@@ -6,7 +6,7 @@
 //   dp = 2, ep = 2 (each rank computes 4 experts; tokens travel by all-to-all)
 // Prints per layout the median step time and tokens/s, the all-to-all
 // payload all ranks sent per step (dispatch + combine, forward) next to
-// SPEC S8's 2 N k d b_e, and at ep = 2 the drop fraction and most loaded
+// docs/math.md (M.60)'s 2 N k d b_e, and at ep = 2 the drop fraction and most loaded
 // expert's share at capacity factors 0 (dropless), 1.0 and 1.25, the
 // parameter + gradient + optimizer state rank 0 holds (experts held by their
 // owners only: ep = 2 holds half of them), and the reproducible mode's cost

@@ -83,7 +83,7 @@ TEST_P(WindowTest, SameRowsForAnyReplicasAndMicroBatches) {
           n_total += micro.supervised_targets;
         }
       }
-      EXPECT_EQ(n_total, ref_n[size_t(s)]) << "N of (29.2) must not depend on the layout";
+      EXPECT_EQ(n_total, ref_n[size_t(s)]) << "N of docs/math.md (M.4) must not depend on the layout";
     }
     EXPECT_EQ(got, ref) << "R=" << R << " G=" << G;
   }

@@ -66,7 +66,7 @@ TEST(Packing, FiniteStreamPadsTheTail) {
   EXPECT_EQ(b.non_pad_tokens, 9);
   EXPECT_EQ(b.computed_positions, 12);
   EXPECT_EQ(b.supervised_targets, 9);
-  EXPECT_DOUBLE_EQ(b.padding_ratio(), 1.0 - 9.0 / 12.0);  // (29.1)
+  EXPECT_DOUBLE_EQ(b.padding_ratio(), 1.0 - 9.0 / 12.0);  // docs/math.md (M.2)
   EXPECT_FALSE(loader.next(3, &b));
   EXPECT_EQ(b.rows, 0);
 }
@@ -130,7 +130,7 @@ TEST(Batch, PaddingRatioAndReuse) {
   b.row_lengths = {10, 5, 3, 2};
   b.recount();
   EXPECT_EQ(b.computed_positions, 40);
-  EXPECT_DOUBLE_EQ(b.padding_ratio(), 1.0 - 20.0 / 40.0);  // (29.1)
+  EXPECT_DOUBLE_EQ(b.padding_ratio(), 1.0 - 20.0 / 40.0);  // docs/math.md (M.2)
   const int32_t* p = b.tokens.data();
   b.reset(3, 10, P);
   EXPECT_EQ(b.tokens.data(), p);  // no reallocation when not growing

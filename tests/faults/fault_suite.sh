@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fault-injection suite (SPEC S9: failure is a group event; a restart
-# resumes exactly). Each trial makes one rank die at a seeded random fault
+# Fault-injection suite (docs/math.md, "Rule: failure is a group event"; a
+# restart resumes exactly). Each trial makes one rank die at a seeded random fault
 # point -- in forward, in backward, on its way into a collective, while
 # writing a checkpoint, at a step of the commit, or after a step's metrics
 # records -- lets the job restart from its latest complete checkpoint, and

@@ -288,7 +288,7 @@ TEST(Attention, PackedDocumentsAreIsolatedFloat) { check_packing_isolation<float
 TEST(Attention, PackedDocumentsAreIsolatedDouble) { check_packing_isolation<double>(); }
 
 // Context-parallel use: a query shard at global offset against K/V blocks
-// computed separately (some fully masked) and merged (29.15)-(29.16).
+// computed separately (some fully masked) and merged (docs/math.md (M.49)).
 template <typename T>
 void check_merge(const std::vector<int64_t>& docs) {
   const AttentionShape s{2, 160, 4, 2, 16};
@@ -451,7 +451,7 @@ TEST(Attention, MergeWithEmptyStatesIsExact) {
 
 }  // namespace
 
-// (29.15)-(29.16) is associative up to rounding: three partial states (one
+// docs/math.md (M.49) is associative up to rounding: three partial states (one
 // of them fully masked for some rows) merged in any grouping and order give
 // the same state (f64: 1e-14 relative).
 TEST(Attention, ThreeStateMergeDoesNotDependOnGrouping) {

@@ -38,7 +38,7 @@ TEST(CrossEntropy, FusedGradientMatchesFiniteDifferences) {
   const int64_t n = 4, V = 7;
   auto x = random_vec(n * V, 1, -3, 3);
   std::vector<int32_t> targets = {3, -1, 0, 6};
-  const double scale = 1.0 / 3;  // 1/N, N = supervised count (29.3)
+  const double scale = 1.0 / 3;  // 1/N, N = supervised count, docs/math.md (M.5)-(M.6)
   auto loss = [&](const std::vector<double>& v) {
     return scale * cross_entropy_forward(v.data(), targets.data(), n, V).loss_sum;
   };

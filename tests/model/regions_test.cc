@@ -1,8 +1,8 @@
-// Tensor-parallel regions: the worked example of SPEC S6 (28.2) at tp = 2
-// through a column-parallel and a row-parallel Linear, with every weight
-// shard's gradient checked against the slice of the single-device run's
-// gradient; and the sequence-parallel pairs (all-gather / reduce-scatter
-// and the reverse) placing rows where the stream expects them.
+// Tensor-parallel regions: the worked example of docs/math.md, "Tensor and
+// sequence parallelism", at tp = 2 through a column-parallel and a row-parallel
+// Linear, with every weight shard's gradient checked against the slice of the
+// single-device run's gradient; and the sequence-parallel pairs (all-gather /
+// reduce-scatter and the reverse) placing rows where the stream expects them.
 #include "meshtrain/model/regions.h"
 
 #include <gtest/gtest.h>
@@ -76,8 +76,8 @@ MlpRun run_mlp(const std::vector<double>& wt, int64_t hidden, const std::vector<
 }  // namespace
 
 TEST(Regions, SpecWorkedExampleAtTwoRanks) {
-  // SPEC 28.2: X = (1, 2); W_1 = [[1,0],[0,1]], W_2 = [[1,-1],[1,1]] (columns
-  // of W); V_1 = [[1],[2]], V_2 = [[-1],[1]] (rows of V); ReLU.
+  // docs/math.md's worked example: X = (1, 2); W_1 = [[1,0],[0,1]], W_2 =
+  // [[1,-1],[1,1]] (columns of W); V_1 = [[1],[2]], V_2 = [[-1],[1]] (rows of V); ReLU.
   // Linear stores [out, in], i.e. the transposes.
   const std::vector<double> w1t = {1, 0, 0, 1}, w2t = {1, 1, -1, 1};
   const std::vector<double> v1t = {1, 2}, v2t = {-1, 1};

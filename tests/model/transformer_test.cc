@@ -90,7 +90,7 @@ TEST(Transformer, LossIsSumAndCountUnderMask) {
 
 TEST(Transformer, PackedDocumentsDoNotSeeEachOther) {
   // Loss and gradients of document A do not depend on any token of document
-  // B packed in the same row (SPEC S1).
+  // B packed in the same row (docs/math.md, "Rule: packing keeps documents apart").
   auto alloc = CachingAllocator::create();
   for (const auto& cfg : {tiny_llama(), tiny_gpt2()}) {
     model::Transformer m(cfg, alloc, exec_in(DType::F64));

@@ -1,9 +1,9 @@
-// Covers src/meshtrain/parallel/unit_groups.h (the group each unit sums
-// over) and the expert units of model/param_spec.cc and
-// parallel/shard_plan.cc. Routed experts under expert parallelism (SPEC
-// S8, S9): for dp in {1, 2, 4, 8} x ep dividing dp x pp in {1, 2} x ZeRO
-// stages 0-3, every expert parameter sits in its block's expert unit, is
-// held only by the ranks whose ep coordinate owns it (n_experts / ep
+// Covers src/meshtrain/parallel/unit_groups.h (the group each unit sums over)
+// and the expert units of model/param_spec.cc and parallel/shard_plan.cc.
+// Routed experts under expert parallelism (docs/math.md, "Rule: where experts
+// live", (M.13), (M.26)): for dp in {1, 2, 4, 8} x ep dividing dp x pp in
+// {1, 2} x ZeRO stages 0-3, every expert parameter sits in its block's expert
+// unit, is held only by the ranks whose ep coordinate owns it (n_experts / ep
 // experts per rank), is sharded over the expert-data-parallel group, and
 // every element is owned (optimizer, norm) and written to a checkpoint
 // exactly once over the whole world; dense parameters are unchanged.

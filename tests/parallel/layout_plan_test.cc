@@ -1,8 +1,8 @@
-// The placement algebra of the layout plan (SPEC S6, S9): for every mesh of
-// up to 8 ranks over (pp, dp, cp, tp) and every parameter of a Llama-style
-// and a GPT-2-style model (uneven vocabulary and hidden splits, shared KV
-// heads), the pieces tile each global tensor exactly once; replicas hold
-// identical boxes; the norm and the checkpoint count every logical element
+// The placement algebra of the layout plan (docs/math.md (M.12), (M.38), (M.61)):
+// for every mesh of up to 8 ranks over (pp, dp, cp, tp) and every parameter of a
+// Llama-style and a GPT-2-style model (uneven vocabulary and hidden splits,
+// shared KV heads), the pieces tile each global tensor exactly once; replicas
+// hold identical boxes; the norm and the checkpoint count every logical element
 // exactly once; impossible counts are rejected naming the arithmetic.
 #include "meshtrain/parallel/layout_plan.h"
 

@@ -68,7 +68,7 @@ TEST(PipelineSchedules, UnitTimeBubblesAreTheStatedFormulas) {
       const auto inter = parallel::simulate(parallel::make_schedule("interleaved", p, m, 2));
       const auto h1 = parallel::simulate(parallel::make_schedule("zb-h1", p, m));
       const auto zbv = parallel::simulate(parallel::make_schedule("zb-v", p, m, 2));
-      // (29.14) for fill-drain and 1F1B.
+      // docs/math.md (M.42) for fill-drain and 1F1B.
       EXPECT_NEAR(gpipe.bubble, (P - 1) / (M + P - 1), 1e-12);
       EXPECT_NEAR(ofob.bubble, (P - 1) / (M + P - 1), 1e-12);
       // Interleaved, v = 2: the fill and drain shrink to one chunk's time
@@ -93,7 +93,7 @@ TEST(PipelineSchedules, UnitTimeBubblesAreTheStatedFormulas) {
             << name;
       }
     }
-  // The worked example of (29.14): p = 4, m = 8 -> utilization 8/11.
+  // The worked example of docs/math.md (M.42): p = 4, m = 8 -> utilization 8/11.
   EXPECT_NEAR(1 - parallel::simulate(parallel::make_schedule("1f1b", 4, 8)).bubble, 8.0 / 11.0, 1e-12);
 }
 

@@ -1,9 +1,9 @@
-// Ring attention (context parallelism, SPEC S8) against the one-rank
+// Ring attention (docs/math.md, "Context parallelism") against the one-rank
 // attention kernels in f64 (tolerance 1e-12 relative: only the order of the
 // online-softmax folds and of the dK/dV sums differs): cp in {2, 3, 4}, GQA,
 // chunks of an odd length, rows packed with documents shorter than a chunk,
 // across chunk boundaries and longer than a rank's share, and a row of one
-// document. Also: the K/V bytes each rank sends equal the formula of S8
+// document. Also: the K/V bytes each rank sends equal docs/math.md (M.51)
 // (forward 2 b s h_kv bytes (cp - 1) / cp per layer, backward the K/V again
 // plus dK/dV on cp hops), and the balanced chunks give every rank the same
 // attention work (chunk pairs computed and legal position pairs).

@@ -1,6 +1,6 @@
-// Schedules as data (SPEC S7): the validator accepts the plain loop and
-// GPipe / 1F1B lists and rejects each kind of broken list naming the
-// action; the unit-time simulator gives the fill-drain bubble (29.14).
+// Schedules as data (docs/math.md, "Pipeline parallelism"): the validator accepts
+// the plain loop and GPipe / 1F1B lists and rejects each kind of broken list naming
+// the action; the unit-time simulator gives the fill-drain bubble (M.42), (M.45).
 #include "meshtrain/parallel/schedule.h"
 
 #include <gtest/gtest.h>
@@ -137,7 +137,7 @@ TEST(Schedule, ADeadlockCycleIsNamedRankByRank) {
 }
 
 TEST(Schedule, UnitTimeBubbleAndLiveActivations) {
-  // (29.14): p = 4, m = 8 -> utilization 8/11.
+  // docs/math.md (M.42): p = 4, m = 8 -> utilization 8/11.
   const auto g = parallel::simulate(parallel::gpipe_schedule(4, 8));
   EXPECT_NEAR(1.0 - g.bubble, 8.0 / 11.0, 1e-12);
   EXPECT_EQ(g.peak_live[0], 8);  // GPipe holds every micro-batch

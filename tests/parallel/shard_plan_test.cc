@@ -58,10 +58,10 @@ TEST(ShardPlan, PersistentBytesFollowTheFormulas) {
   const int R = 4;
   auto bytes = [&](int stage) { return parallel::ShardPlan(spec, R, 1, stage).persistent_bytes(PrecisionPolicy::uniform(DType::F32)); };
   const int64_t full = parallel::ShardPlan(spec, R, 0, 0).padded_total() * 4;
-  EXPECT_EQ(bytes(0).total(), full + full + 2 * full);              // (29.7)
-  EXPECT_EQ(bytes(1).total(), full + full + 2 * full / R);          // (29.8)
-  EXPECT_EQ(bytes(2).total(), full + (full + 2 * full) / R);        // (29.9)
-  EXPECT_EQ(bytes(3).total(), (full + full + 2 * full) / R);        // (29.10)
+  EXPECT_EQ(bytes(0).total(), full + full + 2 * full);              // docs/math.md (M.26), stage 0
+  EXPECT_EQ(bytes(1).total(), full + full + 2 * full / R);          // docs/math.md (M.26), stage 1
+  EXPECT_EQ(bytes(2).total(), full + (full + 2 * full) / R);        // docs/math.md (M.26), stage 2
+  EXPECT_EQ(bytes(3).total(), (full + full + 2 * full) / R);        // docs/math.md (M.26), stage 3
 }
 
 TEST(ParallelConfig, Validation) {
@@ -83,7 +83,7 @@ TEST(ShardPlan, PersistentBytesPerPolicy) {
   const auto fp32 = PrecisionPolicy::uniform(DType::F32), bf16 = PrecisionPolicy::mixed(DType::BF16);
   EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 0).persistent_bytes(fp32).total(), 16 * n);
   EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 0).persistent_bytes(bf16).total(), 18 * n);
-  EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 1).persistent_bytes(bf16).total(), 6 * n + 12 * n / R);  // (29.8)
-  EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 2).persistent_bytes(bf16).total(), 2 * n + 16 * n / R);  // (29.9)
-  EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 3).persistent_bytes(bf16).total(), 18 * n / R);          // (29.10)
+  EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 1).persistent_bytes(bf16).total(), 6 * n + 12 * n / R);  // (M.26), stage 1
+  EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 2).persistent_bytes(bf16).total(), 2 * n + 16 * n / R);  // (M.26), stage 2
+  EXPECT_EQ(parallel::ShardPlan(spec, R, 0, 3).persistent_bytes(bf16).total(), 18 * n / R);          // (M.26), stage 3
 }

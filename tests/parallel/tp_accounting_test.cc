@@ -1,7 +1,7 @@
 // What tensor parallelism costs, measured against its formulas:
 //  - communication per block: without sequence parallelism forward +
 //    backward move 4 all-reduces of b*s*h elements, 8 (t-1)/t b s h e bytes
-//    per rank on a ring (29.6); with it the same bytes as 4 all-gathers + 4
+//    per rank on a ring (docs/math.md (M.22)); with it the same bytes as 4 all-gathers + 4
 //    reduce-scatters; the regions' accounting equals what the tp group's
 //    own counters saw;
 //  - activation memory: the rank's peak Activations bytes over a step equal

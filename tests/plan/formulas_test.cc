@@ -16,13 +16,13 @@ namespace {
 constexpr double GiB = 1024.0 * 1024 * 1024;
 }
 
-// S5 worked example (28.1): P = 12, G = 12, O = 72 GiB, R = 8.
+// docs/math.md (M.26)-(M.28) worked example: P = 12, G = 12, O = 72 GiB, R = 8.
 TEST(Formulas, ZeroStateMemoryWorkedExample) {
   const double P = 12 * GiB, G = 12 * GiB, O = 72 * GiB;
-  EXPECT_DOUBLE_EQ(zero_state(P, G, O, 8, 0).total(), 96 * GiB);    // (29.7)
-  EXPECT_DOUBLE_EQ(zero_state(P, G, O, 8, 1).total(), 33 * GiB);    // (29.8)
-  EXPECT_DOUBLE_EQ(zero_state(P, G, O, 8, 2).total(), 22.5 * GiB);  // (29.9)
-  EXPECT_DOUBLE_EQ(zero_state(P, G, O, 8, 3).total(), 12 * GiB);    // (29.10)
+  EXPECT_DOUBLE_EQ(zero_state(P, G, O, 8, 0).total(), 96 * GiB);    // (M.26), stage 0
+  EXPECT_DOUBLE_EQ(zero_state(P, G, O, 8, 1).total(), 33 * GiB);    // (M.26), stage 1
+  EXPECT_DOUBLE_EQ(zero_state(P, G, O, 8, 2).total(), 22.5 * GiB);  // (M.26), stage 2
+  EXPECT_DOUBLE_EQ(zero_state(P, G, O, 8, 3).total(), 12 * GiB);    // (M.26), stage 3
   // With 10 GiB activations and 6 GiB workspace stage 2 peaks at 38.5 GiB;
   // stage 3 with 4 GiB gathered and 4 GiB prefetched at 36 GiB.
   EXPECT_DOUBLE_EQ(peak_bytes(zero_state(P, G, O, 8, 2), {10 * GiB, 6 * GiB, 0, 0}), 38.5 * GiB);
@@ -40,7 +40,7 @@ TEST(Formulas, BytesPerParameter) {
   EXPECT_THROW(bytes_per_param("fp8"), ConfigError);
 }
 
-// (29.17): 8 devices 100 min, 16 devices 60 min.
+// docs/math.md (M.68): 8 devices 100 min, 16 devices 60 min.
 TEST(Formulas, ScalingEfficiencyWorkedExample) {
   const Scaling s = scaling_efficiency(100, 8, 60, 16);
   EXPECT_NEAR(s.speedup, 5.0 / 3.0, 1e-12);
@@ -49,7 +49,7 @@ TEST(Formulas, ScalingEfficiencyWorkedExample) {
   EXPECT_THROW(scaling_efficiency(100, 0, 60, 16), ConfigError);
 }
 
-// (29.13)-(29.14): GPipe p = 4, m = 8.
+// docs/math.md (M.41)-(M.42): GPipe p = 4, m = 8.
 TEST(Formulas, PipelineWorkedExample) {
   EXPECT_NEAR(pipeline_utilization(4, 8), 8.0 / 11.0, 1e-12);
   EXPECT_NEAR(pipeline_utilization(4, 8), 0.727, 5e-4);
@@ -69,7 +69,7 @@ TEST(Formulas, PipelineWorkedExample) {
   EXPECT_THROW(micro_batches_for_bubble(4, 1.5), ConfigError);
 }
 
-// (29.5): M(k) = A (ceil(L/k) + k), integer k, neighbours of sqrt(L) compared.
+// docs/math.md (M.30): M(k) = A (ceil(L/k) + k), integer k, neighbours of sqrt(L) compared.
 TEST(Formulas, RecomputeIntervalWorkedExamples) {
   const RecomputeChoice c16 = best_checkpoint_interval(16, 1.0);
   EXPECT_EQ(c16.k, 4);
@@ -89,7 +89,7 @@ TEST(Formulas, RecomputeIntervalWorkedExamples) {
   EXPECT_THROW(recompute_memory(4, 5, 1.0), ConfigError);
 }
 
-// (29.6): ring all-reduce 2(R-1) alpha + 2(R-1)/R M beta.
+// docs/math.md (M.20): ring all-reduce 2(R-1) alpha + 2(R-1)/R M beta.
 TEST(Formulas, RingCollectives) {
   EXPECT_DOUBLE_EQ(ring_time(comm::OpKind::AllReduce, 4, 1000, 1, 0.5), 6 + 0.5 * 1500);
   EXPECT_DOUBLE_EQ(ring_time(comm::OpKind::ReduceScatter, 4, 1000, 1, 0.5), 3 + 0.5 * 750);

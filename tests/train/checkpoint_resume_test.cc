@@ -1,5 +1,5 @@
 // Trainer checkpoints (train/trainer_checkpoint.cc): exact resume and resharding across data-parallel
-// layouts (SPEC S9).
+// layouts (docs/math.md, "Rule: restore claims").
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -1,8 +1,8 @@
-// Checkpoints across a context-parallel change (SPEC S9): a state trained
-// and saved at cp = 2 x dp = 2 (ZeRO 1) records cp in its layout, loads at
-// cp = 1 and at cp = 4 under ZeRO 3, and saved again it is the same
-// checkpoint bit for bit; training continues from it within the
-// equivalence tolerance of continuing at cp = 2.
+// Checkpoints across a context-parallel change (docs/math.md, "Rule:
+// restore claims"): a state trained and saved at cp = 2 x dp = 2 (ZeRO 1)
+// records cp in its layout, loads at cp = 1 and at cp = 4 under ZeRO 3, and
+// saved again it is the same checkpoint bit for bit; training continues
+// from it within the equivalence tolerance of continuing at cp = 2.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,10 +1,10 @@
 // Covers src/meshtrain/train/context_shard.cc (rows cut into balanced chunks, their positions and labels).
-// Context parallelism against one rank through the trainer (SPEC S8, S10):
-// the same global batch, 3 AdamW steps, the loss, every gradient, update
-// and parameter compared per tensor after each step (equivalence.h), under
-// fp64 with tolerance 1e-10 and f32 with 1e-5 (updates 0.1): the ring folds
-// the key chunks into each query's softmax state in ring order (a different
-// rounding of the same sums), and the gradients are summed over dp x cp.
+// Context parallelism against one rank through the trainer (docs/math.md, "Context
+// parallelism", "Rule: evidence for a layout or an optimization"): the same global batch,
+// 3 AdamW steps, the loss, every gradient, update and parameter compared per tensor after
+// each step (equivalence.h), under fp64 with tolerance 1e-10 and f32 with 1e-5 (updates
+// 0.1): the ring folds the key chunks into each query's softmax state in ring order (a
+// different rounding of the same sums), and the gradients are summed over dp x cp.
 //   cp in {2, 4} x packed and padded batches x documents shorter than a
 //   chunk, spanning chunk boundaries, longer than a rank's share and than a
 //   row x {MHA, GQA}; composed cp=2 x dp=2 under every ZeRO stage,

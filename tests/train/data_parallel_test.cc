@@ -1,4 +1,5 @@
-// Data parallelism and ZeRO against the single-rank run (SPEC S2, S5, S10).
+// Data parallelism and ZeRO against the single-rank run (docs/math.md (M.6), (M.26),
+// "Rule: evidence for a layout or an optimization").
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -123,7 +124,7 @@ TEST(DataParallel, ReplicaWithZeroTargets) {
   for (int stage : {0, 2, 3}) EXPECT_LT(max_abs_diff(run(2, stage), ref), 1e-6) << "stage " << stage;
 }
 
-// SPEC S2 worked example: replicas with 2 and 6 targets and loss-sum
+// docs/math.md (M.5)-(M.6) worked example: replicas with 2 and 6 targets and loss-sum
 // gradients 2 and 18. Global normalization gives 2.5 under both collective
 // conventions; the mean of local means gives 2.
 TEST(DataParallel, WorkedExampleGlobalNormalization) {
@@ -135,7 +136,7 @@ TEST(DataParallel, WorkedExampleGlobalNormalization) {
       const double n_r = r == 0 ? 2 : 6, grad_sum = r == 0 ? 2 : 18;
       double N = n_r;
       g.all_reduce(&N, 1, DType::F64, comm::ReduceOp::Sum);
-      // The coefficient the engine uses for this convention (29.4).
+      // The coefficient the engine uses for this convention (docs/math.md (M.6)).
       const double coeff = parallel::loss_coefficient(conv, g.size(), int64_t(N));
       double grad = coeff * grad_sum;
       g.all_reduce(&grad, 1, DType::F64,
@@ -215,7 +216,7 @@ TEST(DataParallel, NonFiniteOnOneRankSkipsEverywhere) {
   }
 }
 
-// Persistent bytes per rank follow (29.7)-(29.10) on the padded sizes, and
+// Persistent bytes per rank follow docs/math.md (M.26) on the padded sizes, and
 // the allocator's accounting agrees exactly once each buffer is rounded as
 // the allocator rounds it (one buffer per unit, or one flat gradient buffer
 // under stages 0-1).

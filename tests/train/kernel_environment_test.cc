@@ -1,5 +1,5 @@
 // Covers src/meshtrain/train/kernel_environment.cc: resume claims compare
-// the kernels a checkpoint was written with (SPEC S9).
+// the kernels a checkpoint was written with (docs/math.md, "Rule: restore claims").
 #include "meshtrain/train/kernel_environment.h"
 
 #include <gtest/gtest.h>

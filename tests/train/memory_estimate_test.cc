@@ -1,5 +1,5 @@
 // Covers src/meshtrain/core/memory_limits.cc (available memory against the estimate).
-// The per-rank memory estimate follows (29.7)-(29.10), and a run that
+// The per-rank memory estimate follows docs/math.md (M.26), and a run that
 // cannot fit is refused with the figures before anything is allocated.
 #include "meshtrain/train/memory_estimate.h"
 
@@ -33,10 +33,10 @@ TEST(MemoryEstimate, PersistentStateFollowsTheZeroFormulas) {
   const auto s0 = train::estimate_rank_memory(bench_small(0), R), s1 = train::estimate_rank_memory(bench_small(1), R),
              s2 = train::estimate_rank_memory(bench_small(2), R), s3 = train::estimate_rank_memory(bench_small(3), R);
   // P_s = G_s = 4n bytes (f32), O_s = 8n (AdamW m, v).
-  EXPECT_EQ(s0.params + s0.grads + s0.optimizer, 16 * n);              // (29.7)
-  EXPECT_EQ(s1.params + s1.grads + s1.optimizer, 8 * n + 8 * n / R);   // (29.8)
-  EXPECT_EQ(s2.params + s2.grads + s2.optimizer, 4 * n + 12 * n / R);  // (29.9)
-  EXPECT_EQ(s3.params + s3.grads + s3.optimizer, 16 * n / R);          // (29.10)
+  EXPECT_EQ(s0.params + s0.grads + s0.optimizer, 16 * n);              // (M.26), stage 0
+  EXPECT_EQ(s1.params + s1.grads + s1.optimizer, 8 * n + 8 * n / R);   // (M.26), stage 1
+  EXPECT_EQ(s2.params + s2.grads + s2.optimizer, 4 * n + 12 * n / R);  // (M.26), stage 2
+  EXPECT_EQ(s3.params + s3.grads + s3.optimizer, 16 * n / R);          // (M.26), stage 3
   EXPECT_GT(s3.workspace, s2.workspace) << "stage 3 holds a gathered unit and its prefetch";
   // Activations grow with the micro-batch and shrink under recomputation.
   auto big = bench_small(0);
@@ -179,5 +179,5 @@ TEST(MemoryEstimate, ExpertParallelRanksHoldTheirExperts) {
   EXPECT_EQ(state(1, 0), 16 * all);
   EXPECT_EQ(state(2, 0), 16 * (all - experts / 2));
   EXPECT_EQ(state(4, 0), 16 * (all - experts * 3 / 4));
-  EXPECT_NEAR(double(state(2, 3)), 16.0 * double(all) / R, 16.0);  // (29.10) over dense and expert groups alike
+  EXPECT_NEAR(double(state(2, 3)), 16.0 * double(all) / R, 16.0);  // (M.26), stage 3: dense and expert groups alike
 }

@@ -1,7 +1,7 @@
-// Mixed precision (SPEC S3): bf16 / fp16 weights and matmul inputs with f32
-// accumulation, f32 master weights and moments; data parallelism and ZeRO
-// under it; fp16 dynamic loss scaling with the skip decided jointly by every
-// rank; exact resume with the scaler state; memory per policy.
+// Mixed precision (docs/math.md, "Rule: precision is reported per role"): bf16 / fp16
+// weights and matmul inputs with f32 accumulation, f32 master weights and moments;
+// data parallelism and ZeRO under it; fp16 dynamic loss scaling with the skip decided
+// jointly by every rank; exact resume with the scaler state; memory per policy.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -287,8 +287,8 @@ TEST(MixedPrecision, PersistentMemoryFollowsThePolicy) {
   }
 }
 
-// Training quality: on the same steps, bf16 and fp16 reach the fp32 loss
-// within 0.03 nats (SPEC S3: the policies change rounding, not the objective).
+// Training quality: on the same steps, bf16 and fp16 reach the fp32 loss within 0.03 nats (docs/math.md,
+// "Rule: precision is reported per role": the policies change rounding, not the objective).
 TEST(MixedPrecision, SixteenBitTrainingTracksFp32) {
   auto base = tiny_train_config();
   base.model.d_model = 32;

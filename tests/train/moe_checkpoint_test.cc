@@ -1,10 +1,10 @@
-// Checkpoints across an expert-parallel change (SPEC S9): a MoE state
-// trained and saved at dp = 2, ep = 2 loads at ep = 1 and ep = 4 (any dp /
-// ZeRO stage) with the same parameters bit for bit, each expert tensor is
-// stored once, saved again it is the same checkpoint (parameters, both Adam
-// moments), the claim names the reduction order change, and training
-// continues from it within the equivalence tolerance. In reproducible mode
-// the continuation at ep = 1 and ep = 4 is bit for bit the ep = 2 run's.
+// Checkpoints across an expert-parallel change (docs/math.md, "Rule: restore
+// claims"): a MoE state trained and saved at dp = 2, ep = 2 loads at ep = 1 and
+// ep = 4 (any dp / ZeRO stage) with the same parameters bit for bit, each expert
+// tensor is stored once, saved again it is the same checkpoint (parameters, both
+// Adam moments), the claim names the reduction order change, and training
+// continues from it within the equivalence tolerance. In reproducible mode the
+// continuation at ep = 1 and ep = 4 is bit for bit the ep = 2 run's.
 #include <gtest/gtest.h>
 
 #include "meshtrain/checkpoint/compare.h"

@@ -131,7 +131,7 @@ TEST(MoeEquivalence, PipelineStagesWithExpertParallelismMatchOneRank) {
 TEST(MoeMemory, EachRankStoresOnlyItsExpertsAndTheirEdpShard) {
   // Measured per rank, by category: the routed experts' parameters,
   // gradients and Adam moments shrink to 1/ep (then 1/edp under ZeRO-3),
-  // the dense state does not; the shard plan's bytes (29.7-29.10 on the
+  // the dense state does not; the shard plan's bytes (docs/math.md (M.26) on the
   // padded units) predict the tracker's within the allocator's rounding.
   const auto ds = varied_documents(64, 5);
   auto cfg = moe_config(2, true, 0.0);

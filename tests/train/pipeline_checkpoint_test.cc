@@ -1,10 +1,10 @@
-// Checkpoints across pipeline layouts (SPEC S9): a checkpoint saved at
-// pp = 2 loads at pp = 1, at pp = 4 and under every other schedule; what
-// the target layout holds, written back, is the same checkpoint bit for bit
-// (parameters and Adam moments), and the next step continues the
-// uninterrupted run bit for bit (same window; a tied model while its
-// embedding and head stay on two stages). A tied embedding is saved once
-// and restored into both of its copies.
+// Checkpoints across pipeline layouts (docs/math.md, "Rule: restore
+// claims"): a checkpoint saved at pp = 2 loads at pp = 1, at pp = 4 and
+// under every other schedule; what the target layout holds, written back,
+// is the same checkpoint bit for bit (parameters and Adam moments), and
+// the next step continues the uninterrupted run bit for bit (same window;
+// a tied model while its embedding and head stay on two stages). A tied
+// embedding is saved once and restored into both of its copies.
 #include <gtest/gtest.h>
 
 #include <mutex>

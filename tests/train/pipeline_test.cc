@@ -1,6 +1,6 @@
 // Covers src/meshtrain/parallel/tie_group.cc (tied copies summed over their two stages).
-// Pipeline parallelism through the trainer (SPEC S7, Algorithm 29.1) on the
-// threads backend:
+// Pipeline parallelism through the trainer (docs/math.md,
+// "Pipeline parallelism", Algorithm 1) on the threads backend:
 //   - every schedule at pp in {2, 4} and m in {1, 3, 8} (fewer micro-batches
 //     than stages included) computes what one rank computes on the same
 //     window: bitwise for an untied model (losses, reduced gradients and

@@ -1,5 +1,5 @@
 // `meshtrain scale` (train/scaling.h): a series runs every runnable layout,
-// names the smallest runnable one as the baseline, computes (29.17) from
+// names the smallest runnable one as the baseline, computes docs/math.md (M.68) from
 // the measured times, reports the layouts it cannot run with the reason,
 // and draws them. No timing is asserted (timings belong in bench/).
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@ TEST(Scaling, StrongSeriesAgainstTheSmallestRunnableLayout) {
   // Expert parallelism needs experts (this model is dense); a pipeline of two stages runs.
   const std::vector<train::Layout> layouts = {train::parse_layout("dp=2,ep=2"), train::parse_layout("dp=2,zero=2"),
                                               train::parse_layout("dp=4"), train::parse_layout("pp=2,schedule=gpipe")};
-  // A device is one thread: (29.17) against D_base.
+  // A device is one thread: docs/math.md (M.68) against D_base.
   const train::ScaleReport r = train::run_scaling(cfg, layouts, 2, false, varied_documents(64, 3), nullptr, 1);
   ASSERT_EQ(r.points.size(), 4u);
   EXPECT_FALSE(r.points[0].ran);
@@ -35,7 +35,7 @@ TEST(Scaling, StrongSeriesAgainstTheSmallestRunnableLayout) {
     EXPECT_GT(p.step_s, 0);
     EXPECT_GT(p.peak_bytes, 0);
     EXPECT_EQ(p.threads_per_rank, 1);
-    const double want = (r.points[1].step_s / p.step_s) / (double(p.devices) / r.points[1].devices);  // (29.17)
+    const double want = (r.points[1].step_s / p.step_s) / (double(p.devices) / r.points[1].devices);  // (M.68)
     EXPECT_DOUBLE_EQ(p.efficiency, want);
   }
   EXPECT_EQ(r.points[2].micro_batch, 1) << "4 rows over 4 replicas";

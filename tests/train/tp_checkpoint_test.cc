@@ -1,9 +1,9 @@
-// Checkpoints across a tensor-parallel change (SPEC S9): a state trained
-// and saved at tp = 2 with sequence parallelism loads at tp = 1 and tp = 4
-// under any dp / ZeRO stage, and saved again it is the same checkpoint bit
-// for bit (parameters and both Adam moments, step and data position); the
-// safetensors export of the tp-sharded checkpoint is the single rank's
-// export byte for byte; training continues from it.
+// Checkpoints across a tensor-parallel change (docs/math.md, "Rule: restore
+// claims"): a state trained and saved at tp = 2 with sequence parallelism
+// loads at tp = 1 and tp = 4 under any dp / ZeRO stage, and saved again it
+// is the same checkpoint bit for bit (parameters and both Adam moments, step
+// and data position); the safetensors export of the tp-sharded checkpoint is
+// the single rank's export byte for byte; training continues from it.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,7 +1,7 @@
 // Tensor- and sequence-parallel configs: read from [parallel], composed with
 // dp in the mesh (tp innermost), and every shape that cannot be placed
 // rejected when the config is read — before a rank starts — with the keys
-// and the arithmetic in the message (S6: a head count is never rounded
+// and the arithmetic in the message (docs/math.md (M.38): a head count is never rounded
 // down).
 #include <gtest/gtest.h>
 

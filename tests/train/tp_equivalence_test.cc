@@ -1,11 +1,11 @@
 // Tensor and sequence parallelism against one rank through the trainer
-// (SPEC S10's migration path): the same global batch, 3 AdamW steps, the
-// loss, every gradient, update and parameter compared per tensor after each
-// step with the whole tensors assembled from the shards (equivalence.h),
-// under fp64 with tolerance 1e-10 and f32 with 5e-4 (updates 0.1): the
-// reduction order differs (the row-parallel partial sums, the vocabulary
-// split of the softmax sums, the norm weights' gradients summed over
-// sequence shards), and per tensor f32 reaches 2e-4 at tp = 4.
+// (docs/math.md's "Rule: evidence for a layout or an optimization"): the same
+// global batch, 3 AdamW steps, the loss, every gradient, update and parameter
+// compared per tensor after each step with the whole tensors assembled from
+// the shards (equivalence.h), under fp64 with tolerance 1e-10 and f32 with
+// 5e-4 (updates 0.1): the reduction order differs (the row-parallel partial
+// sums, the vocabulary split of the softmax sums, the norm weights' gradients
+// summed over sequence shards), and per tensor f32 reaches 2e-4 at tp = 4.
 //   tp in {1, 2, 4} x SP off/on x {MHA, GQA kv >= tp, GQA kv < tp}
 //     x {untied, tied} x {Llama, GPT-2}
 //   composed 2 x 2 (tp x dp) with ZeRO 1 and 3.

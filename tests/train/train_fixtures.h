@@ -206,12 +206,12 @@ inline std::vector<double> params_after(const train::TrainConfig& cfg, const dat
   return params;
 }
 
-// A checkpoint resharded (SPEC S9): `run(act)` runs one layout's ranks
-// with `act` and returns the whole parameters after it (params_after on
-// that layout, the run directory set). Restores the checkpoint in `from`,
-// whose claim must start with `claim` and which must hold `steps` steps,
-// and saves it again into `to`: the restored parameters are `trained` and
-// the new checkpoint is `saved`, bit for bit. Returns the comparison.
+// A checkpoint resharded (docs/math.md, "Rule: restore claims"): `run(act)`
+// runs one layout's ranks with `act` and returns the whole parameters after it
+// (params_after on that layout, the run directory set). Restores the checkpoint
+// in `from`, whose claim must start with `claim` and which must hold `steps`
+// steps, and saves it again into `to`: the restored parameters are `trained`
+// and the new checkpoint is `saved`, bit for bit. Returns the comparison.
 using LayoutRun = std::function<std::vector<double>(const std::function<void(train::Trainer&)>&)>;
 inline checkpoint::CheckpointDiff expect_resaved_identically(const LayoutRun& run, const std::string& from,
                                                              const std::string& to, const std::string& claim,

@@ -37,7 +37,7 @@ RunResult run(train::TrainConfig cfg, const std::string& mode) {
 }  // namespace
 
 // G micro-batches with unequal supervised counts give the update of one
-// batch holding the same rows (29.2)-(29.3). fp32 with a different
+// batch holding the same rows (docs/math.md (M.4)-(M.5)). fp32 with a different
 // reduction order (per-micro-batch GEMM sums), then 3 AdamW steps at lr 1e-3:
 // parameters agree within 2e-6 absolute (updates total up to 3e-3; measured
 // 0.06e-6 to 1.2e-6 over the kernel ISA levels: Adam's m / sqrt(v) turns
@@ -66,7 +66,7 @@ TEST(Trainer, AccumulationEqualsOneBigBatch) {
 }
 
 // The naive mean of per-micro-batch means is a different objective when
-// counts differ (SPEC S2): its gradient differs from the global-token one.
+// counts differ (docs/math.md (M.5)): its gradient differs from the global-token one.
 TEST(Trainer, MeanOfMeansIsADifferentObjective) {
   auto cfg = tiny_train_config();
   cfg.model.finalize();

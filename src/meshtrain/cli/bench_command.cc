@@ -12,7 +12,8 @@ namespace {
 void setup(CLI::App& root, Action& action) {
   auto* bench = add_command(root, "bench", "benchmarks", "meshtrain bench comm --ranks 2");
   bench->require_subcommand(1);
-  auto* cmd = add_command(*bench, "comm", "collective bandwidth and latency, with the alpha-beta fit (29.6)",
+  auto* cmd = add_command(*bench, "comm",
+                          "collective bandwidth and latency, with the alpha-beta fit of docs/math.md (M.20), (M.23)",
                           "meshtrain bench comm --ranks 2 --max-bytes 16M --ops all_reduce,all_gather");
   auto q = std::make_shared<app::BenchCommRequest>();
   cmd->add_option("--backend", q->backend, "threads, or mpi under mpirun")->check(CLI::IsMember({"threads", "mpi"}));

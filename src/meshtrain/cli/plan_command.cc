@@ -83,15 +83,17 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("--prefetch", seed->prefetch, "ZeRO-3 prefetched unit bytes")->check(size("--prefetch"));
   cmd->add_option("--device-memory", seed->device_memory, "memory per device; says whether the peak fits")
       ->check(size("--device-memory"));
-  cmd->add_option("--recompute-layers", seed->recompute_layers, "layers L for the checkpoint interval (29.5)")
+  cmd->add_option("--recompute-layers", seed->recompute_layers,
+                  "layers L for the checkpoint interval (docs/math.md (M.30))")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--activation-unit", seed->activation_unit, "activation bytes of one layer (29.5)")
+  cmd->add_option("--activation-unit", seed->activation_unit, "activation bytes of one layer (docs/math.md (M.30))")
       ->check(size("--activation-unit"));
-  cmd->add_option("--pp", seed->pipeline_stages, "pipeline stages p for the smallest m (29.14)")
+  cmd->add_option("--pp", seed->pipeline_stages, "pipeline stages p for the smallest m (docs/math.md (M.42)-(M.43))")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--target-bubble", seed->target_bubble, "largest bubble fraction accepted (29.14)")
+  cmd->add_option("--target-bubble", seed->target_bubble,
+                  "largest bubble fraction accepted (docs/math.md (M.42)-(M.43))")
       ->check(open_range(0, 1));
-  cmd->add_option("--scaling", seed->scaling, "two measured runs: speedup and efficiency (29.17)")
+  cmd->add_option("--scaling", seed->scaling, "two measured runs: speedup and efficiency (docs/math.md (M.68))")
       ->type_name("t0,D0,t1,D1");
   cmd->callback([q, seed, &action] {
     to_seed(*seed, q->seed);

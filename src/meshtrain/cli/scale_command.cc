@@ -10,8 +10,8 @@ namespace {
 
 void setup(CLI::App& root, Action& action) {
   auto* cmd = add_command(root, "scale",
-                          "a short strong- or weak-scaling series on this machine: tokens/s, efficiency (29.17), "
-                          "peak memory, exposed communication, with an SVG chart",
+                          "a short strong- or weak-scaling series on this machine: tokens/s, efficiency "
+                          "(docs/math.md (M.68)), peak memory, exposed communication, with an SVG chart",
                           "meshtrain scale configs/demo.toml --layouts dp=1 dp=2 dp=4 --steps 3");
   auto q = std::make_shared<app::ScaleRequest>();
   cmd->add_option("CONFIG", q->config, "training config (TOML)")->required();

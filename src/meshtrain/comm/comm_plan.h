@@ -1,6 +1,6 @@
 // Planned communication: what a step will send, written down before it
 // runs. Each entry is one call as CommStats will record it (the group it
-// runs on, the op kind, the logical message size M of (29.6)) plus the
+// runs on, the op kind, the logical message size M of docs/math.md (M.19)) plus the
 // part of the step it belongs to, so a planner can print bytes per
 // collective, axis and phase and price them with the alpha-beta model.
 #pragma once

@@ -1,6 +1,6 @@
 // Per-group, per-op accounting so a run can report exposed communication
-// (S4: overlap is measured, not assumed).
-//   bytes:     logical message size M of (29.6) as this rank sees it:
+// (docs/math.md, "Rule: overlap is measured").
+//   bytes:     logical message size M of (M.19) as this rank sees it:
 //              all_reduce/broadcast: count; reduce_scatter: input count;
 //              all_gather: output count; all_to_all: sum of send counts;
 //              send/recv: message size (times the dtype size).

@@ -1,7 +1,7 @@
 // Mesh: typed axes over the world's ranks (axis.h: pp, dp, cp, tp; tp
 // innermost = fastest-varying rank, so the chattiest group is closest). The
 // expert axes ep and edp are carved out of dp x cp and never multiply into
-// the device count (docs/math.md, "The mesh"): world = pp * dp * cp * tp.
+// the device count (docs/math.md (M.61)): world = pp * dp * cp * tp.
 #pragma once
 
 #include <initializer_list>

@@ -34,7 +34,7 @@ void mpi_finalize();
 
 // Benchmark support: median seconds (max over ranks per iteration) of the
 // raw MPI call for `kind` on MPI_COMM_WORLD with `bytes` of f32 per rank
-// (M of (29.6)), reusing its buffers. Collective over the world.
+// (M of docs/math.md (M.19)), reusing its buffers. Collective over the world.
 double mpi_raw_seconds(OpKind kind, size_t bytes, int iters);
 // One raw MPI call of the same kind (the bench times it like the backend's).
 void mpi_raw_call(OpKind kind, size_t bytes);

@@ -1,4 +1,4 @@
-// ProcessGroup: the collective API every backend implements (S4).
+// ProcessGroup: the collective API every backend implements (docs/math.md, "Communication cost model").
 //
 // Buffers are raw pointer + element count + DType (Tensor overloads below).
 // Every op has a non-blocking form i<op>() returning a Work, and a blocking

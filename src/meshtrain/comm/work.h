@@ -1,6 +1,6 @@
-// Handle of a non-blocking operation. The operation progresses without the
-// caller (threads: the group's progress thread; MPI: the library's progress
-// plus polling while anyone waits), so computation can overlap it (S4).
+// Handle of a non-blocking operation. The operation progresses without the caller (threads:
+// the group's progress thread; MPI: the library's progress plus polling while anyone
+// waits), so computation can overlap it (docs/math.md, "Rule: overlap is measured").
 #pragma once
 
 #include <chrono>
@@ -70,7 +70,7 @@ class Work {
   bool wait(std::chrono::milliseconds timeout);
   bool is_completed() const;  // finished, successfully or not
   // Time the operation itself took (start of execution to completion): the
-  // communication time of (29.6), whether or not anyone waited for it.
+  // communication time of docs/math.md (M.20), whether or not anyone waited for it.
   double busy_seconds() const;
   double in_flight_seconds() const;  // WorkImpl::in_flight_seconds
   double seconds_until_done(std::chrono::steady_clock::time_point from) const;  // WorkImpl::seconds_until_done

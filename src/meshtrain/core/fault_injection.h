@@ -1,7 +1,7 @@
 // Named fault points: places where a test, or the fault-injection suite
-// (tests/faults), makes one rank die to check that failure is a group event
-// and that a restart resumes exactly (SPEC S9). Unarmed, a point costs one
-// relaxed atomic load.
+// (tests/faults), makes one rank die to check that failure is a group
+// event and that a restart resumes exactly (docs/math.md, "Rule: failure
+// is a group event"). Unarmed, a point costs one relaxed atomic load.
 //
 // Armed by arm() or, at the first point reached, by the environment:
 //   MESHTRAIN_FAULT="SITE[@RANK][#HIT][:ACTION]"   e.g. "backward@1#3:throw"

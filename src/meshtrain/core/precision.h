@@ -1,7 +1,7 @@
-// The precision policy: every place a training step keeps or moves numbers
-// has its own element type (SPEC S3: input storage, multiply, accumulate,
-// output and optimizer state are separate choices), so no class stands for
-// all of them with one template parameter.
+// The precision policy: every place a training step keeps or moves numbers has
+// its own element type (docs/math.md, "Rule: precision is reported per role":
+// input storage, multiply, accumulate, output and optimizer state are separate
+// choices), so no class stands for all of them with one template parameter.
 #pragma once
 
 #include <string>
@@ -44,7 +44,7 @@ struct PrecisionPolicy {
   // Throws ConfigError for a combination the kernels and engine cannot run.
   void validate() const;
   // "params f32, matmul inputs f32, accumulate f32, outputs f32, grads f32, grad reduce f32,
-  //  master f32 (the parameters), optimizer state f32" (SPEC S3: each choice reported)
+  //  master f32 (the parameters), optimizer state f32" (docs/math.md, "Rule: precision is reported per role")
   std::string describe() const;
   bool operator==(const PrecisionPolicy&) const = default;
 };

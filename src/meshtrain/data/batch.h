@@ -1,6 +1,6 @@
 // A batch of `rows` x `seq` token positions with everything a step needs:
 // inputs, targets (the label mask), position ids and segment ids for the
-// block-diagonal causal mask, plus the three counts of SPEC S1.
+// block-diagonal causal mask, plus the three counts of docs/math.md (M.1).
 //
 // Row-major int32 arrays of rows*seq elements:
 //   tokens     input ids; padding positions hold the tokenizer's PAD id
@@ -24,18 +24,18 @@ struct Batch {
   int64_t rows = 0;
   int64_t seq = 0;
   std::vector<int32_t> tokens, targets, positions, segments;
-  std::vector<int32_t> row_lengths;  // l_b: non-pad input tokens of row b (29.1)
+  std::vector<int32_t> row_lengths;  // l_b: non-pad input tokens of row b (docs/math.md (M.1)-(M.2))
 
-  // SPEC S1 counts, filled by the loader (recount() recomputes them).
+  // (M.1) counts, filled by the loader (recount() recomputes them).
   int64_t non_pad_tokens = 0;      // sum_b l_b
   int64_t computed_positions = 0;  // rows * seq: what the model actually computes
-  int64_t supervised_targets = 0;  // targets != kIgnore: n of (29.2)
+  int64_t supervised_targets = 0;  // targets != kIgnore: n of (M.1), (M.4)
 
   // Resizes to rows x seq, fills every position as padding (PAD, kIgnore,
   // position 0, segment 0) and zeroes the counts.
   void reset(int64_t rows, int64_t seq, int32_t pad_id);
   void recount();
-  // (29.1) rho_pad = 1 - sum_b l_b / (B * l_max), with l_max = seq.
+  // (M.2) rho_pad = 1 - sum_b l_b / (B * l_max), with l_max = seq.
   double padding_ratio() const;
 
   int64_t at(int64_t row, int64_t i) const { return row * seq + i; }

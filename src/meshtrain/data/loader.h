@@ -6,7 +6,7 @@
 // [r*G*B, (r+1)*G*B) and cuts G micro-batches of B rows out of them (or
 // calls window().materialize() per micro-batch). The window's rows depend
 // only on (dataset, config, state), never on R or G, so changing R and G
-// with R*G*B fixed feeds the same rows to the update (SPEC S2, S9).
+// with R*G*B fixed feeds the same rows to the update (docs/math.md (M.4), (M.62)).
 //
 // Padded mode: a window's seq is its longest row (padding.h), the same for
 // all replicas and micro-batches of that window.

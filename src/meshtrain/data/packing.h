@@ -1,11 +1,11 @@
-// Sequence packing (SPEC S1): documents from the sampler fill rows of
-// exactly seq positions. A document longer than the space left is split;
-// its rest continues in the next row, where positions restart at 0 and it
-// is a segment of its own. A document of L tokens gives L - 1 (input,
-// target) pairs: t_i -> t_{i+1}; the last input of a piece is still
-// supervised with the next token of the same document (which becomes the
-// first input of the next piece), so no target ever comes from another
-// document and no transition is lost to the split.
+// Sequence packing (docs/math.md, "Rule: packing keeps documents apart"):
+// documents from the sampler fill rows of exactly seq positions. A document
+// longer than the space left is split; its rest continues in the next row,
+// where positions restart at 0 and it is a segment of its own. A document
+// of L tokens gives L - 1 (input, target) pairs: t_i -> t_{i+1}; the last
+// input of a piece is still supervised with the next token of the same
+// document (which becomes the first input of the next piece), so no target
+// ever comes from another document and no transition is lost to the split.
 #pragma once
 
 #include <cstdint>

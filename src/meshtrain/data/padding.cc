@@ -57,7 +57,7 @@ void plan_padded_window(const TokenDataset& ds, BucketPool& pool, int64_t seq_le
     l_max = std::max(l_max, len);
   }
   l_max = (l_max + seq_multiple - 1) / seq_multiple * seq_multiple;
-  window->set_seq(l_max);  // (29.1) l_max of the window (rounded up for sequence parallelism)
+  window->set_seq(l_max);  // docs/math.md (M.2): l_max of the window (rounded up for sequence parallelism)
 }
 
 }  // namespace meshtrain::data

@@ -1,11 +1,11 @@
-// Padded mode with length bucketing (SPEC S1). One document per row,
-// truncated to seq_len + 1 tokens (seq_len input/target pairs). A pool of
-// K windows' worth of documents is drawn from the sampler, sorted by length
-// (stable, so ties keep draw order), cut into K windows of consecutive
-// lengths, and the windows are emitted in a random order keyed by
-// (seed, pool index): similar lengths share a window, randomization stays.
-// A window's seq is its longest row, so every replica and micro-batch of
-// the window sees the same padded length and computed_positions
+// Padded mode with length bucketing (docs/math.md, "Rule: length bucketing").
+// One document per row, truncated to seq_len + 1 tokens (seq_len input/target
+// pairs). A pool of K windows' worth of documents is drawn from the sampler,
+// sorted by length (stable, so ties keep draw order), cut into K windows of
+// consecutive lengths, and the windows are emitted in a random order keyed by
+// (seed, pool index): similar lengths share a window, randomization stays. A
+// window's seq is its longest row, so every replica and micro-batch of the
+// window sees the same padded length and computed_positions
 // = window_rows * l_max is the same under any data-parallel layout.
 #pragma once
 

@@ -13,7 +13,7 @@
 namespace meshtrain::data {
 
 // Inputs doc[begin, begin + length), targets doc[begin + 1, begin + 1 + length):
-// every target is the next token of the SAME document (SPEC S1).
+// every target is the next token of the SAME document (docs/math.md, "Rule: packing keeps documents apart").
 struct RowPiece {
   int64_t doc = 0;
   int64_t begin = 0;
@@ -32,7 +32,7 @@ class Window {
   int64_t row_length(int64_t r) const { return row_len_[size_t(r)]; }
   const RowPiece* row_pieces(int64_t r, int64_t* count) const;
 
-  // Whole-window counts (SPEC S1); equal to the sums over any partition of
+  // Whole-window counts (docs/math.md (M.1)); equal to the sums over any partition of
   // the rows into replicas and micro-batches.
   int64_t non_pad_tokens() const { return tokens_; }
   int64_t supervised_targets() const { return tokens_; }  // every piece input has a target

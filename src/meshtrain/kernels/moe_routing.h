@@ -13,7 +13,7 @@
 //  - aux loss SUM = coeff * E * sum_rows sum_e f_e * sum_{t in row} p_te,
 //    f_e the row's fraction of assignments (before drops) to e: per token the
 //    Switch loss E sum_e f_e P_e of its row, so it is normalized by the same
-//    global count N as the cross-entropy sum (29.3).
+//    global count N as the cross-entropy sum (docs/math.md (M.5), (M.56)).
 // Expert e's tokens sit in rows [begin[e], begin[e] + count[e]) of the
 // expert-major buffer, in token order; its block is padded to a bucketed
 // size (expert_rows_bucket) so variable counts reuse a bounded set of

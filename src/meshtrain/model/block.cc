@@ -40,7 +40,7 @@ void Block::add_branch(const kernels::KernelTable& k, const Tensor& base, const 
     Tensor part = activation(alloc, stream.dtype(), {n, cfg_.d_model}, MemCategory::Workspace);
     project(part, Tensor());
     k.copy(stream, base);
-    k.add(stream, tp_.row_output(part, alloc));  // (29.12): partial sums meet before the residual
+    k.add(stream, tp_.row_output(part, alloc));  // docs/math.md (M.35): partial sums meet before the residual
   }
   if (bias) k.add_row_bias(stream, bias->value);
 }
@@ -87,7 +87,8 @@ Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const Toke
 
 void Block::backward(const kernels::KernelTable& k, Saved& saved, const TokenBatch& b, Tensor& dres,
                      WeightGrads& wg, const std::shared_ptr<CachingAllocator>& alloc) const {
-  if (!saved.full) forward(k, saved.x, b, /*recompute=*/false, &saved, alloc, saved.loss_coeff);  // replay (S3)
+  // Replay the forward first (docs/math.md, "Rule: recomputed functions replay exactly").
+  if (!saved.full) forward(k, saved.x, b, /*recompute=*/false, &saved, alloc, saved.loss_coeff);
   const Saved& s = saved;
   const int64_t n = b.n(), d = cfg_.d_model;
   // A deferred weight gradient keeps the gathered output gradient.

@@ -1,17 +1,17 @@
-// Pre-norm transformer block: h = x + attn(norm1(x)); y = h + mlp(norm2(h)).
-// With recompute, forward keeps only the block input and backward replays
-// forward (SPEC S3; no side effects on persistent state, and every rank of
-// the tensor-parallel group replays the same collectives in the same order).
+// Pre-norm transformer block: h = x + attn(norm1(x)); y = h + mlp(norm2(h)). With
+// recompute, forward keeps only the block input and backward replays forward (docs/math.md,
+// "Rule: recomputed functions replay exactly"; no side effects on persistent state, and
+// every rank of the tensor-parallel group replays the same collectives in the same order).
 //
-// Tensor parallelism (S6, S8) through the regions (regions.h): each
-// sublayer's column-parallel projections (q/k/v; gate/up or fc_in) read the
-// normed stream through the column-input region, its row-parallel output
-// projection (o_proj; down or fc_out) leaves through the row-output region,
-// and only then do the residual add and the output projection's bias (added
-// once, on reduced values) happen (29.12). Under sequence parallelism the
-// residual stream, the norms and the adds hold this rank's n / t rows.
-// Without a reduction in between (one rank) the residual add stays fused
-// into the output projection's GEMM (beta = 1).
+// Tensor parallelism (docs/math.md, "Tensor and sequence parallelism")
+// through the regions (regions.h): each sublayer's column-parallel
+// projections (q/k/v; gate/up or fc_in) read the normed stream through the
+// column-input region, its row-parallel output projection (o_proj; down or
+// fc_out) leaves through the row-output region, and only then do the residual
+// add and the output projection's bias (added once, on reduced values) happen
+// (M.35). Under sequence parallelism the residual stream, the norms and the
+// adds hold this rank's n / t rows. Without a reduction in between (one rank)
+// the residual add stays fused into the output projection's GEMM (beta = 1).
 #pragma once
 
 #include "meshtrain/model/attention_layer.h"

@@ -1,12 +1,12 @@
-// Expert parallelism's token exchange (SPEC S8): the expert-major buffer
-// of a rank (moe_routing.h: one padded block per expert, the experts of ep
-// rank q contiguous) goes to the experts' owners with one variable-count
-// all-to-all, each owner runs its experts block by block (a block is one
-// source rank's tokens for one expert: the shape one rank alone would run)
-// and the outputs return by the reverse all-to-all into the same rows, so
-// the combine reads them in (token, slot) order as on one rank. Backward
-// sends the output gradients the same way and returns the input gradients.
-// A group of one (or none) is the identity: the same code path.
+// Expert parallelism's token exchange (docs/math.md, "Mixture of experts and
+// expert parallelism"): the expert-major buffer of a rank (moe_routing.h: one
+// padded block per expert, the experts of ep rank q contiguous) goes to the
+// experts' owners with one variable-count all-to-all, each owner runs its experts
+// block by block (a block is one source rank's tokens for one expert: the shape
+// one rank alone would run) and the outputs return by the reverse all-to-all into
+// the same rows, so the combine reads them in (token, slot) order as on one rank.
+// Backward sends the output gradients the same way and returns the input
+// gradients. A group of one (or none) is the identity: the same code path.
 #pragma once
 
 #include <cstdint>

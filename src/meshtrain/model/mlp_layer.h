@@ -1,7 +1,7 @@
 // Feed-forward: SwiGLU (gate/up/down, Llama) or GELU (fc_in/fc_out, GPT-2).
-// Gate and up are column-parallel on the same hidden indices, so the product
-// is local; the output projection is row-parallel (S6), without its bias
-// (the block adds it once, after the tensor-parallel reduction).
+// Gate and up are column-parallel on the same hidden indices, so the product is
+// local; the output projection is row-parallel (docs/math.md (M.35)), without
+// its bias (the block adds it once, after the tensor-parallel reduction).
 #pragma once
 
 #include <memory>

@@ -1,16 +1,16 @@
-// Mixture-of-experts feed-forward (SPEC S8; docs/moe.md): a router (fp32
-// logits and softmax) picks top_k of n_experts feed-forwards per token
-// (moe_routing.h: row-level capacity and aux loss, the same under every
-// layout), each expert runs its tokens as one contiguous block, and the
-// outputs are combined with the router probabilities in (token, slot)
-// order; an optional shared expert takes every token. Under expert
-// parallelism (`ep`, a group of ranks carved out of dp) the blocks travel
-// to their experts' owners and back (expert_exchange.h); a rank stores only
-// the experts it owns (their own parameter unit, param_spec.h), so an
-// expert's gradient is its owner's sum over the tokens of the ep group, then
-// summed over the expert-data-parallel group (the owners' replicas): the
-// one-rank gradient, never a multiple of ep. Same interface as Mlp, so the
-// block treats both alike.
+// Mixture-of-experts feed-forward (docs/math.md, "Mixture of experts and
+// expert parallelism"; docs/moe.md): a router (fp32 logits and softmax)
+// picks top_k of n_experts feed-forwards per token (moe_routing.h: row-level
+// capacity and aux loss, the same under every layout), each expert runs its
+// tokens as one contiguous block, and the outputs are combined with the
+// router probabilities in (token, slot) order; an optional shared expert
+// takes every token. Under expert parallelism (`ep`, a group of ranks carved
+// out of dp) the blocks travel to their experts' owners and back
+// (expert_exchange.h); a rank stores only the experts it owns (their own
+// parameter unit, param_spec.h), so an expert's gradient is its owner's sum
+// over the tokens of the ep group, then summed over the expert-data-parallel
+// group (the owners' replicas): the one-rank gradient, never a multiple of
+// ep. Same interface as Mlp, so the block treats both alike.
 #pragma once
 
 #include <memory>

@@ -55,7 +55,7 @@ class SpecBuilder {
   }
   // Linear weight [out, in] (+ bias [out]). Column-parallel layers split
   // `out` (the bias with it); row-parallel ones split `in` and add their
-  // bias once, after the reduction (29.11)-(29.12).
+  // bias once, after the reduction (docs/math.md (M.34)-(M.35)).
   void column(const std::string& prefix, int64_t out, int64_t in, double std, bool bias, int64_t granule = 1,
               int max_pieces = 0) {
     add(prefix + ".weight", Shape{out, in}, Placement::shard(0, granule, max_pieces), InitKind::Normal, std, true);
@@ -184,7 +184,7 @@ ModelSpec build_model_spec(const ModelConfig& cfg) {
     const std::string p = "model.layers." + std::to_string(l);
     b.begin_unit("layers." + std::to_string(l));
     b.norm(p + ".input_layernorm", cfg.d_model, layer_norm);
-    // Heads are split whole; KV heads fewer than ranks are shared (S6).
+    // Heads are split whole; KV heads fewer than ranks are shared (docs/math.md (M.38)).
     b.column(p + ".self_attn.q_proj", cfg.q_dim(), cfg.d_model, std, cfg.bias, hd);
     b.column(p + ".self_attn.k_proj", cfg.kv_dim(), cfg.d_model, std, cfg.bias, hd, int(cfg.n_kv_heads));
     b.column(p + ".self_attn.v_proj", cfg.kv_dim(), cfg.d_model, std, cfg.bias, hd, int(cfg.n_kv_heads));

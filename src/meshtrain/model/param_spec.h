@@ -42,12 +42,12 @@ struct ParamSpec {
   bool is_split() const { return shape != global_shape; }
 };
 
-// Units 0 .. n_layers + 1 are the segments (embedding, blocks, final); the
-// routed experts of every mixture-of-experts block follow as units of
-// their own ("layers.3.experts", segment 4): expert parallelism holds them
-// only on their owners and sums their gradients over the expert-data-
-// parallel group (SPEC S8, S9), so they cannot share a flat buffer with
-// the block's dense parameters.
+// Units 0 .. n_layers + 1 are the segments (embedding, blocks, final);
+// the routed experts of every mixture-of-experts block follow as units
+// of their own ("layers.3.experts", segment 4): expert parallelism holds
+// them only on their owners and sums their gradients over the
+// expert-data-parallel group (docs/math.md, "Rule: where experts live"),
+// so they cannot share a flat buffer with the block's dense parameters.
 struct ParamUnit {
   std::string name;  // "embed", "layers.3", "final", "layers.3.experts"
   int64_t numel = 0;        // local elements (0 when the unit is not held)

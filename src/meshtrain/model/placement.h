@@ -1,4 +1,4 @@
-// Placements (SPEC S6, S9): how a parameter's values sit on the tensor-
+// Placements (docs/math.md (M.38), (M.61)): how a parameter's values sit on the tensor-
 // parallel axis, and the pure arithmetic that turns a placement and a mesh
 // coordinate into the box of the global tensor a rank holds. No
 // communication here: the layout plan (parallel/layout_plan.h) adds the data

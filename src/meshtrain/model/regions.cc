@@ -26,7 +26,7 @@ void TpCommStats::add(int segment, TpCollective c, int64_t message_bytes, int gr
   MT_CHECK(segment >= 0 && segment < num_segments(), "tp stats: segment ", segment, " of ", num_segments());
   Entry& e = by_segment_[size_t(segment)][size_t(c)];
   const int t = group_size;
-  // (29.6): a ring all-reduce sends 2 (t-1)/t M per rank, the others (t-1)/t M.
+  // docs/math.md (M.22): a ring all-reduce sends 2 (t-1)/t M per rank, the others (t-1)/t M.
   const int64_t rounds = c == TpCollective::AllReduce ? 2 : 1;
   e.calls += 1;
   e.message_bytes += message_bytes;
@@ -118,7 +118,7 @@ Tensor TpRegions::column_input(const Tensor& x_local, int64_t n, const std::shar
 
 Tensor TpRegions::column_input_grad(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc) const {
   if (!sequence_parallel_ || !active()) {
-    all_reduce(dx_partial);  // copy-to-group backward: sum the partial input gradients (S6)
+    all_reduce(dx_partial);  // copy-to-group backward: sum the partial input gradients (M.36)
     return dx_partial;
   }
   const int64_t n = dx_partial.dim(0);
@@ -131,7 +131,7 @@ Tensor TpRegions::column_input_grad(const Tensor& dx_partial, const std::shared_
 Tensor TpRegions::row_output(const Tensor& partial, const std::shared_ptr<CachingAllocator>& alloc,
                              MemCategory cat) const {
   if (!sequence_parallel_ || !active()) {
-    all_reduce(partial);  // reduce-from-group (29.12)
+    all_reduce(partial);  // reduce-from-group (M.35)
     return partial;
   }
   const int64_t n = partial.dim(0);

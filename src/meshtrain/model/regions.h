@@ -1,13 +1,13 @@
-// Tensor-parallel regions (SPEC S6, S8): the only places a layer talks to
-// its tensor-parallel group, as forward/backward pairs on the group:
+// Tensor-parallel regions (docs/math.md, "The four region pairs", "Sequence parallelism"): the
+// only places a layer talks to its tensor-parallel group, as forward/backward pairs on the group:
 //   copy-to-group             forward identity        backward all-reduce (sum)
 //   reduce-from-group         forward all-reduce      backward identity
 //   gather-from-sequence      forward all-gather      backward reduce-scatter
 //   scatter-to-sequence       forward reduce-scatter  backward all-gather
 // A column-parallel layer is a plain Linear behind the first (or, under
 // sequence parallelism, the third) pair; a row-parallel layer a plain
-// Linear in front of the second (or the fourth): (29.11)-(29.12), with the
-// column-parallel layers' partial input gradients summed in backward (S6).
+// Linear in front of the second (or the fourth): (M.34)-(M.35), with the
+// column-parallel layers' partial input gradients summed in backward (M.36).
 // The residual stream of a rank is all n tokens of a micro-batch, or under
 // sequence parallelism its n / t contiguous rows of the flattened
 // [rows x seq] tokens. With no group (or a group of one) every region is
@@ -15,7 +15,7 @@
 //
 // Every collective is counted per segment (embedding 0, block l + 1, head
 // L + 1) in TpCommStats: the logical message bytes M and the bytes a rank
-// sends on a ring, (29.6): all-reduce 2 (t-1)/t M, all-gather and
+// sends on a ring, (M.22): all-reduce 2 (t-1)/t M, all-gather and
 // reduce-scatter (t-1)/t M each.
 #pragma once
 
@@ -38,7 +38,7 @@ class TpCommStats {
   struct Entry {
     int64_t calls = 0;
     int64_t message_bytes = 0;  // M: all_reduce count, all_gather output, reduce_scatter input
-    int64_t ring_bytes = 0;     // sent by this rank on a ring (29.6)
+    int64_t ring_bytes = 0;     // sent by this rank on a ring (docs/math.md (M.22))
     double seconds = 0;         // time inside the (blocking) collectives: all of it exposed
   };
   explicit TpCommStats(int num_segments = 0) : by_segment_(size_t(num_segments)) {}

@@ -1,5 +1,5 @@
-// Context parallelism (SPEC S8): attention across the ranks of the cp
-// group, each holding a shard of every row's positions.
+// Context parallelism (docs/math.md, "Context parallelism"): attention across
+// the ranks of the cp group, each holding a shard of every row's positions.
 //
 // Causal load balance: a row of T positions is cut into 2 cp chunks of
 // c = T / (2 cp); rank r holds chunks r and 2 cp - 1 - r, so every rank has
@@ -13,7 +13,7 @@
 // Ring attention: the K/V block of every rank (both its chunks) passes
 // around the ring, the next block's non-blocking send/receive in flight
 // while the current one is computed. Each query half folds the key chunks
-// into its softmax state (online softmax, the fold of (29.15)-(29.16)) in
+// into its softmax state (online softmax, the fold of (M.49)) in
 // ring order, fixed whatever the arrival timing; a key chunk after the query
 // chunk is skipped as an explicit zero contribution (never computed, no
 // inf - inf); inside a chunk pair, key tiles with no legal pair (document

@@ -16,7 +16,7 @@ namespace meshtrain::model {
 
 struct ForwardMode {
   bool backward = true;     // keep what backward needs (training)
-  double loss_coeff = 0.0;  // head: dlogits = coeff * d(loss sum) (29.3)-(29.4)
+  double loss_coeff = 0.0;  // head: dlogits = coeff * d(loss sum), docs/math.md (M.5)-(M.6)
   bool logits = false;      // head: return the logits instead of computing the loss
 };
 
@@ -30,11 +30,11 @@ struct SegmentState {
   bool forward_done = false, input_grad_done = false;
 };
 
-// Vocabulary-parallel token embedding (S6): this rank's vocabulary rows
-// give a partial lookup (zero for ids outside them) summed over the
-// tensor-parallel group by the row-output region (reduce-scattered to this
-// rank's rows under SP); learned positions are added after, on the rows
-// the rank holds, so they count once.
+// Vocabulary-parallel token embedding (docs/math.md (M.39)): this
+// rank's vocabulary rows give a partial lookup (zero for ids outside
+// them) summed over the tensor-parallel group by the row-output region
+// (reduce-scattered to this rank's rows under SP); learned positions
+// are added after, on the rows the rank holds, so they count once.
 class EmbeddingSegment {
  public:
   EmbeddingSegment(const ModelConfig& cfg, ParameterStore& params, const TpRegions& tp);

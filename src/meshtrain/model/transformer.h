@@ -3,7 +3,7 @@
 // partition holds (its pipeline chunks), with layer shapes from the
 // rank-local spec (its tensor-parallel slice). The loss is a SUM and a
 // COUNT (never a mean); backward is seeded with the loss coefficient the
-// trainer chooses (SPEC (29.3)-(29.4)); parameter grads accumulate across
+// trainer chooses (docs/math.md (M.5)-(M.6)); parameter grads accumulate across
 // micro-batches. A parallel step runs the segments through the schedule
 // executor (parallel/executor.h); the whole-model calls below chain them on
 // one rank (generation, evaluation tools, tests).
@@ -19,7 +19,7 @@
 namespace meshtrain::model {
 
 struct ExecOptions {
-  bool recompute = false;          // activation recomputation per block (SPEC S3)
+  bool recompute = false;          // activation recomputation per block (docs/math.md (M.30))
   bool materialize_params = true;  // false: a parallel engine binds unit buffers
   PrecisionPolicy precision = PrecisionPolicy::uniform(DType::F32);
   bool fuse_residual = true;       // residual add inside the output GEMMs where exact (no tp reduction)

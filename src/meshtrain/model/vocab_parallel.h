@@ -1,10 +1,10 @@
-// Vocabulary parallelism (SPEC S6): the token embedding and the LM head are
-// split by vocabulary rows over the tensor-parallel group (uneven when the
-// vocabulary does not divide: 259 over 2 ranks is 130 + 129), and the loss
-// is a cross-entropy that never forms the full logits on one rank: the row
-// max, the target logit and the sum of exponentials are reduced over the
-// group (one MAX of n values, one SUM of 2n), three passes of the kernel
-// table around them (kernels/cpu/vocab_parallel.h).
+// Vocabulary parallelism (docs/math.md (M.39)-(M.40)): the token embedding and
+// the LM head are split by vocabulary rows over the tensor-parallel group
+// (uneven when the vocabulary does not divide: 259 over 2 ranks is 130 + 129),
+// and the loss is a cross-entropy that never forms the full logits on one
+// rank: the row max, the target logit and the sum of exponentials are reduced
+// over the group (one MAX of n values, one SUM of 2n), three passes of the
+// kernel table around them (kernels/cpu/vocab_parallel.h).
 #pragma once
 
 #include "meshtrain/kernels/kernel_table.h"

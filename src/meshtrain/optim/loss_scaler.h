@@ -1,11 +1,11 @@
-// Dynamic loss scaling for fp16 training (SPEC S3): the loss coefficient is
-// multiplied by `scale` so small gradients survive f16's range; gradients
-// are unscaled before the norm and the clip (the optimizer folds 1/scale
-// into its gradient multiplier). A step whose gradients are not finite on
-// any rank is skipped by every rank (the flag is reduced over the world
-// first) and the scale backs off once `hysteresis` such steps have been
-// seen since the last back-off; after `growth_interval` finite steps in a
-// row it grows. The state is part of a checkpoint, so resume is exact.
+// Dynamic loss scaling for fp16 training (docs/math.md (M.14), (M.18)): the
+// loss coefficient is multiplied by `scale` so small gradients survive f16's
+// range; gradients are unscaled before the norm and the clip (the optimizer
+// folds 1/scale into its gradient multiplier). A step whose gradients are
+// not finite on any rank is skipped by every rank (the flag is reduced over
+// the world first) and the scale backs off once `hysteresis` such steps have
+// been seen since the last back-off; after `growth_interval` finite steps in
+// a row it grows. The state is part of a checkpoint, so resume is exact.
 #pragma once
 
 #include <cstdint>

@@ -200,7 +200,7 @@ void DataParallel::finish_grads() {
   if (buckets_) buckets_->wait_all();
   else sharded_->wait_all();
   // Averaging divides by the group's size: an expert unit's group (edp) is
-  // 1/ep of the data group the loss coefficient assumes (29.4).
+  // 1/ep of the data group the loss coefficient assumes (docs/math.md (M.6), (M.7)).
   if (reduce_op() == comm::ReduceOp::Avg)
     for (int u = 0; u < nu_; ++u)
       if (groups_.of(u).size() != dp_.size() && plan().owned_numel(u) > 0) {

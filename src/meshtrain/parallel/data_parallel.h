@@ -1,12 +1,12 @@
-// Data parallelism with ZeRO/FSDP state sharding (S5), one code path for
-// every stage and for R = 1 (a group of size 1 communicates nothing):
+// Data parallelism with ZeRO/FSDP state sharding (docs/math.md, "ZeRO: state sharding and memory
+// per rank"), one code path for every stage and for R = 1 (a group of size 1 communicates nothing):
 //   stage 0 (DDP): full params, grads and optimizer state; gradients
 //     all-reduced in buckets (grad_buckets.h) as units complete;
-//   stage 1 (29.8): optimizer state for the owned shard; grads reduce-
+//   stage 1 of (M.26): optimizer state for the owned shard; grads reduce-
 //     scattered per unit (sharded_grads.h), owners update, updated shards
 //     all-gathered (publish);
-//   stage 2 (29.9): only the owned gradient shard persists;
-//   stage 3 (29.10): parameters sharded at rest, gathered per unit around
+//   stage 2 of (M.26): only the owned gradient shard persists;
+//   stage 3 of (M.26): parameters sharded at rest, gathered per unit around
 //     their use (param_gather.h).
 // Under the 16-bit policies the engine keeps f32 master weights for the
 // range each rank updates (with the optimizer state: sharded from stage 1)
@@ -59,7 +59,7 @@ class DataParallel {
   const ParallelConfig& config() const { return cfg_; }
   model::Transformer& model() { return model_; }
   ParamPolicy param_policy() const;
-  // Loss coefficient for a window with N supervised targets (29.4).
+  // Loss coefficient for a window with N supervised targets (docs/math.md (M.6)).
   double loss_coefficient(int64_t N) const;
 
   // ---- the window, driven by the step program ----

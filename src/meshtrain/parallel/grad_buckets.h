@@ -1,8 +1,8 @@
-// DDP gradient buckets (stage 0, S4): whole units of the flat gradient
-// buffer in the order backward completes them (ShardPlan::segment_order
-// reversed), closed once they reach bucket_mb or when the next unit sums
-// over another group (a block's routed experts: unit_groups.h); a bucket
-// is all-reduced as soon as every unit in it is reported complete for the
+// DDP gradient buckets (stage 0, docs/math.md, "Rule: overlap is measured"): whole
+// units of the flat gradient buffer in the order backward completes them
+// (ShardPlan::segment_order reversed), closed once they reach bucket_mb or when
+// the next unit sums over another group (a block's routed experts: unit_groups.h);
+// a bucket is all-reduced as soon as every unit in it is reported complete for the
 // window, so reductions overlap the rest of backward. A narrower reduce type
 // (grad_reduce bf16) reduces a converted copy and converts the sum back.
 #pragma once

@@ -1,16 +1,16 @@
-// The global gradient norm of SPEC S2 / Algorithm 29.1 step 5: the sum of
-// squares of the reduced gradient over the unique logical parameters (a
-// copy the layout plan does not count — a tensor-parallel replica, a shared
-// KV piece on all but its first rank — adds nothing), summed in a canonical
-// order: blocks of kNormBlock elements of each padded unit (never straddling
-// two ZeRO owners), gathered over the data-parallel group in global block
-// order, then over the model-parallel ranks (pipeline stages, tensor-
-// parallel ranks) unit by unit, ranks in order within a unit. ZeRO stage
-// changes alone and pipeline splits alone are therefore bitwise identical.
-// Routed experts' units (held by their owners only) are summed the same
-// way over their own groups — the expert-data-parallel group, then the
-// model ranks and the expert-parallel ranks — and added to the dense sum.
-// How many blocks each model rank holds of each unit is a fact of the
+// The global gradient norm of docs/math.md (M.12)-(M.13), Algorithm 1
+// step 5: the sum of squares of the reduced gradient over the unique logical
+// parameters (a copy the layout plan does not count — a tensor-parallel
+// replica, a shared KV piece on all but its first rank — adds nothing),
+// summed in a canonical order: blocks of kNormBlock elements of each padded
+// unit (never straddling two ZeRO owners), gathered over the data-parallel
+// group in global block order, then over the model-parallel ranks (pipeline
+// stages, tensor-parallel ranks) unit by unit, ranks in order within a unit.
+// ZeRO stage changes alone and pipeline splits alone are therefore bitwise
+// identical. Routed experts' units (held by their owners only) are summed
+// the same way over their own groups — the expert-data-parallel group, then
+// the model ranks and the expert-parallel ranks — and added to the dense
+// sum. How many blocks each model rank holds of each unit is a fact of the
 // layout: every rank computes its model group's counts from their layout
 // plans once, so a step exchanges only the blocks' sums.
 #pragma once

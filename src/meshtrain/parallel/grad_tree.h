@@ -1,10 +1,10 @@
-// Reproducible gradient accumulation (SPEC S2): each micro-batch's gradient
-// of a unit goes into a fresh leaf buffer, and leaves are summed in one
-// fixed binary tree over the micro-batch index as they close (a binary
-// counter: at most log2(G) + 1 buffers per unit alive). With G a power of
-// two the root is the subtree of the window's global tree that this rank's
-// contiguous micro-batches form, so a tree reduction across replicas
-// (tree_reduce.h) finishes exactly the tree one rank would build.
+// Reproducible gradient accumulation (docs/math.md, "Reproducible mode: the fixed
+// summation tree", (M.10)): each micro-batch's gradient of a unit goes into a
+// fresh leaf buffer, and leaves are summed in one fixed binary tree over the
+// micro-batch index as they close (a binary counter: at most log2(G) + 1 buffers
+// per unit alive). With G a power of two the root is the subtree of the window's
+// global tree that this rank's contiguous micro-batches form, so a tree reduction
+// across replicas (tree_reduce.h) finishes exactly the tree one rank would build.
 //
 // Lanes: an expert's owner under expert parallelism computes the gradients
 // of its ep group's ranks (consecutive data-parallel ranks: the leaves

@@ -110,7 +110,7 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
     const int pieces = p.tp.pieces(mesh_.tp, p.name);
     if (p.tp.is_shard()) {
       // A piece shared by several tp ranks (KV heads fewer than ranks): each
-      // rank's gradient holds its own query heads' part (S6).
+      // rank's gradient holds its own query heads' part (docs/math.md (M.38)).
       l.tp_replicas = mesh_.tp / pieces;
       l.counts_in_norm = tp_rank % l.tp_replicas == 0;
     } else {

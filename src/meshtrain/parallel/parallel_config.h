@@ -9,7 +9,7 @@
 
 namespace meshtrain::parallel {
 
-// The gradient collective's semantics decide the loss coefficient (29.4):
+// The gradient collective's semantics decide the loss coefficient (docs/math.md (M.6)):
 // Sum -> each replica backpropagates (1/N) sum S; Avg -> (R/N) sum S.
 enum class GradReduce { Sum, Avg };
 
@@ -26,21 +26,21 @@ struct ParallelConfig {
   bool reproducible = false;
   int tp = 1;                        // tensor-parallel degree (innermost mesh axis)
   bool sequence_parallel = false;    // norms and the residual stream on seq / tp rows per tp rank
-  // Pipeline (S7): stages, schedule (gpipe | 1f1b | interleaved | zb-h1 |
-  // zb-v), chunks per stage, blocks per chunk (empty: the cost model's
-  // partition, stage_partition.h); training.grad_accum is the number of
-  // micro-batches m of the schedule.
+  // Pipeline (docs/math.md, "Pipeline parallelism"): stages, schedule
+  // (gpipe | 1f1b | interleaved | zb-h1 | zb-v), chunks per stage, blocks
+  // per chunk (empty: the cost model's partition, stage_partition.h);
+  // training.grad_accum is the number of micro-batches m of the schedule.
   int pp = 1;
   std::string schedule = "1f1b";
   int virtual_stages = 1;
   std::vector<int64_t> pp_layers;
-  // Context parallelism (S8): every row's positions split over cp ranks
-  // (2 cp balanced chunks, ring attention); gradients summed and ZeRO
-  // state sharded over dp x cp.
+  // Context parallelism (docs/math.md, "Context parallelism"): every
+  // row's positions split over cp ranks (2 cp balanced chunks, ring
+  // attention); gradients summed and ZeRO state sharded over dp x cp.
   int cp = 1;
   bool keep_gathered = false;        // ZeRO-3: keep a unit gathered across the window's micro-batches
-  // Expert parallelism (docs/moe.md): ranks of dp sharing out the experts of
-  // MoE blocks; carved out of dp, never multiplied into the world size (S9).
+  // Expert parallelism (docs/moe.md): ranks of dp sharing out the experts of MoE blocks;
+  // carved out of dp, never multiplied into the world size (docs/math.md (M.61)).
   int ep = 1;
   void validate() const;             // ConfigError with the key path
 };
@@ -48,7 +48,7 @@ struct ParallelConfig {
 const char* to_string(GradReduce r);
 
 // The loss coefficient each replica backpropagates for a window of N
-// supervised targets over R replicas (29.4): 1/N when the gradient
+// supervised targets over R replicas (docs/math.md (M.6)): 1/N when the gradient
 // collective sums, R/N when it averages.
 double loss_coefficient(GradReduce reduce, int replicas, int64_t N);
 

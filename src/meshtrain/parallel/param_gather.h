@@ -1,7 +1,7 @@
-// ZeRO stage 3 (29.10): parameters rest as this rank's shard of each unit
-// and are all-gathered into a full unit buffer just before a segment uses
-// them (started early by Gather actions: prefetch in the schedule's
-// order), bound into the model while in use and freed on Release.
+// ZeRO stage 3 of docs/math.md (M.26): parameters rest as this rank's shard
+// of each unit and are all-gathered into a full unit buffer just before a
+// segment uses them (started early by Gather actions: prefetch in the
+// schedule's order), bound into the model while in use and freed on Release.
 #pragma once
 
 #include <memory>

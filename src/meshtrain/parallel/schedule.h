@@ -1,12 +1,12 @@
-// Pipeline schedules as data (SPEC S7): per pipeline rank, the list of
-// actions of one update window. A schedule names chunks (chunk c holds a
-// contiguous range of segments and sits on pipeline rank chunk_rank[c]);
-// the executor (executor.h) runs each rank's list after expand() has
-// turned chunks into segments and added the engine's parameter actions.
-// validate() rejects a schedule before anything runs: a missing or
-// duplicated compute action, a W before its B, a backward before its
-// forward, data used before it exists, a transfer without its partner, or a
-// deadlock (a cycle of receives waiting on sends that come later).
+// Pipeline schedules as data (docs/math.md, "Pipeline parallelism"): per
+// pipeline rank, the list of actions of one update window. A schedule names
+// chunks (chunk c holds a contiguous range of segments and sits on pipeline
+// rank chunk_rank[c]); the executor (executor.h) runs each rank's list
+// after expand() has turned chunks into segments and added the engine's
+// parameter actions. validate() rejects a schedule before anything runs: a
+// missing or duplicated compute action, a W before its B, a backward before
+// its forward, data used before it exists, a transfer without its partner,
+// or a deadlock (a cycle of receives waiting on sends that come later).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Generated pipeline schedules (schedule.h), micro-batches in order through
 // every chunk so every parameter accumulates its gradient in micro-batch
 // order under every schedule. One chunk per rank (chunk c on rank c):
-//   gpipe: all forwards, then all backwards (fill-drain, (29.13));
+//   gpipe: all forwards, then all backwards (fill-drain, docs/math.md (M.41));
 //   1f1b:  p - r - 1 warm-up forwards on rank r, then one forward and one
 //          backward alternately, then the remaining backwards; with p = 1
 //          it is the plain loop F0 BW0 F1 BW1 ... of a single device.
@@ -45,10 +45,10 @@ Schedule make_schedule(const std::string& name, int p, int m, int v = 1);
 // the planner's many steps of one layout validate it once.
 Schedule checked_schedule(const std::string& name, int p, int m, int v = 1);
 // The unit-time bubble fraction (every chunk's F = B = W = 1) by the
-// schedule's formula: gpipe, 1f1b (29.14) (p-1)/(m+p-1); interleaved
-// (p-1)/(vm+p-1) for m a multiple of p; zb-h1 (p-1)/(3m+p-1) for m >= p
-// and (2p-1-m)/(2m+2p-1) below; zb-v (p-1)/(6m+p-1) for m >= p; where no
-// closed form is stated, the unit-time simulation of the schedule.
+// schedule's formula (docs/math.md (M.44)): gpipe, 1f1b (p-1)/(m+p-1);
+// interleaved (p-1)/(vm+p-1) for m a multiple of p; zb-h1 (p-1)/(3m+p-1)
+// for m >= p and (2p-1-m)/(2m+2p-1) below; zb-v (p-1)/(6m+p-1) for m >= p;
+// where no closed form is stated, the unit-time simulation of the schedule.
 double bubble_formula(const std::string& name, int p, int m, int v);
 
 }  // namespace meshtrain::parallel

@@ -3,8 +3,8 @@
 // of R * kNormBlock; with ZeRO stage >= 1 rank r owns the flat range
 // [r * shard, (r + 1) * shard) of every unit (stage 0: the whole unit).
 // R and r are the unit's group's: the data group (dp x cp) for dense units,
-// the expert-data-parallel group (the replicas of the same experts, SPEC
-// S9) for routed experts' units.
+// the expert-data-parallel group (the replicas of the same experts, docs/math.md,
+// "Rule: where experts live") for routed experts' units.
 // Norm blocks of kNormBlock elements never straddle two owners, so the
 // global gradient norm is summed in the same order under every stage. A unit
 // this rank does not hold (another pipeline stage's) has no elements.
@@ -81,7 +81,7 @@ class ShardPlan {
   // units in segment order).
   std::vector<int64_t> flat_offsets() const;
 
-  // Persistent bytes per rank of (29.7)-(29.10) under a precision policy,
+  // Persistent bytes per rank of docs/math.md (M.26) under a precision policy,
   // on the padded sizes: P = parameters (policy.params), G = gradients
   // (grad_accum), O = Adam's two moments plus the master weights when the
   // parameters are 16-bit (fp32: 4 + 4 + 8 = 16 bytes per parameter;

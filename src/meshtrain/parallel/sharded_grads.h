@@ -1,4 +1,4 @@
-// Gradients under ZeRO stages 1-3 (29.8)-(29.10): each unit's gradient is
+// Gradients under ZeRO stages 1-3 (docs/math.md (M.26)): each unit's gradient is
 // reduce-scattered once it is complete for the window, so each rank keeps
 // the reduced shard it owns.
 //   stage 1: full gradients live in the flat buffer; the shard is reduced

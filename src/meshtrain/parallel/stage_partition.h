@@ -1,9 +1,9 @@
-// Pipeline stage partitioning by a cost model (SPEC S7: "partition stages
-// by modelled compute and memory, embedding and LM head included, not by
-// equal layer counts; the slowest stage sets the beat"). Every segment
-// (embedding, each block, head with its loss) gets its forward + backward
-// FLOPs per micro-batch and the activation bytes it keeps from forward to
-// backward; balance_blocks() splits the blocks into contiguous chunks (the
+// Pipeline stage partitioning by a cost model (docs/math.md, "Rule: stage
+// partitioning": stages are balanced by modelled cost, embedding and LM head
+// included, not by equal block counts; the slowest stage sets the beat). Every
+// segment (embedding, each block, head with its loss) gets its forward +
+// backward FLOPs per micro-batch and the activation bytes it keeps from forward
+// to backward; balance_blocks() splits the blocks into contiguous chunks (the
 // first with the embedding, the last with the head) minimizing the largest
 // chunk's FLOPs. partition_table() prints the predicted cost of each stage
 // under a schedule (its live micro-batches from the unit-time simulation).

@@ -1,14 +1,14 @@
-// Gradients that are partial over tensor-parallel ranks (S6, S8), as the
-// layout plan says: a replicated weight whose ranks saw different sequence
-// shards (reduce_axes holds tp: norms, row-parallel biases, learned
-// positions under sequence parallelism), and a piece shared by several tp
-// ranks (a KV head on tp / kv_heads ranks: each rank's gradient holds its
-// own query heads' part; tp_replicas > 1) — summed over exactly the ranks
-// sharing it. A unit's partial gradients are summed once per window, when
-// its gradient is complete and before the data-parallel reduction, packed
-// into one all-reduce per (unit, group). Every member gets the same sum, so
-// the copies stay identical and the plan counts one of them in the norm and
-// in checkpoints.
+// Gradients that are partial over tensor-parallel ranks (docs/math.md,
+// "Partial gradients of replicated parameters", (M.38)), as the layout plan
+// says: a replicated weight whose ranks saw different sequence shards
+// (reduce_axes holds tp: norms, row-parallel biases, learned positions under
+// sequence parallelism), and a piece shared by several tp ranks (a KV head on
+// tp / kv_heads ranks: each rank's gradient holds its own query heads' part;
+// tp_replicas > 1) — summed over exactly the ranks sharing it. A unit's
+// partial gradients are summed once per window, when its gradient is complete
+// and before the data-parallel reduction, packed into one all-reduce per
+// (unit, group). Every member gets the same sum, so the copies stay identical
+// and the plan counts one of them in the norm and in checkpoints.
 #pragma once
 
 #include <memory>

@@ -1,9 +1,9 @@
-// Sums in one fixed binary tree over the ranks of a group (reproducible
-// mode, SPEC S2/S10): at level k, rank r combines with r ^ 2^k, so the sum
-// of every element is ((g0 + g1) + (g2 + g3)) + ... whatever the backend —
-// the same tree a single rank builds over the same leaves. IEEE addition is
-// commutative, so both partners of a level compute identical bits. The
-// group size must be a power of two. Blocking; p2p messages only.
+// Sums in one fixed binary tree over the ranks of a group (reproducible mode,
+// docs/math.md (M.10)-(M.11)): at level k, rank r combines with r ^ 2^k, so
+// the sum of every element is ((g0 + g1) + (g2 + g3)) + ... whatever the
+// backend — the same tree a single rank builds over the same leaves. IEEE
+// addition is commutative, so both partners of a level compute identical
+// bits. The group size must be a power of two. Blocking; p2p messages only.
 #pragma once
 
 #include "meshtrain/comm/process_group.h"

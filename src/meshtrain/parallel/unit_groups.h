@@ -1,9 +1,9 @@
 // The group each parameter unit's gradient is summed over and its ZeRO
 // state sharded over (shard_plan.h): the data group (dp x cp) for dense
 // units; for routed experts' units the expert-data-parallel group, the
-// ranks holding the same experts (SPEC S8, S9: "expert parameters'
-// gradients reduced over the expert-data-parallel group"). Without expert
-// parallelism both are the data group: one code path.
+// ranks holding the same experts (docs/math.md, "Rule: where experts
+// live": expert units are reduced and ZeRO-sharded over it). Without
+// expert parallelism both are the data group: one code path.
 #pragma once
 
 #include "meshtrain/comm/process_group.h"

@@ -112,7 +112,7 @@ SegmentCost ComputeModel::segment(int s, const TraceBatch& b, bool recompute) co
     c.f.seconds += hw_->per_layer_overhead_s;
     c.b.seconds += 2 * hw_->per_layer_overhead_s;
   }
-  if (recompute) c.b += c.f;  // the block's forward replayed before its backward (S3)
+  if (recompute) c.b += c.f;  // the block's forward replayed before its backward (docs/math.md, "Segment costs")
   return c;
 }
 

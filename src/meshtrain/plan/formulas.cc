@@ -11,10 +11,10 @@ StateBytes zero_state(double P, double G, double O, int R, int stage) {
   MT_REQUIRE(ConfigError, R >= 1, "sharding group of ", R, " ranks: needs at least one");
   MT_REQUIRE(ConfigError, stage >= 0 && stage <= 3, "zero stage ", stage, ": expected 0, 1, 2 or 3");
   StateBytes s{P, G, O};
-  if (stage >= 1) s.optimizer = O / R;  // (29.8)
-  if (stage >= 2) s.grads = G / R;      // (29.9)
-  if (stage >= 3) s.params = P / R;     // (29.10)
-  return s;                             // stage 0: (29.7)
+  if (stage >= 1) s.optimizer = O / R;  // docs/math.md (M.26), stage 1
+  if (stage >= 2) s.grads = G / R;      // (M.26), stage 2
+  if (stage >= 3) s.params = P / R;     // (M.26), stage 3
+  return s;                             // stage 0: (M.26)
 }
 
 BytesPerParam bytes_per_param(const std::string& precision) {
@@ -30,7 +30,7 @@ double peak_bytes(const StateBytes& state, const PeakTerms& t) {
 double recompute_memory(int64_t L, int64_t k, double A) {
   MT_REQUIRE(ConfigError, L >= 1 && k >= 1 && k <= L, "checkpoint interval k = ", k, " for L = ", L,
              " layers: needs 1 <= k <= L");
-  return A * double((L + k - 1) / k + k);  // (29.5)
+  return A * double((L + k - 1) / k + k);  // docs/math.md (M.30)
 }
 
 RecomputeChoice best_checkpoint_interval(int64_t L, double A) {
@@ -52,7 +52,7 @@ double pipeline_time(int p, int m, double f, double b) { return double(m + p - 1
 
 double pipeline_utilization(int p, int m) {
   MT_REQUIRE(ConfigError, p >= 1 && m >= 1, "pipeline p = ", p, ", m = ", m, ": both must be >= 1");
-  return double(m) / double(m + p - 1);  // (29.14)
+  return double(m) / double(m + p - 1);  // docs/math.md (M.42)
 }
 
 double pipeline_bubble(int p, int m) { return 1.0 - pipeline_utilization(p, m); }
@@ -91,7 +91,7 @@ double ring_wire_bytes(comm::OpKind kind, int R, double M) {
 }
 
 double ring_time(comm::OpKind kind, int R, double M, double alpha_s, double beta_s_per_byte) {
-  return ring_rounds(kind, R) * alpha_s + ring_wire_bytes(kind, R, M) * beta_s_per_byte;  // (29.6)
+  return ring_rounds(kind, R) * alpha_s + ring_wire_bytes(kind, R, M) * beta_s_per_byte;  // docs/math.md (M.20)
 }
 
 Scaling scaling_efficiency(double t0, int64_t D0, double t1, int64_t D1) {
@@ -99,7 +99,7 @@ Scaling scaling_efficiency(double t0, int64_t D0, double t1, int64_t D1) {
   MT_REQUIRE(ConfigError, D0 >= 1 && D1 >= 1, "--scaling: device counts must be >= 1 (got ", D0, " and ", D1, ")");
   Scaling s;
   s.speedup = t0 / t1;
-  s.efficiency = s.speedup / (double(D1) / double(D0));  // (29.17)
+  s.efficiency = s.speedup / (double(D1) / double(D0));  // docs/math.md (M.68)
   return s;
 }
 

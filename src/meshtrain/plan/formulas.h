@@ -1,4 +1,4 @@
-// The closed forms of SPEC S3-S10 the planner prints next to its replayed
+// The closed forms of docs/math.md the planner prints next to its replayed
 // figures, each with the seed's worked example in tests/plan/formulas_test.cc.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 namespace meshtrain::plan {
 
-// ---- (29.7)-(29.10): persistent state per rank --------------------------------
+// ---- (M.26): persistent state per rank ---------------------------------------
 struct StateBytes {
   double params = 0, grads = 0, optimizer = 0;
   double total() const { return params + grads + optimizer; }
@@ -26,13 +26,13 @@ struct BytesPerParam {
 };
 BytesPerParam bytes_per_param(const std::string& precision);
 
-// S5: what sits on top of the persistent state at the peak.
+// (M.28): what sits on top of the persistent state at the peak.
 struct PeakTerms {
   double activations = 0, workspace = 0, gathered = 0, prefetch = 0;
 };
 double peak_bytes(const StateBytes& state, const PeakTerms& terms);
 
-// ---- (29.5): checkpoint every k of L layers ---------------------------------------
+// ---- (M.30): checkpoint every k of L layers ---------------------------------------
 // M_act(k) = A (ceil(L / k) + k): the boundaries kept plus one segment
 // replayed. The continuous optimum is k = sqrt(L); the integer k is the
 // best of its neighbours (ties go to the smaller k).
@@ -48,14 +48,14 @@ struct RecomputeChoice {
 double recompute_memory(int64_t L, int64_t k, double A);
 RecomputeChoice best_checkpoint_interval(int64_t L, double A);
 
-// ---- (29.13)-(29.14): fill-drain pipelines ------------------------------------------
+// ---- (M.41)-(M.42): fill-drain pipelines --------------------------------------------
 double pipeline_time(int p, int m, double f, double b);  // (m + p - 1)(f + b)
 double pipeline_utilization(int p, int m);               // m / (m + p - 1)
 double pipeline_bubble(int p, int m);                    // (p - 1) / (m + p - 1)
 // The smallest m whose bubble is at most `target` (0 < target < 1).
 int64_t micro_batches_for_bubble(int p, double target);
 
-// ---- (29.6): ring collectives -----------------------------------------------------------
+// ---- (M.20): ring collectives -----------------------------------------------------------
 // Time of `kind` over R ranks for M logical bytes: all-reduce 2(R-1) rounds
 // and 2(R-1)/R M on the wire; reduce-scatter and all-gather R-1 rounds and
 // (R-1)/R M; send/recv one round and M; all-to-all R-1 rounds and (R-1)/R M.
@@ -63,13 +63,13 @@ double ring_time(comm::OpKind kind, int R, double M, double alpha_s, double beta
 double ring_rounds(comm::OpKind kind, int R);
 double ring_wire_bytes(comm::OpKind kind, int R, double M);  // what each rank sends
 
-// ---- (29.17): strong scaling ----------------------------------------------------------
+// ---- (M.68): strong scaling ----------------------------------------------------------
 struct Scaling {
   double speedup = 0, efficiency = 0;
 };
 Scaling scaling_efficiency(double t0, int64_t D0, double t1, int64_t D1);
 
-// ---- model FLOPs -----------------------------------------------------------------------
+// ---- (M.66): model FLOPs ----------------------------------------------------------------
 // Per iteration of B sequences of s tokens through l layers of hidden h with
 // vocabulary V, counting one forward recomputation (Narayanan et al. 2021):
 // 96 B s l h^2 (1 + s / 6h + V / 16 l h). Without recomputation the factor

@@ -69,7 +69,7 @@ std::string bench_machine(const MachineBenchOptions& o) {
   os << "\n[node]\ndevices = " << cores << "\nshared = true\n\n";
 
   set_compute_threads(cores);
-  // Collectives on the threads backend: alpha-beta per op (29.6).
+  // Collectives on the threads backend: alpha-beta per op (docs/math.md (M.20), (M.23)).
   comm::bench::BenchOptions bo;
   bo.ranks = o.ranks > 0 ? o.ranks : std::max(2, cores);
   bo.max_bytes = o.max_bytes;
@@ -90,7 +90,7 @@ std::string bench_machine(const MachineBenchOptions& o) {
     return "alpha_us = " + fixed(ab.alpha_s * 1e6, 3) + ", bandwidth_gbps = " + fixed(gbps, 3);
   };
   for (const char* link : {"intra", "inter"}) {
-    os << "[link." << link << "]   # threads backend, " << R << " ranks, alpha-beta fit of (29.6)"
+    os << "[link." << link << "]   # threads backend, " << R << " ranks, alpha-beta fit of docs/math.md (M.20), (M.23)"
        << (std::string(link) == "inter" ? "; no second node here: the same figures" : "") << "\n";
     const comm::bench::AlphaBeta& base = fits.back().second;  // all_gather: one exchange per round
     os << "alpha_us = " << fixed(base.alpha_s * 1e6, 3) << "\nbandwidth_gbps = "

@@ -39,7 +39,7 @@ struct CommRow {
   std::string phase, group, op;
   int group_size = 1;
   int64_t calls = 0, bytes = 0;
-  double wire = 0;  // bytes each rank sends on a ring (29.6)
+  double wire = 0;  // bytes each rank sends on a ring (docs/math.md (M.20))
 };
 
 std::vector<CommRow> comm_rows(const comm::CommLedger& ledger) {
@@ -75,7 +75,8 @@ std::string render_text(const Prediction& p) {
      << " | schedule " << in.schedule << (in.recompute ? " | recompute" : "") << "\n";
   os << "precision: " << in.precision.describe() << "\n";
   os << "window: micro-batch " << in.micro_batch << " x " << in.seq_len << " positions, " << in.grad_accum
-     << " per replica, " << in.mesh.dp << " replicas: " << in.global_rows() << " rows per update (R*B*G, S9)\n\n";
+     << " per replica, " << in.mesh.dp << " replicas: " << in.global_rows()
+     << " rows per update (R*B*G, docs/math.md (M.62))\n\n";
 
   os << "recorded: every memory category and collective below is the trainer's own step, run on the meta device "
         "(nothing computed or allocated)\n";
@@ -113,8 +114,8 @@ std::string render_text(const Prediction& p) {
        << (p.fits() ? "fits" : "DOES NOT FIT") << " (peak " << gib(double(p.peak_bytes())) << ")\n";
 
   const RankClass& first = p.classes.front();
-  os << "\ncommunication per step of rank " << first.step.rank
-     << " (M = logical bytes as CommStats counts them; on the wire = what a ring sends, (29.6)):\n";
+  os << "\ncommunication per step of rank " << first.step.rank << " (M = logical bytes as CommStats counts them, "
+     << "docs/math.md (M.19); on the wire = what a ring sends, (M.20)):\n";
   std::snprintf(line, sizeof line, "  %-14s %-8s %-15s %6s %14s %14s\n", "phase", "group", "collective", "calls",
                 "M", "on the wire");
   os << line;

@@ -21,7 +21,7 @@ struct RankClass {
   RankStep step;                   // non-blocking collectives finishing at their second completion test
   MemorySnapshot peak_low, peak_high;  // reductions done at once / only when waited for
   int pp = 0, tp = 0;              // the representative's coordinates
-  int64_t largest_unit_bytes = 0;  // U of S5: the biggest unit a ZeRO-3 gather holds
+  int64_t largest_unit_bytes = 0;  // U of docs/math.md (M.28): the biggest unit a ZeRO-3 gather holds
   double flops = 0;                // executed per step by one rank of the class
 };
 

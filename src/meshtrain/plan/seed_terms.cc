@@ -24,7 +24,7 @@ void state_memory(std::ostringstream& os, const SeedTerms& t) {
   // Tensor and pipeline parallelism split the parameters before ZeRO shards them over dp.
   const double N = *t.params / double(t.tp * t.pp);
   const double P = N * b.params, G = N * b.grads, O = N * b.optimizer;
-  os << "state memory per rank, (29.7)-(29.10): N = " << *t.params << " parameters";
+  os << "state memory per rank, docs/math.md (M.26): N = " << *t.params << " parameters";
   if (t.tp * t.pp > 1) os << " (" << N << " per rank after tp = " << t.tp << " x pp = " << t.pp << ")";
   os << ", " << t.precision << ": " << b.params << " + " << b.grads << " + " << b.optimizer
      << " bytes per parameter; P = " << gib(P) << ", G = " << gib(G) << ", O = " << gib(O) << ", R = " << t.dp << "\n";
@@ -43,8 +43,8 @@ void state_memory(std::ostringstream& os, const SeedTerms& t) {
   const StateBytes st = zero_state(P, G, O, t.dp, t.zero_stage);
   PeakTerms terms{t.activations, t.workspace, t.gathered, t.prefetch};
   const double peak = peak_bytes(st, terms);
-  os << "peak at stage " << t.zero_stage << " (S5): " << gib(st.total()) << " state + " << gib(t.activations)
-     << " activations + " << gib(t.workspace) << " workspace";
+  os << "peak at stage " << t.zero_stage << ", docs/math.md (M.28): " << gib(st.total()) << " state + "
+     << gib(t.activations) << " activations + " << gib(t.workspace) << " workspace";
   if (t.gathered > 0 || t.prefetch > 0) os << " + " << gib(t.gathered) << " gathered + " << gib(t.prefetch) << " prefetched";
   os << " = " << gib(peak) << "\n";
   if (t.device_memory)
@@ -57,7 +57,7 @@ void state_memory(std::ostringstream& os, const SeedTerms& t) {
 void recompute(std::ostringstream& os, const SeedTerms& t) {
   MT_REQUIRE(ConfigError, t.activation_unit.has_value(), "--recompute-layers needs --activation-unit BYTES");
   const RecomputeChoice c = best_checkpoint_interval(*t.recompute_layers, *t.activation_unit);
-  os << "recomputation, (29.5): M(k) = A (ceil(L/k) + k), L = " << *t.recompute_layers
+  os << "recomputation, docs/math.md (M.30): M(k) = A (ceil(L/k) + k), L = " << *t.recompute_layers
      << ", A = " << gib(*t.activation_unit) << "\n";
   for (const auto& cand : c.compared)
     os << "  " << (cand.k == c.k ? "*" : " ") << " k = " << cand.k << ": " << gib(cand.bytes) << "\n";
@@ -69,9 +69,9 @@ void bubble(std::ostringstream& os, const SeedTerms& t) {
   MT_REQUIRE(ConfigError, t.target_bubble.has_value(), "--pp needs --target-bubble F (a fraction, e.g. 0.1)");
   const int p = *t.pipeline_stages;
   const int64_t m = micro_batches_for_bubble(p, *t.target_bubble);
-  os << "pipeline, (29.14): p = " << p << ", bubble (p-1)/(m+p-1) <= " << pct(*t.target_bubble) << ": smallest m = "
-     << m << " (bubble " << pct(pipeline_bubble(p, int(m))) << ", utilization " << pct(pipeline_utilization(p, int(m)))
-     << ")";
+  os << "pipeline, docs/math.md (M.42)-(M.43): p = " << p << ", bubble (p-1)/(m+p-1) <= " << pct(*t.target_bubble)
+     << ": smallest m = " << m << " (bubble " << pct(pipeline_bubble(p, int(m))) << ", utilization "
+     << pct(pipeline_utilization(p, int(m))) << ")";
   if (m > 1) os << "; m = " << m - 1 << " gives " << pct(pipeline_bubble(p, int(m - 1)));
   os << "\n";
 }
@@ -91,8 +91,8 @@ void scaling(std::ostringstream& os, const std::string& text) {
   MT_REQUIRE(ConfigError, v[1] == double(int64_t(v[1])) && v[3] == double(int64_t(v[3])), "--scaling ", text,
              ": device counts D0 and D1 must be whole numbers");
   const Scaling s = scaling_efficiency(v[0], int64_t(v[1]), v[2], int64_t(v[3]));
-  os << "strong scaling, (29.17): " << v[1] << " devices " << v[0] << " -> " << v[3] << " devices " << v[2]
-     << ": speedup " << s.speedup << ", efficiency E = (t0/t1)/(D1/D0) = " << pct(s.efficiency) << "\n";
+  os << "strong scaling, docs/math.md (M.68): " << v[1] << " devices " << v[0] << " -> " << v[3] << " devices "
+     << v[2] << ": speedup " << s.speedup << ", efficiency E = (t0/t1)/(D1/D0) = " << pct(s.efficiency) << "\n";
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
-// `meshtrain plan` without a config, in the seed's terms (SPEC S3, S5, S7,
-// S10): state memory per rank (29.7)-(29.10) and the peak on top of it for
-// N parameters, a precision and a sharding layout; the checkpoint interval
-// of (29.5); the micro-batches a pipeline needs for a target bubble
-// (29.14); speedup and efficiency of two measured runs (29.17). Each part is
-// printed when its options are given.
+// `meshtrain plan` without a config, in the seed's terms (docs/math.md): state
+// memory per rank (M.26) and the peak on top of it (M.28) for N parameters, a
+// precision and a sharding layout; the checkpoint interval of (M.30); the
+// micro-batches a pipeline needs for a target bubble (M.42)-(M.43); speedup
+// and efficiency of two measured runs (M.68). Each part is printed when its
+// options are given.
 #pragma once
 
 #include <optional>
@@ -12,19 +12,19 @@
 namespace meshtrain::plan {
 
 struct SeedTerms {
-  // (29.7)-(29.10)
+  // (M.26)
   std::optional<double> params;  // N
   std::string precision = "bf16";
   int dp = 1, zero_stage = 0, tp = 1, pp = 1;
   double activations = 0, workspace = 0, gathered = 0, prefetch = 0;
   std::optional<double> device_memory;
-  // (29.5)
+  // (M.30)
   std::optional<int64_t> recompute_layers;
   std::optional<double> activation_unit;
-  // (29.14)
+  // (M.42)-(M.43)
   std::optional<int> pipeline_stages;
   std::optional<double> target_bubble;
-  // (29.17): t0, D0, t1, D1
+  // (M.68): t0, D0, t1, D1
   std::optional<std::string> scaling;
 };
 

@@ -33,7 +33,7 @@ struct StepInputs {
   int threads_per_rank = 0;
   // Published runs of another framework (published_runs.h): interleaved
   // 1F1B with this many chunks per rank, priced by the makespan
-  // (m + (p - 1) / v)(f + b) (REFERENCE.md) while memory and communication
+  // (m + (p - 1) / v)(f + b) (docs/math.md (M.46)) while memory and communication
   // are replayed with one chunk per rank. meshtrain's own runs keep 1 and
   // set layout.virtual_stages: their interleaved program is replayed and
   // simulated as the trainer expands it.
@@ -56,7 +56,7 @@ struct StepInputs {
   } execution;
 
   int world() const { return mesh.world_size(); }
-  // Global samples per update: R * B * G (S9; never times pp or tp).
+  // Global samples per update: R * B * G (docs/math.md (M.62); never times pp or tp).
   int64_t global_rows() const { return int64_t(mesh.dp) * micro_batch * grad_accum; }
   // ConfigError naming the field for a negative or zero size.
   void validate() const;

@@ -155,7 +155,7 @@ StepTime predict_step_time(const StepInputs& in, const std::vector<RankStep>& st
     flops += rank_flops * rep.count;
     out.ranks.push_back(rt);
   }
-  // The slowest stage sets the beat (S7): simulate the schedule with its costs.
+  // The slowest stage sets the beat (docs/math.md, "Rule: stage partitioning"): simulate the schedule (M.45).
   if (in.interleave > 1) {
     // Interleaved 1F1B: the fill and drain shrink by v (the rank's f, b
     // and w cover all its chunks).

@@ -3,10 +3,10 @@
 // take their segments' time (compute_cost.h) plus the tensor-parallel
 // collectives they block on; collectives the engine launches run one after
 // another on their group's stream (the backends run a group's non-blocking
-// operations in order) at the alpha-beta time of (29.6) for the link the
+// operations in order) at the alpha-beta time of docs/math.md (M.20) for the link the
 // group crosses (inside a node, or between nodes); a Require waits for its
 // gather, the end of the window waits for every reduction (the exposed
-// tail of S4). The pipeline's makespan and bubble come from simulating the
+// tail of (M.24)). The pipeline's makespan and bubble come from simulating the
 // schedule with the slowest stage's F, B and W. The step is
 //   makespan + the largest exposed communication of any rank
 //   + the update (AdamW over the owned shard) + the publication all-gathers
@@ -50,7 +50,7 @@ struct StepTime {
 // Whether `rank`'s group (a mesh group key or "world") has members on more
 // than one node (ranks fill nodes in order, tp innermost).
 bool crosses_nodes(const comm::MeshShape& mesh, int rank, const std::string& group, const HardwareProfile& hw);
-// Alpha-beta time of one planned collective (29.6) on the intra- or
+// Alpha-beta time of one planned collective (docs/math.md (M.20)) on the intra- or
 // inter-node link.
 double op_seconds(const comm::PlannedOp& op, bool inter_node, const HardwareProfile& hw);
 

@@ -1,4 +1,4 @@
-// This rank's share of a window under context parallelism (SPEC S8,
+// This rank's share of a window under context parallelism (docs/math.md (M.48),
 // model/ring_attention.h): every row cut into 2 cp chunks of c = seq / (2 cp)
 // positions, rank r keeping chunks r and 2 cp - 1 - r, so causal attention
 // work is the same on every rank. Tokens, targets (the label mask),

@@ -1,11 +1,11 @@
-// The equivalence harness (SPEC S10's migration path as code): run the same
-// config and global batch once on a single rank and once on a parallel
-// layout, gather full parameters, gradients, updates and losses after every
-// step and compare them tensor by tensor. Used by `meshtrain verify` and by
-// tests of every parallel feature; under training.precision = "fp64" the
-// reordered sums of a layout differ by ~1e-15 instead of ~1e-7, so a
-// tolerance of 1e-10 leaves no room for a real error to hide
-// (docs/reproducibility.md, "Equivalence checks").
+// The equivalence harness (docs/math.md's "Rule: evidence for a layout or
+// an optimization" as code): run the same config and global batch once on a
+// single rank and once on a parallel layout, gather full parameters,
+// gradients, updates and losses after every step and compare them tensor by
+// tensor. Used by `meshtrain verify` and by tests of every parallel
+// feature; under training.precision = "fp64" the reordered sums of a layout
+// differ by ~1e-15 instead of ~1e-7, so a tolerance of 1e-10 leaves no room
+// for a real error to hide (docs/reproducibility.md, "Equivalence checks").
 #pragma once
 
 #include <optional>

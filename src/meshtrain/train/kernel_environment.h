@@ -1,6 +1,6 @@
-// What decides the bits of a step besides the layout (SPEC S9 resume
-// claims): the kernels' ISA level, the CPU model (oneDNN picks its GEMM
-// kernels by it), the GEMMs (kernels::gemm_description(): which f32 GEMM
+// What decides the bits of a step besides the layout (docs/math.md, "Rule:
+// restore claims"): the kernels' ISA level, the CPU model (oneDNN picks its
+// GEMM kernels by it), the GEMMs (kernels::gemm_description(): which f32 GEMM
 // with its blocking, and the oneDNN version) and, with oneDNN's f32 GEMM
 // below AVX-512, the compute thread count (its AVX2 GEMM splits K by team
 // size). Checkpoints record it; a bitwise claim is made only when it matches.

@@ -55,7 +55,7 @@ MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp) {
   largest_unit = (largest_unit + tp - 1) / tp;
   MemoryEstimate e;
   const int stage = cfg.parallel.zero_stage;
-  // (29.7) stage 0: P + G + O; (29.8) 1: O/R; (29.9) 2: (G + O)/R; (29.10) 3: (P + G + O)/R.
+  // docs/math.md (M.26), stage 0: P + G + O; 1: O/R; 2: (G + O)/R; 3: (P + G + O)/R.
   // Under accumulation (G > 1) stages 2 and 3 keep unit gradients whole for the window.
   const bool window_grads = cfg.training.grad_accum > 1;
   e.params = mul(stage >= 3 ? shard : held, f32);

@@ -1,11 +1,11 @@
 // Memory a rank will need, estimated before anything is allocated, and the
 // refusal when the ranks of this process (threads) or node (mpirun) cannot
-// fit in what is available. Persistent state follows SPEC (29.7)-(29.10)
+// fit in what is available. Persistent state follows docs/math.md (M.26)
 // from the model spec and the ZeRO stage; activations follow the saved
-// tensors of one micro-batch (all layers, or one layer plus the block
-// inputs under recomputation, (29.5) with k = 1; a MoE block's top_k
-// experts per token and its router's per-expert probabilities, docs/moe.md).
-// A planner will replace the estimate with the exact plan.
+// tensors of one micro-batch (all layers, or one layer plus the block inputs
+// under recomputation, (M.30) with k = 1, counted as (M.33); a MoE block's
+// top_k experts per token and its router's per-expert probabilities,
+// docs/moe.md). A planner will replace the estimate with the exact plan.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@ namespace meshtrain::train {
 struct TrainConfig;
 
 struct MemoryEstimate {
-  int64_t params = 0, grads = 0, optimizer = 0;  // persistent (29.7)-(29.10)
+  int64_t params = 0, grads = 0, optimizer = 0;  // persistent, docs/math.md (M.26)
   int64_t activations = 0;                        // one micro-batch, forward + backward peak
   int64_t workspace = 0;  // gathered/prefetched units, transient full gradients, buckets, RoPE table
   int64_t total() const { return params + grads + optimizer + activations + workspace; }

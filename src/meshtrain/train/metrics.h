@@ -16,7 +16,7 @@
 namespace meshtrain::train {
 
 // The context-parallel ring of one step on this rank (empty without it):
-// K/V bytes sent, forward (29.x accounting of S8: 2 b s h_kv bytes
+// K/V bytes sent, forward (docs/math.md (M.51): 2 b s h_kv bytes
 // (cp - 1) / cp per layer) and backward (K/V again plus dK/dV), the time
 // spent waiting for blocks, and the chunk pairs computed or skipped.
 struct CpMetrics {
@@ -30,11 +30,11 @@ struct StepMetrics {
   int64_t step = 0;            // 1-based index of this update
   bool skipped = false;        // N = 0 or non-finite gradients
   std::string skip_reason;
-  double loss = 0;             // (1/N) sum S  (29.2)
+  double loss = 0;             // (1/N) sum S, docs/math.md (M.4), (M.8)
   int64_t supervised = 0;      // N
   int64_t non_pad_tokens = 0;
   int64_t computed_positions = 0;
-  double padding_ratio = 0;    // (29.1), over the window
+  double padding_ratio = 0;    // docs/math.md (M.2), over the window
   double seconds = 0;
   double tokens_per_s = 0;     // supervised tokens per second
   double gflops = 0;           // achieved model GFLOP/s

@@ -2,7 +2,7 @@
 // of the window (every rank routes its own rows) and the pipeline stages:
 // assignments, drops, the aux loss term of the objective, kept tokens per
 // expert (all MoE blocks together), the most loaded expert's share, and the
-// all-to-all payload measured against SPEC S8's 2 N k d b_e.
+// all-to-all payload measured against docs/math.md (M.60)'s 2 N k d b_e.
 #pragma once
 
 #include <cstdint>

@@ -22,7 +22,7 @@ namespace meshtrain::train {
 class Trainer;
 struct TrainConfig;
 
-// The precision choices of a run (SPEC S3: each one reported separately).
+// The precision choices of a run (docs/math.md, "Rule: precision is reported per role").
 nlohmann::json precision_json(const Trainer& t);
 // The whole model's parameter count (a rank's spec holds only its
 // tensor-parallel slice and pipeline stages).

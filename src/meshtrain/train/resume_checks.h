@@ -1,5 +1,5 @@
-// What a resume may rely on and what it must refuse (SPEC S9: restore
-// verifies everything before continuing and reports an honest claim):
+// What a resume may rely on and what it must refuse (docs/math.md, "Rule: restore
+// claims": restore verifies everything before continuing and reports an honest claim):
 //   - the checkpoint to resume from: `latest`, or without it the highest
 //     complete step that verifies (said so), never a silent fresh start
 //     over another run's committed steps;

@@ -126,8 +126,8 @@ ScaleReport run_scaling(const TrainConfig& cfg, const std::vector<Layout>& layou
     }
     rep.points.push_back(std::move(p));
   }
-  // The smallest runnable layout is the baseline (S10: never an invented
-  // single-device time).
+  // The smallest runnable layout is the baseline (docs/math.md,
+  // "Scaling efficiency": never an invented single-device time).
   for (size_t i = 0; i < rep.points.size(); ++i)
     if (rep.points[i].ran && (rep.baseline < 0 || rep.points[i].devices < rep.points[size_t(rep.baseline)].devices))
       rep.baseline = int(i);
@@ -200,7 +200,7 @@ std::string ScaleReport::table() const {
   }
   if (over) os << "  * more threads than the " << cores << " cores: the ranks share cores, not comparable\n";
   if (threads_per_rank > 0)
-    os << "  E = (t_base / t) / (D / D_base) (29.17)" << (weak ? "; weak scaling: E = t_base / t" : "");
+    os << "  E = (t_base / t) / (D / D_base) (docs/math.md (M.68))" << (weak ? "; weak scaling: E = t_base / t" : "");
   else
     os << "  speedup = E = tokens/s / tokens/s of the baseline, on the same threads";
   os << "; tokens/s counts supervised targets\n";

@@ -1,24 +1,24 @@
-// `meshtrain scale`: a short strong- or weak-scaling series on this machine
-// (threads backend), the evidence S10 asks for. Every layout trains the
-// same config for a few steps after one warm-up step; per layout: effective
-// supervised tokens/s, step time, speedup and efficiency against the
-// smallest runnable layout (named as the baseline, never an invented
-// single-device time), peak memory, exposed communication and update count,
-// with the planner's predicted step time beside the measured one when a
-// machine profile is given. Like is compared with like, in one of two ways
-// (the table says which):
+// `meshtrain scale`: a short strong- or weak-scaling series on this
+// machine (threads backend), the evidence docs/math.md asks for ("Scaling
+// efficiency"). Every layout trains the same config for a few steps after
+// one warm-up step; per layout: effective supervised tokens/s, step time,
+// speedup and efficiency against the smallest runnable layout (named as
+// the baseline, never an invented single-device time), peak memory,
+// exposed communication and update count, with the planner's predicted
+// step time beside the measured one when a machine profile is given. Like
+// is compared with like, in one of two ways (the table says which):
 //   same threads (default): every layout computes on the same T threads
 //     (the cores this process may use), T / ranks per rank, so the series
 //     compares layouts on the same cores: speedup = E = tokens/s over the
 //     baseline's (the ideal is 1);
 //   a device is N threads (threads_per_rank = N): a layout of D ranks
-//     computes on D * N threads, speedup and E per (29.17) against D_base;
+//     computes on D * N threads, speedup and E per (M.68) against D_base;
 //     layouts needing more threads than there are cores are marked.
 //   strong: the global batch of the config (its R * B * G rows) is held
 //     fixed; each layout splits it over its replicas (plan::split_window);
 //   weak: each replica keeps the config's B and G, so rows grow with R
-//     (per device: E = t_baseline / t; a larger batch changes the
-//     trajectory: S10).
+//     (per device: E = t_baseline / t, (M.69); a larger batch changes
+//     the trajectory).
 #pragma once
 
 #include <optional>
@@ -47,7 +47,7 @@ struct ScalePoint {
   int64_t peak_bytes = 0;             // largest total peak of any rank
   int64_t updates = 0;                // optimizer updates applied over the run (warm-up included)
   double loss = 0;                    // of the last step
-  double speedup = 0, efficiency = 0;  // (29.17) against the baseline
+  double speedup = 0, efficiency = 0;  // docs/math.md (M.68) against the baseline
   std::optional<double> predicted_step_s;
 };
 

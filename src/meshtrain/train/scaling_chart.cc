@@ -49,7 +49,7 @@ std::string scaling_svg(const ScaleReport& r) {
      << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   os << "<text x=\"" << W / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" << (r.weak ? "Weak" : "Strong")
-     << " scaling: supervised tokens/s and efficiency" << (r.threads_per_rank > 0 ? " (29.17)" : "")
+     << " scaling: supervised tokens/s and efficiency" << (r.threads_per_rank > 0 ? " (docs/math.md (M.68))" : "")
      << (base ? " vs the baseline " : "") << (base ? escape(base->layout.substr(0, base->layout.find(','))) : "")
      << "</text>\n";
   // Axes and grid.

@@ -1,6 +1,6 @@
 // The scaling series as an SVG chart (self-contained, no script): measured
 // supervised tokens/s per layout against the ideal line from the baseline,
-// and the efficiency (29.17) of each point, one column per layout.
+// and the efficiency (docs/math.md (M.68)) of each point, one column per layout.
 #pragma once
 
 #include <string>

@@ -1,8 +1,8 @@
-// Restarting a failed job from its latest complete checkpoint (SPEC S9: an
-// explicit group-wide restart path). When a rank dies or a collective
-// fails, every rank stops with the named error; with
-// comm.restart_on_failure the job then starts again, at most
-// comm.max_restarts times:
+// Restarting a failed job from its latest complete checkpoint
+// (docs/math.md, "Rule: failure is a group event": an explicit
+// group-wide restart path). When a rank dies or a collective fails,
+// every rank stops with the named error; with comm.restart_on_failure
+// the job then starts again, at most comm.max_restarts times:
 //   - threads backend: in this process (train_main loops over launches);
 //   - mpirun: the job is gone, so `meshtrain launch` runs mpirun again
 //     (relaunch_mpi) and tells the new job which restart it is through the

@@ -1,8 +1,8 @@
-// Tensor- and sequence-parallel shape rules of a run, checked when the
-// config is validated, before any rank starts: query heads whole per rank,
-// KV heads split or shared whole (S6: never a rounded-down head count),
-// every tensor-parallel split placeable (vocabulary rows, hidden columns),
-// and under sequence parallelism a sequence that splits over tp.
+// Tensor- and sequence-parallel shape rules of a run, checked when the config
+// is validated, before any rank starts: query heads whole per rank, KV heads
+// split or shared whole (docs/math.md (M.38): never a rounded-down head
+// count), every tensor-parallel split placeable (vocabulary rows, hidden
+// columns), and under sequence parallelism a sequence that splits over tp.
 #pragma once
 
 #include "meshtrain/train/train_config.h"

@@ -16,7 +16,7 @@ namespace meshtrain::train {
 
 struct TpMetrics {
   int64_t calls = 0;
-  // Bytes this rank sent on a ring (29.6), by collective (model::TpCollective).
+  // Bytes this rank sent on a ring (docs/math.md (M.22)), by collective (model::TpCollective).
   std::array<int64_t, model::kNumTpCollectives> ring_bytes{};
   // Per block (mean over the blocks this rank holds): logical message bytes
   // and ring bytes by collective.

@@ -80,9 +80,9 @@ class Trainer {
   void save_checkpoint();
   // Collective: restores what this rank's layout holds from `reader` (all
   // tensors and shapes checked before anything is copied: resume_checks.h).
-  // WeightsOnly leaves the optimizer state fresh; checkpoints without a
-  // data position (imports) also leave the data position fresh. Returns
-  // which claim of SPEC S9 holds for continuing.
+  // WeightsOnly leaves the optimizer state fresh; checkpoints without a data
+  // position (imports) also leave the data position fresh. Returns which
+  // claim of docs/math.md, "Rule: restore claims", holds for continuing.
   std::string restore(const checkpoint::CheckpointReader& reader, RestoreScope scope = RestoreScope::Full);
   // Weights from a .safetensors file (HF names), optimizer fresh.
   void init_from_safetensors(const std::string& path);

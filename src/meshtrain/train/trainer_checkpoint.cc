@@ -1,6 +1,6 @@
-// Trainer <-> distributed checkpoints (SPEC S9): every rank writes 1/R of
-// every unit and reads exactly what its TARGET layout owns, so any change of
-// dp size or ZeRO stage is a redistribution through global offset ranges.
+// Trainer <-> distributed checkpoints (docs/math.md, "Rule: restore claims"): every
+// rank writes 1/R of every unit and reads exactly what its TARGET layout owns, so any
+// change of dp size or ZeRO stage is a redistribution through global offset ranges.
 #include <cstdio>
 #include <filesystem>
 
@@ -204,7 +204,7 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
   consumed_tokens_ = meta.value("consumed_tokens", int64_t(0));
   loader_.restore(loader_state);
 
-  // 4. Which claim holds (SPEC S9).
+  // 4. Which claim holds (docs/math.md, "Rule: restore claims").
   const nlohmann::json& old = meta.at("layout");
   const int64_t old_window = old.at("dp").get<int64_t>() * old.at("grad_accum").get<int64_t>() *
                              old.at("micro_batch").get<int64_t>();

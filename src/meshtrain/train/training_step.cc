@@ -121,7 +121,7 @@ StepMetrics TrainingStep::run(const data::Batch& window, double lr, optim::LossS
   StepMetrics m;
   m.lr = lr;
 
-  // 1. N over the data-parallel group, before any backward (docs/math.md, global normalization).
+  // 1. N over the data-parallel group, before any backward (docs/math.md (M.4)).
   mark(comm::StepPhase::Bookkeeping);
   int64_t counts[3] = {window.supervised_targets, window.non_pad_tokens, window.computed_positions};
   groups_.dp->all_reduce(counts, 3, DType::I64, comm::ReduceOp::Sum);

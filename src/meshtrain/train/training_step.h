@@ -1,7 +1,7 @@
 // One rank's training step, built once for a config on a context: the
 // layout plan, the rank's part of the model, the data-parallel engine, the
 // executor and the step programs, and the step itself (docs/math.md,
-// "The step"):
+// Algorithm 1):
 //   1. every replica holds the same parameter version; each takes its
 //      disjoint rows of the global window and N = sum of supervised targets
 //      is reduced over the data-parallel group (never tp or pp); under

@@ -136,8 +136,8 @@ double busbw_factor(OpKind op, int R) {
 }
 
 AlphaBeta fit_alpha_beta(OpKind op, int R, const std::vector<Measurement>& ms) {
-  // (29.6): all-reduce 2(R-1) rounds and 2(R-1)/R * M; the others R-1
-  // rounds and (R-1)/R * M. Weighted by 1/t^2 so small sizes set alpha.
+  // docs/math.md (M.20), (M.23): all-reduce 2(R-1) rounds and 2(R-1)/R * M; the
+  // others R-1 rounds and (R-1)/R * M. Weighted by 1/t^2 so small sizes set alpha.
   const double ka = op == OpKind::AllReduce ? 2.0 * (R - 1) : double(std::max(R - 1, 1));
   const double kb = op == OpKind::AllReduce ? 2.0 * (R - 1) / R : (R > 1 ? double(R - 1) / R : 1.0);
   double sw = 0, sx = 0, sxx = 0, sy = 0, sxy = 0;
@@ -230,7 +230,7 @@ void run(const BenchOptions& o, std::FILE* out) {
     if (mpi) std::fprintf(out, " %11.1f %+8.1f%%", m.raw_seconds * 1e6, (m.seconds / m.raw_seconds - 1) * 100);
     std::fprintf(out, "\n");
   }
-  std::fprintf(out, "# alpha-beta fit of (29.6), weighted least squares:\n");
+  std::fprintf(out, "# alpha-beta fit of docs/math.md (M.20), (M.23), weighted least squares:\n");
   for (OpKind op : o.ops) {
     if (R < 2) break;
     const AlphaBeta ab = fit_alpha_beta(op, R, results);

@@ -1,6 +1,6 @@
-// `meshtrain bench comm`: algorithm and bus bandwidth of every collective,
-// the copy-bandwidth lower bound next to each time, raw MPI for the MPI
-// backend, and a least-squares fit of the alpha-beta model (29.6).
+// `meshtrain bench comm`: algorithm and bus bandwidth of every collective, the
+// copy-bandwidth lower bound next to each time, raw MPI for the MPI backend, and
+// a least-squares fit of the alpha-beta model (docs/math.md (M.20), (M.23)).
 #pragma once
 
 #include <cstdio>
@@ -36,7 +36,7 @@ double copy_bandwidth(size_t bytes, int threads);
 // Bytes the whole machine must read and write for `op` on R ranks.
 double bound_bytes(OpKind op, size_t M, int R);
 double busbw_factor(OpKind op, int R);
-// (29.6): t = k_a * alpha + k_b * M * beta, fitted with relative weights.
+// docs/math.md (M.20), (M.23): t = k_a * alpha + k_b * M * beta, fitted with relative weights.
 struct AlphaBeta {
   double alpha_s = 0, beta_s_per_byte = 0;
 };

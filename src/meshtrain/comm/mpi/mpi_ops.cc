@@ -209,7 +209,7 @@ Work MpiGroup::start(OpDesc& d, bool async) {
   };
   const std::string what = describe(d);
   work->on_timeout = [what] { return std::make_exception_ptr(CommTimeout(what + " timed out")); };
-  progress_add(work);  // runs while the caller computes (S4 overlap)
+  progress_add(work);  // runs while the caller computes (docs/math.md, "Rule: overlap is measured")
   return Work(std::move(work));
 }
 

@@ -3,7 +3,7 @@
 // MPI_Iallreduce started during backward would run only once someone
 // waits: no overlap. The progress engine's thread tests every pending
 // request every ~100 us until it completes, so communication runs while
-// the ranks compute (S4: overlap is measured, see bench/dp_bench.cc).
+// the ranks compute (docs/math.md, "Rule: overlap is measured"; see bench/dp_bench.cc).
 #pragma once
 
 #include <mpi.h>

@@ -5,7 +5,7 @@
 //   seg          [B, T] int32 document ids, or nullptr (one document per row):
 //                query i attends key j iff j <= i and seg[i] == seg[j]
 //   lse          [B, Hq, T] log-sum-exp of each row's scaled scores (max + log sum),
-//                the per-row softmax state context parallelism merges (SPEC S8).
+//                the per-row softmax state context parallelism merges (docs/math.md (M.49)).
 // Backward OVERWRITES dq, dk, dv.
 #pragma once
 
@@ -26,7 +26,7 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
                         const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
 
 // Partial softmax state of one query block against one key block, and the
-// merge of two states (29.15)-(29.16): a = max(a1, a2),
+// merge of two states (M.49): a = max(a1, a2),
 // l = e^{a1-a} l1 + e^{a2-a} l2, o = e^{a1-a} o1 + e^{a2-a} o2, y = o / l.
 // A fully masked row has a = -inf, l = 0, o = 0 and merges as an explicit
 // zero contribution (no inf - inf).
@@ -39,11 +39,11 @@ struct SoftmaxState {
 template <typename T>
 void softmax_state_merge(SoftmaxState<T> into, const SoftmaxState<T>& other, int64_t rows, int64_t head_dim);
 
-// Building blocks for context parallelism (SPEC S8). A span is a contiguous
-// shard of a sequence: `len` positions starting at global position `pos0`,
-// with document ids seg [B, len] (nullptr = one document; q and k spans must
-// both have ids or both not). Masking uses global positions, so a query shard
-// and a K/V block from another rank mask exactly as in the full sequence.
+// Building blocks for context parallelism (docs/math.md, "Context parallelism"). A
+// span is a contiguous shard of a sequence: `len` positions starting at global
+// position `pos0`, with document ids seg [B, len] (nullptr = one document; q and k
+// spans must both have ids or both not). Masking uses global positions, so a query
+// shard and a K/V block from another rank mask exactly as in the full sequence.
 struct AttentionSpan {
   int64_t len = 0;
   int64_t pos0 = 0;

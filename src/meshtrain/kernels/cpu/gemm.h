@@ -82,12 +82,12 @@ bool bf16_gemm_is_native();
 void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
                        const bf16* B, float beta, float* C);
 
-// Thread-count-invariant mode (training.reproducible, SPEC S9): the oneDNN
-// GEMMs this thread calls compute C in fixed blocks of rows, each whole (all
-// of K) on one thread, so the bits do not depend on the OpenMP team size
-// (oneDNN's own parallel GEMM may split K by team size, as its AVX2 GEMM
-// does). The packed GEMM is invariant by construction and ignores it. Per
-// calling thread: a threads-backend rank sets it for itself.
+// Thread-count-invariant mode (training.reproducible, docs/math.md, "Reproducible
+// mode: the fixed summation tree"): the oneDNN GEMMs this thread calls compute C
+// in fixed blocks of rows, each whole (all of K) on one thread, so the bits do
+// not depend on the OpenMP team size (oneDNN's own parallel GEMM may split K by
+// team size, as its AVX2 GEMM does). The packed GEMM is invariant by construction
+// and ignores it. Per calling thread: a threads-backend rank sets it for itself.
 void set_thread_invariant_gemm(bool on);
 bool thread_invariant_gemm();
 // The mode for a scope (a step, an evaluation pass), the caller's restored after.

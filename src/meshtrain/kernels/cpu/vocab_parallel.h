@@ -1,9 +1,9 @@
-// Vocabulary-parallel embedding and cross-entropy (SPEC S6): a rank holds
-// the rows [vocab_begin, vocab_begin + Vl) of a vocabulary of V. ids [n] and
-// targets [n] are global ids (target < 0: unsupervised); table [Vl, dim];
-// logits [n, Vl] are this rank's columns of the full logits, which are never
-// formed. The cross-entropy runs in three passes around two reductions over
-// the tensor-parallel group (the caller's):
+// Vocabulary-parallel embedding and cross-entropy (docs/math.md
+// (M.39)-(M.40)): a rank holds the rows [vocab_begin, vocab_begin + Vl) of a
+// vocabulary of V. ids [n] and targets [n] are global ids (target < 0:
+// unsupervised); table [Vl, dim]; logits [n, Vl] are this rank's columns of
+// the full logits, which are never formed. The cross-entropy runs in three
+// passes around two reductions over the tensor-parallel group (the caller's):
 //   1. row max of the local logits            -> all-reduce MAX
 //   2. sum of exp(x - max), target logit       -> all-reduce SUM (the target
 //      logit is 0 on every rank but the one holding it)

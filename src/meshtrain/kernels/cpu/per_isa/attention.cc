@@ -32,7 +32,7 @@ void softmax_state_init(SoftmaxState<T> st, int64_t rows, int64_t head_dim) {
   std::fill(st.o, st.o + rows * head_dim, T(0));
 }
 
-// (29.15) a = max(a1, a2), l = e^{a1-a} l1 + e^{a2-a} l2; (29.16) o likewise.
+// docs/math.md (M.49): a = max(a1, a2), l = e^{a1-a} l1 + e^{a2-a} l2; o likewise.
 // A fully masked side (a = -inf) gets weight exactly 0 instead of e^{-inf - (-inf)}.
 template <typename T>
 void softmax_state_merge(SoftmaxState<T> into, const SoftmaxState<T>& other, int64_t rows, int64_t head_dim) {

@@ -16,9 +16,9 @@
 // Threads split the rows of C in whole kMR strips; every element is summed
 // over the same k blocks in the same order by whichever thread owns it, so
 // the bits never depend on the team size (reproducible mode needs nothing
-// more, SPEC S9), nor on nc (only kKC shapes a sum). The buffers come from
-// the calling thread's grow-only scratch: repeated shapes touch no fresh
-// pages.
+// more, docs/math.md, "Reproducible mode: the fixed summation tree"), nor
+// on nc (only kKC shapes a sum). The buffers come from the calling
+// thread's grow-only scratch: repeated shapes touch no fresh pages.
 #include "meshtrain/kernels/cpu/packed_gemm.h"
 
 #include <omp.h>
