@@ -164,7 +164,10 @@ TEST(Pipeline, DataTimesPipelineUnderEveryZeroStage) {
       for (std::string schedule : {"1f1b", "zb-h1", "zb-v"}) {  // zb-*: reductions after split weight gradients
         SCOPED_TRACE("dp=2," + layout_of(schedule, 2) + "," + zero + (tied ? " tied" : ""));
         const Trace got = run(with(cfg, "dp=2," + layout_of(schedule, 2) + "," + zero), ds);
-        expect_close(got, ref, cfg, 1e-5);
+        // fp32 per tensor: the dp split sums each gradient in another order, and
+        // AdamW's step turns that into up to 3e-5 of a tensor's parameters (AVX2
+        // GEMMs); the fp64 run below is the tight check.
+        expect_close(got, ref, cfg, 1e-4);
         expect_close(run(with(in_fp64(cfg), "dp=2," + layout_of(schedule, 2) + "," + zero), ds), ref_f64,
                      in_fp64(cfg), 1e-10);
       }
