@@ -7,9 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/plan/byte_size.h"
 #include "meshtrain/plan/seed_terms.h"
 
 namespace meshtrain::app {
+
+// The planner's readers of sizes ("10GiB") and counts ("1.7B"), for the
+// command line's option checks: one parser, one error text.
+using plan::parse_bytes;
+using plan::parse_count;
+using plan::SeedTerms;
 
 struct PlanRequest {
   std::string config;  // "": the seed's formulas (or --published)

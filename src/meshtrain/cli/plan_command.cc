@@ -6,7 +6,6 @@
 
 #include "meshtrain/app/plan.h"
 #include "meshtrain/cli/command.h"
-#include "meshtrain/plan/byte_size.h"
 
 namespace meshtrain::cli {
 namespace {
@@ -34,11 +33,11 @@ struct SeedText {
   double target_bubble = 0;
 };
 
-void to_seed(const SeedText& t, plan::SeedTerms& s) {
+void to_seed(const SeedText& t, app::SeedTerms& s) {
   auto bytes = [](const std::string& text, const char* option) {
-    return text.empty() ? 0.0 : plan::parse_bytes(text, option);
+    return text.empty() ? 0.0 : app::parse_bytes(text, option);
   };
-  if (!t.params.empty()) s.params = plan::parse_count(t.params, "--params");
+  if (!t.params.empty()) s.params = app::parse_count(t.params, "--params");
   s.activations = bytes(t.activations, "--activations");
   s.workspace = bytes(t.workspace, "--workspace");
   s.gathered = bytes(t.gathered, "--gathered");
@@ -72,9 +71,9 @@ void setup(CLI::App& root, Action& action) {
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--published", q->published, "published runs modelled on --hardware, side by side")
       ->check(CLI::IsMember({"megatron-2021", "megatron-core-175b"}));
-  const auto size = [](const char* option) { return parsed_by(plan::parse_bytes, option, "SIZE"); };
+  const auto size = [](const char* option) { return parsed_by(app::parse_bytes, option, "SIZE"); };
   cmd->add_option("--params", seed->params, "parameters N (plain or 1.7B, 175B)")
-      ->check(parsed_by(plan::parse_count, "--params", "COUNT"));
+      ->check(parsed_by(app::parse_count, "--params", "COUNT"));
   cmd->add_option("--precision", q->seed.precision, "bytes per parameter: fp32 4+4+8, bf16/fp16-mixed 2+2+12")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16-mixed"}));
   cmd->add_option("--activations", seed->activations, "activation bytes per rank (10GiB, ...)")->check(size("--activations"));
