@@ -1,4 +1,4 @@
-// The closed forms of plan/formulas.h with the seed's worked examples, and
+// The closed forms of plan/formulas.h with docs/math.md's worked examples, and
 // the config-free report built on them (plan/seed_terms.h).
 #include <gtest/gtest.h>
 

@@ -21,7 +21,7 @@ void check_devices(const train::Layout& layout, const PlanRequest& q) {
              m.pp, "*", m.dp, "*", m.cp, "*", m.tp, " = ", m.world_size(), " devices but --devices is ", q.devices);
 }
 
-// The seed's terms (docs/math.md (M.26)-(M.28), (M.30), (M.42)-(M.43), (M.68)) for --params and friends.
+// docs/math.md's closed forms ((M.26)-(M.28), (M.30), (M.42)-(M.43), (M.68)) for --params and friends.
 std::string seed_report(const PlanRequest& q, const std::optional<plan::HardwareProfile>& hw) {
   MT_REQUIRE(ConfigError, q.devices == 0 || !q.layout.empty(),
              "--devices without --layout lists meshes for a model: give a CONFIG");

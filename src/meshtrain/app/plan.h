@@ -1,6 +1,6 @@
 // `meshtrain plan`: the layout plan of a config and the planner's prediction
 // of its step (memory, communication, FLOPs, time with a machine profile),
-// the meshes of a device count, the seed's formulas without a config, and
+// the meshes of a device count, docs/math.md's closed forms without a config, and
 // published runs modelled on a machine profile. Nothing runs.
 #pragma once
 
@@ -19,7 +19,7 @@ using plan::parse_count;
 using plan::SeedTerms;
 
 struct PlanRequest {
-  std::string config;  // "": the seed's formulas (or --published)
+  std::string config;  // "": docs/math.md's closed forms (or --published)
   std::string layout;  // "dp=2,zero=1,tp=2,pp=2"; "": the config's [parallel] section
   std::vector<std::string> overrides;
   std::string hardware;   // a machine profile (configs/hardware/*.toml); "": no step time

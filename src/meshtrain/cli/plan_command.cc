@@ -53,13 +53,13 @@ void to_seed(const SeedText& t, app::SeedTerms& s) {
 void setup(CLI::App& root, Action& action) {
   auto* cmd = add_command(
       root, "plan",
-      "placements, predicted memory, communication and step time of a layout; the seed's formulas without a config "
-      "(nothing runs)",
+      "placements, predicted memory, communication and step time of a layout; docs/math.md's closed forms without a "
+      "config (nothing runs)",
       "meshtrain plan configs/demo.toml --layout dp=2,zero=3 --hardware configs/hardware/a100-80gb.toml\n"
       "  meshtrain plan --params 7B --precision bf16 --layout dp=8,zero=3 --activations 10GiB --device-memory 80GiB");
   auto q = std::make_shared<app::PlanRequest>();
   auto seed = std::make_shared<SeedText>();
-  cmd->add_option("CONFIG", q->config, "training config (TOML); without one, the seed's formulas");
+  cmd->add_option("CONFIG", q->config, "training config (TOML); without one, docs/math.md's closed forms");
   cmd->add_option("--layout", q->layout, "the layout to plan; default: the config's [parallel] section");
   cmd->add_option("--set", q->overrides, "override a config key (repeatable)")
       ->type_name("SECTION.KEY=VALUE")

@@ -16,8 +16,8 @@
 
 namespace meshtrain::parallel {
 
-// The buckets' layout, a pure function of the plan (the planner's replay
-// forms the same buckets): contiguous ranges of whole units of the flat
+// The buckets' layout, a pure function of the plan (the planner's recorded
+// step forms the same buckets): contiguous ranges of whole units of the flat
 // gradient buffer at unit_offset (ShardPlan::flat_offsets), in the order
 // backward completes them, closed once they reach bucket_mb and, when
 // experts_apart, where the next unit is on the other side of the dense /

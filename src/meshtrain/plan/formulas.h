@@ -1,5 +1,5 @@
-// The closed forms of docs/math.md the planner prints next to its replayed
-// figures, each with the seed's worked example in tests/plan/formulas_test.cc.
+// The closed forms of docs/math.md the planner prints next to its recorded
+// figures, each with docs/math.md's worked example in tests/plan/formulas_test.cc.
 #pragma once
 
 #include <cstdint>

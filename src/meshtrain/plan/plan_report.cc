@@ -79,7 +79,7 @@ std::string render_text(const Prediction& p) {
      << " rows per update (R*B*G, docs/math.md (M.62))\n\n";
 
   os << "recorded: every memory category and collective below is the trainer's own step, run on the meta device "
-        "(nothing computed or allocated)\n";
+        "(nothing computed, no memory touched)\n";
   for (const std::string& a : p.assumptions) os << "  assumes " << a << "\n";
   os << "\n";
   os << "memory per rank class (bytes as the caching allocator rounds them; peak = during a step):\n";

@@ -1,4 +1,4 @@
-// `meshtrain plan` without a config, in the seed's terms (docs/math.md): state
+// `meshtrain plan` without a config: docs/math.md's closed forms for state
 // memory per rank (M.26) and the peak on top of it (M.28) for N parameters, a
 // precision and a sharding layout; the checkpoint interval of (M.30); the
 // micro-batches a pipeline needs for a target bubble (M.42)-(M.43); speedup

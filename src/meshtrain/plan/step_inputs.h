@@ -34,17 +34,17 @@ struct StepInputs {
   // Published runs of another framework (published_runs.h): interleaved
   // 1F1B with this many chunks per rank, priced by the makespan
   // (m + (p - 1) / v)(f + b) (docs/math.md (M.46)) while memory and communication
-  // are replayed with one chunk per rank. meshtrain's own runs keep 1 and
-  // set layout.virtual_stages: their interleaved program is replayed and
+  // are recorded with one chunk per rank. meshtrain's own runs keep 1 and
+  // set layout.virtual_stages: their interleaved program is recorded and
   // simulated as the trainer expands it.
   int interleave = 1;
 
   // How another framework executes what the time model prices beyond the
-  // replay, for modelling its published runs (published_runs.h); meshtrain's
+  // recorded step, for modelling its published runs (published_runs.h); meshtrain's
   // own runs keep the defaults.
   struct Execution {
     // Element type of activations on the wire (tensor- and pipeline-parallel
-    // collectives); F32 by default, as the replay records meshtrain's.
+    // collectives); F32 by default, as the recorded step holds meshtrain's.
     DType activation_wire = DType::F32;
     // false: attention scores and probabilities are written to memory
     // ([heads, s, s] per sequence, 16-bit) by separate GEMM and softmax

@@ -36,7 +36,7 @@ struct Layout {
   comm::MeshShape mesh() const;
   parallel::LayoutOptions options() const;
   // The layout's settings written into a [parallel] section (every axis a
-  // config has; cp and ep have no keys yet).
+  // config has, cp and ep included).
   void apply(parallel::ParallelConfig& p) const;
 };
 Layout parse_layout(const std::string& text);  // ConfigError on unknown keys / values

@@ -1,5 +1,5 @@
 // The training job around the step (docs/math.md, Algorithm 1, lives in
-// trainer.cc): resume or initialize, the header lines, the loop of steps
+// training_step.cc): resume or initialize, the header lines, the loop of steps
 // with logging, evaluation, checkpoints and a clean stop on SIGINT/SIGTERM
 // (run_training), and the entry that launches the ranks of a configured
 // layout and restarts a failed job (train_main, supervisor.h).
