@@ -120,7 +120,20 @@ StepMetrics TrainingStep::run(const data::Batch& window, double lr, optim::LossS
   MT_CHECK(window.rows == G * B, "window has ", window.rows, " rows, expected G * micro_batch = ", G * B);
   StepMetrics m;
   m.lr = lr;
+  const int64_t N = count_targets(window, m);
+  // 2. N = 0: every member skips (N is the same everywhere).
+  if (N == 0) {
+    m.skipped = true;
+    m.skip_reason = "no supervised targets in the window (N = 0)";
+  } else {
+    train_window(window, N, scaler, m);
+  }
+  finish_metrics(m, std::chrono::duration<double>(Clock::now() - t0).count());
+  m.skipped_total = scaler.skipped();
+  return m;
+}
 
+int64_t TrainingStep::count_targets(const data::Batch& window, StepMetrics& m) {
   // 1. N over the data-parallel group, before any backward (docs/math.md (M.4)).
   mark(comm::StepPhase::Bookkeeping);
   int64_t counts[3] = {window.supervised_targets, window.non_pad_tokens, window.computed_positions};
@@ -129,66 +142,64 @@ StepMetrics TrainingStep::run(const data::Batch& window, double lr, optim::LossS
   m.non_pad_tokens = counts[1];
   m.computed_positions = counts[2];
   m.padding_ratio = counts[2] ? 1.0 - double(counts[1]) / double(counts[2]) : 0.0;
-  const int64_t N = m.supervised;
+  return m.supervised;
+}
 
-  // 2. N = 0: every member skips (N is the same everywhere).
-  if (N == 0) {
+void TrainingStep::train_window(const data::Batch& window, int64_t N, optim::LossScaler& scaler, StepMetrics& m) {
+  // 3. A replica with no local targets still runs every micro-step, so it
+  // joins every collective. The coefficient (times the fp16 loss scale) is
+  // rounded to f32 once, as the loss kernel uses it.
+  const int64_t B = cfg_.training.micro_batch;
+  const double scale = scaler.scale();
+  const double coeff = float(engine_->loss_coefficient(N) * scale);
+  engine_->begin_window();
+  shard_.assign(window, B);
+  const parallel::WindowResult r = executor_->run(
+      train_program_, [&](int j) { return shard_.micro_batch(j * B, B); }, model::ForwardMode{true, coeff, false});
+  mark(comm::StepPhase::GradSync);
+  engine_->finish_grads();
+  mark(comm::StepPhase::Bookkeeping);
+  if (groups_.pp) record_pipeline(m);
+  if (after_reduction_) after_reduction_();
+  m.loss = reduce_loss(r) / double(N);
+  m.moe = moe_metrics(model_->moe_stats(), cfg_.model, m.computed_positions, N,
+                      int64_t(dtype_size(precision().compute)), groups_.ep != nullptr, *groups_.dp, groups_.pp);
+
+  // 4. Unscale, then one finiteness decision over the whole world.
+  mark(comm::StepPhase::Optimizer);
+  const double sum_sq = engine_->grad_sum_squares() / (scale * scale);
+  mark(comm::StepPhase::Bookkeeping);
+  int32_t bad = !std::isfinite(sum_sq) || !std::isfinite(m.loss);
+  groups_.world->all_reduce(&bad, 1, DType::I32, comm::ReduceOp::Max);
+  scaler.update(bad != 0);
+  m.grad_norm = std::sqrt(sum_sq);
+  m.loss_scale = scale;
+  if (bad) {
     m.skipped = true;
-    m.skip_reason = "no supervised targets in the window (N = 0)";
-  } else {
-    // 3. A replica with no local targets still runs every micro-step, so it
-    // joins every collective. The coefficient (times the fp16 loss scale) is
-    // rounded to f32 once, as the loss kernel uses it.
-    const double scale = scaler.scale();
-    const double coeff = float(engine_->loss_coefficient(N) * scale);
-    engine_->begin_window();
-    shard_.assign(window, B);
-    const parallel::WindowResult r = executor_->run(
-        train_program_, [&](int j) { return shard_.micro_batch(j * B, B); }, model::ForwardMode{true, coeff, false});
-    mark(comm::StepPhase::GradSync);
-    engine_->finish_grads();
-    mark(comm::StepPhase::Bookkeeping);
-    if (groups_.pp) record_pipeline(m);
-    if (after_reduction_) after_reduction_();
-    m.loss = reduce_loss(r) / double(N);
-    m.moe = moe_metrics(model_->moe_stats(), cfg_.model, m.computed_positions, N,
-                        int64_t(dtype_size(precision().compute)), groups_.ep != nullptr, *groups_.dp, groups_.pp);
-
-    // 4. Unscale, then one finiteness decision over the whole world.
-    mark(comm::StepPhase::Optimizer);
-    const double sum_sq = engine_->grad_sum_squares() / (scale * scale);
-    mark(comm::StepPhase::Bookkeeping);
-    int32_t bad = !std::isfinite(sum_sq) || !std::isfinite(m.loss);
-    groups_.world->all_reduce(&bad, 1, DType::I32, comm::ReduceOp::Max);
-    scaler.update(bad != 0);
-    m.grad_norm = std::sqrt(sum_sq);
-    m.loss_scale = scale;
-    if (bad) {
-      m.skipped = true;
-      m.skip_reason = scaler.enabled() ? "non-finite gradients on some rank: loss scale now " +
-                                             std::to_string(scaler.scale())
-                                       : "non-finite gradients or loss on some rank";
-    } else {
-      // 5. One clip coefficient from the global norm after reduction; the
-      // optimizer unscales on the fly.
-      m.clip_coef = optim::clip_coefficient(m.grad_norm, cfg_.optimizer.grad_clip);
-      mark(comm::StepPhase::Publish);
-      engine_->step(lr, m.clip_coef / scale);
-      mark(comm::StepPhase::Bookkeeping);
-    }
+    m.skip_reason = scaler.enabled() ? "non-finite gradients on some rank: loss scale now " +
+                                           std::to_string(scaler.scale())
+                                     : "non-finite gradients or loss on some rank";
+    return;
   }
-  m.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  m.tokens_per_s = double(N) / m.seconds;
+  // 5. One clip coefficient from the global norm after reduction; the
+  // optimizer unscales on the fly.
+  m.clip_coef = optim::clip_coefficient(m.grad_norm, cfg_.optimizer.grad_clip);
+  mark(comm::StepPhase::Publish);
+  engine_->step(m.lr, m.clip_coef / scale);
+  mark(comm::StepPhase::Bookkeeping);
+}
+
+void TrainingStep::finish_metrics(StepMetrics& m, double seconds) {
+  m.seconds = seconds;
+  m.tokens_per_s = double(m.supervised) / m.seconds;
   m.gflops = m.skipped ? 0 : flops_per_token_ * double(m.computed_positions) / m.seconds * 1e-9;
   m.comm_s = engine_->sync_stats().comm_s;
   m.comm_exposed_s = engine_->sync_stats().exposed_s;
   m.comm_buckets = engine_->sync_stats().buckets;
   m.comm_bytes = engine_->sync_stats().bytes;
-  m.skipped_total = scaler.skipped();
   m.tp = tp_metrics(model_->tp_stats(), engine_->tp_sum_stats(), int(cfg_.model.n_layers));
   m.cp = cp_metrics(model_->cp_stats(), ctx_.mesh.shape().cp);
   m.memory = ctx_.allocator->tracker().snapshot();
-  return m;
 }
 
 double TrainingStep::reduce_loss(const parallel::WindowResult& r) {

@@ -96,6 +96,12 @@ class TrainingStep {
   void check_layout() const;
   void build_programs();
   void mark(comm::StepPhase phase) const;  // stamps the recording ledger, when there is one
+  // Algorithm 1's stages (docs/math.md): 1. N over the data-parallel group
+  // (returned, with the window's counts in m); 3-5. the window's forward and
+  // backward, the finiteness decision and the update; the step's figures.
+  int64_t count_targets(const data::Batch& window, StepMetrics& m);
+  void train_window(const data::Batch& window, int64_t N, optim::LossScaler& scaler, StepMetrics& m);
+  void finish_metrics(StepMetrics& m, double seconds);
   double reduce_loss(const parallel::WindowResult& r);
   void record_pipeline(StepMetrics& m);  // gathers the stages' timelines, the measured bubble
 
