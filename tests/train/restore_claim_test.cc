@@ -1,16 +1,21 @@
 // Covers src/meshtrain/train/restore_claim.cc and layout_facts.cc: the claim a
 // resume makes is a function of the saved and the live layout's facts alone
-// (docs/math.md, "Rule: restore claims"), no trainer needed.
+// (docs/math.md, "Rule: restore claims"), no trainer needed; the last test
+// checks that a trainer's checkpoint records its plan's facts.
 #include "meshtrain/train/restore_claim.h"
 
 #include <gtest/gtest.h>
+
+#include <mutex>
 
 #include "meshtrain/checkpoint/model_config_json.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/parallel/layout_plan.h"
 #include "meshtrain/parallel/schedule_gen.h"
+#include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/train_config.h"
 #include "meshtrain/train/training_step.h"
+#include "train/train_fixtures.h"
 
 namespace meshtrain::train {
 namespace {
@@ -253,18 +258,9 @@ TEST(LayoutFacts, OldMetadataTieFollowsTheSchedulesPlacement) {
 }
 
 TrainConfig pipeline_config(bool tied, int pp, const std::string& schedule) {
-  TrainConfig c;
-  c.model.vocab_size = 259;
-  c.model.d_model = 16;
-  c.model.n_layers = 4;
-  c.model.n_heads = 2;
-  c.model.n_kv_heads = 1;
-  c.model.ffn_hidden = 32;
-  c.model.max_seq_len = 16;
+  TrainConfig c = testing::tiny_train_config();
+  c.model.n_layers = 4;  // two chunks of two stages (interleaved, zb-v)
   c.model.tied_embeddings = tied;
-  c.data.seq_len = 16;
-  c.training.micro_batch = 2;
-  c.training.grad_accum = 4;
   c.parallel.pp = pp;
   c.parallel.schedule = schedule;
   if (schedule == "interleaved" || schedule == "zb-v") c.parallel.virtual_stages = 2;
@@ -290,7 +286,7 @@ TEST(LayoutFacts, LiveTieComesFromThePlanAndRoundTrips) {
         const LayoutFacts live = live_facts(c);
         EXPECT_EQ(live.tie_sums_two_stages, tied && pp > 1 && schedule != "zb-v");
         EXPECT_EQ(live.pp, pp);
-        EXPECT_EQ(live.window_rows(), 8);
+        EXPECT_EQ(live.window_rows(), 4);
         EXPECT_TRUE(live.kernels.is_object());
 
         nlohmann::json layout = live.layout_json();
@@ -319,6 +315,32 @@ TEST(LayoutFacts, TiedPipelineChangesClaimByPlacement) {
   const LayoutFacts untied = live_facts(pipeline_config(false, 2, "1f1b"));
   EXPECT_EQ(kind(untied, live_facts(pipeline_config(false, 2, "zb-v"))), ClaimKind::BitwiseReplay);
   EXPECT_EQ(kind(untied, live_facts(pipeline_config(false, 1, "1f1b"))), ClaimKind::BitwiseReplay);
+}
+
+// What a trainer writes: the facts of its own plan, so a checkpoint carries
+// the tie instead of a later reader deriving it from the schedule's name.
+TEST(LayoutFacts, ACheckpointRecordsItsPlansFacts) {
+  const auto ds = testing::varied_documents(16, 3);
+  for (const char* layout : {"pp=2,schedule=1f1b", "pp=2,schedule=zb-v"}) {
+    SCOPED_TRACE(layout);
+    TrainConfig c = testing::tiny_train_config();
+    c.model.n_layers = 4;
+    c.model.tied_embeddings = true;
+    c = with_layout(c, parse_layout(layout));
+    std::mutex mu;
+    std::vector<nlohmann::json> recorded;
+    testing::with_trainers(c, ds, std::nullopt, [&](Trainer& t) {
+      const nlohmann::json meta = t.save_request().metadata;
+      const LayoutFacts saved = LayoutFacts::from_metadata(meta), live = LayoutFacts::from_layout(t.config(), t.layout());
+      std::lock_guard<std::mutex> lock(mu);
+      recorded.push_back(meta.at("layout"));
+      EXPECT_EQ(saved.layout_json(), live.layout_json());
+      EXPECT_EQ(restore_claim(saved, live).text, kSameReduction);
+    });
+    ASSERT_EQ(recorded.size(), 2u);
+    for (const nlohmann::json& l : recorded)
+      EXPECT_EQ(l.at("tie_sums_two_stages"), std::string(layout).find("zb-v") == std::string::npos);
+  }
 }
 
 }  // namespace
