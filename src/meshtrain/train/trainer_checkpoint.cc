@@ -170,7 +170,7 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
   const nlohmann::json& meta = reader.metadata();
   const bool has_position = scope != RestoreScope::Weights && meta.contains("loader_state") && meta.contains("step");
   data::LoaderState loader_state;
-  std::optional<LayoutFacts> saved;
+  std::optional<LayoutFacts> saved;  // the claim's (step 4), read before any copy
   if (has_position) {
     data::from_json(meta.at("loader_state"), loader_state);
     saved = LayoutFacts::from_metadata(meta);
