@@ -12,12 +12,15 @@
 
 namespace meshtrain::train {
 
-// {"isa", "cpu", "gemm", "threads"} of this process.
+// {"isa", "cpu", "gemm", "f32_gemm", "threads"} of this process (f32_gemm:
+// kernels::gemm_impl_name of the f32 GEMM that runs).
 nlohmann::json kernel_environment();
 
 // "" when `recorded` (a checkpoint's record; null for checkpoints that
-// predate it) gives the same bits here, else what changed, e.g.
-// "kernel ISA avx512 -> avx2".
+// predate it) gives the same bits as `now` (kernel_environment() of the
+// resuming process), else what changed, e.g. "kernel ISA avx512 -> avx2".
+std::string kernel_environment_change(const nlohmann::json& recorded, const nlohmann::json& now);
+// The same, against this process.
 std::string kernel_environment_change(const nlohmann::json& recorded);
 
 }  // namespace meshtrain::train

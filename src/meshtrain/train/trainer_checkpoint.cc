@@ -3,12 +3,14 @@
 // change of dp size or ZeRO stage is a redistribution through global offset ranges.
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "meshtrain/checkpoint/model_config_json.h"
 #include "meshtrain/checkpoint/model_weights.h"
 #include "meshtrain/checkpoint/writer.h"
 #include "meshtrain/kernels/kernel_table.h"
-#include "meshtrain/train/kernel_environment.h"
+#include "meshtrain/train/layout_facts.h"
+#include "meshtrain/train/restore_claim.h"
 #include "meshtrain/train/trainer.h"
 
 namespace meshtrain::train {
@@ -58,14 +60,15 @@ void read_pieces(const checkpoint::CheckpointReader& reader, const std::string& 
     reader.read(name, g.box, static_cast<char*>(dst.raw()) + size_t(g.local_begin - begin) * es, dst.dtype());
 }
 
-nlohmann::json layout_json(const TrainConfig& cfg, const comm::MeshShape& mesh, int world) {
-  return {{"dp", mesh.dp},       {"zero_stage", cfg.parallel.zero_stage},
-          {"tp", mesh.tp},       {"pp", mesh.pp},
-          {"schedule", cfg.parallel.schedule}, {"virtual_stages", cfg.parallel.virtual_stages},
-          {"cp", mesh.cp},       {"ep", mesh.ep},       {"world", world},
-          {"grad_accum", cfg.training.grad_accum}, {"micro_batch", cfg.training.micro_batch},
-          {"backend", cfg.comm.backend},         {"reproducible", cfg.training.reproducible},
-          {"sequence_parallel", cfg.parallel.sequence_parallel}};
+// The checkpoint's "layout" record: the facts that decide a step's
+// arithmetic (layout_facts.h) and the rest of the layout that wrote it.
+nlohmann::json layout_json(const LayoutFacts& facts, const TrainConfig& cfg, int world) {
+  nlohmann::json j = facts.layout_json();
+  j.update({{"zero_stage", cfg.parallel.zero_stage},
+            {"schedule", cfg.parallel.schedule},
+            {"virtual_stages", cfg.parallel.virtual_stages},
+            {"world", world}});
+  return j;
 }
 
 }  // namespace
@@ -98,6 +101,7 @@ checkpoint::SaveRequest Trainer::save_request() const {
   }
   nlohmann::json loader_state;
   data::to_json(loader_state, loader_.state());
+  const LayoutFacts facts = LayoutFacts::from_layout(cfg_, *layout_);
   r.metadata = {
       {"step", step_},
       {"consumed_rows", consumed_rows_},
@@ -120,8 +124,8 @@ checkpoint::SaveRequest Trainer::save_request() const {
         {"warmup_steps", cfg_.optimizer.warmup_steps},
         {"total_steps", cfg_.training.steps},
         {"next_step", step_}}},
-      {"layout", layout_json(cfg_, ctx_.mesh.shape(), ctx_.world_size)},
-      {"kernels", kernel_environment()},
+      {"layout", layout_json(facts, cfg_, ctx_.world_size)},
+      {"kernels", facts.kernels},
       {"precision", {{"policy", cfg_.training.precision}, {"grad_reduce_dtype", cfg_.training.grad_reduce_dtype},
                      {"describe", precision().describe()}}},
       {"loss_scaler", scaler_.state()},
@@ -166,7 +170,11 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
   const nlohmann::json& meta = reader.metadata();
   const bool has_position = scope != RestoreScope::Weights && meta.contains("loader_state") && meta.contains("step");
   data::LoaderState loader_state;
-  if (has_position) data::from_json(meta.at("loader_state"), loader_state);
+  std::optional<LayoutFacts> saved;  // the claim's (step 4), read before any copy
+  if (has_position) {
+    data::from_json(meta.at("loader_state"), loader_state);
+    saved = LayoutFacts::from_metadata(meta);
+  }
 
   // 2. Weights: the boxes this layout keeps authoritative (the whole local
   // unit under stages 0-2, the owned shard under stage 3, the owned range of
@@ -205,52 +213,7 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
   loader_.restore(loader_state);
 
   // 4. Which claim holds (docs/math.md, "Rule: restore claims").
-  const nlohmann::json& old = meta.at("layout");
-  const int64_t old_window = old.at("dp").get<int64_t>() * old.at("grad_accum").get<int64_t>() *
-                             old.at("micro_batch").get<int64_t>();
-  const int64_t new_window = int64_t(cfg_.parallel.dp) * cfg_.training.grad_accum * cfg_.training.micro_batch;
-  // Layouts from before placements recorded no cp; tp and pp were 1. A
-  // pipeline split alone keeps every sum in the same order (the global norm
-  // is canonical), except a tied weight's: with its embedding and head on
-  // two stages it sums two copies' gradients, one rank interleaves them.
-  auto two_copies = [](int pp, const std::string& schedule) { return pp > 1 && schedule != "zb-v"; };
-  const bool same_pp = !cfg_.model.tied_embeddings ||
-                       two_copies(old.value("pp", 1), old.value("schedule", std::string("1f1b"))) ==
-                           two_copies(ctx_.mesh.shape().pp, cfg_.parallel.schedule);
-  const bool same_dense_axes = old.value("tp", 1) == ctx_.mesh.shape().tp && same_pp &&
-                               old.value("cp", 1) == ctx_.mesh.shape().cp &&
-                               // sequence parallelism sums norm gradients over shards: another order
-                               old.value("sequence_parallel", false) == cfg_.parallel.sequence_parallel;
-  // An expert's owner accumulates its sources' blocks together: another
-  // order, except in reproducible mode (a lane per source, grad_tree.h).
-  const bool same_model_axes = same_dense_axes && old.value("ep", 1) == ctx_.mesh.shape().ep;
-  const bool same_reduction = same_model_axes && old.at("dp") == cfg_.parallel.dp &&
-                              old.at("grad_accum") == cfg_.training.grad_accum &&
-                              old.at("micro_batch") == cfg_.training.micro_batch &&
-                              // The MPI standard asks reductions to give the same result on the
-                              // same arguments in the same order (MPI_REDUCE, advice to
-                              // implementors): the same world on the same backend repeats.
-                              old.value("backend", std::string("threads")) == cfg_.comm.backend;
-  if (old_window != new_window)
-    return "assets complete: the global batch changed (" + std::to_string(old_window) + " -> " +
-           std::to_string(new_window) + " rows per update), so the optimization trajectory differs";
-  // Same reductions but other kernels: the arithmetic itself rounds differently.
-  const std::string kernels_changed = kernel_environment_change(meta.value("kernels", nlohmann::json()));
-  if (!kernels_changed.empty())
-    return "numerically close: same samples and objective per update; the kernels' arithmetic changed (" +
-           kernels_changed + ")";
-  // Reproducible mode on both sides: the reductions follow the global batch,
-  // not the split (dp, grad_accum, ZeRO stage, backend).
-  // (Under context parallelism the tree's leaves are (replica, cp rank,
-  // micro-batch): another dp x G split orders them differently.)
-  if (cfg_.training.reproducible && old.value("reproducible", false) && same_dense_axes &&
-      old.at("micro_batch") == cfg_.training.micro_batch && (ctx_.mesh.shape().cp == 1 || same_reduction))
-    return "bitwise replay: reproducible mode, same global window and micro-batch (dp x G splits, ep and ZeRO stages "
-           "are bitwise)";
-  if (same_reduction)
-    return "bitwise replay: same data-parallel degree and accumulation (ZeRO stage, pipeline stage and schedule "
-           "changes alone are bitwise)";
-  return "numerically close: same samples and objective per update; the reduction order changed";
+  return restore_claim(*saved, LayoutFacts::from_layout(cfg_, *layout_)).text;
 }
 
 void Trainer::init_from_safetensors(const std::string& path) {
