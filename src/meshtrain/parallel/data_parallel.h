@@ -1,17 +1,20 @@
-// Data parallelism with ZeRO/FSDP state sharding (docs/math.md, "ZeRO: state sharding and memory
-// per rank"), one code path for every stage and for R = 1 (a group of size 1 communicates nothing):
-//   stage 0 (DDP): full params, grads and optimizer state; gradients
-//     all-reduced in buckets (grad_buckets.h) as units complete;
-//   stage 1 of (M.26): optimizer state for the owned shard; grads reduce-
-//     scattered per unit (sharded_grads.h), owners update, updated shards
-//     all-gathered (publish);
-//   stage 2 of (M.26): only the owned gradient shard persists;
-//   stage 3 of (M.26): parameters sharded at rest, gathered per unit around
-//     their use (param_gather.h).
-// Under the 16-bit policies the engine keeps f32 master weights for the
-// range each rank updates (with the optimizer state: sharded from stage 1)
-// and converts them into the 16-bit parameters the layers read after every
-// update (then publishes them as before, in 16 bits: half the bytes).
+// Data parallelism with ZeRO/FSDP state sharding (docs/math.md, "ZeRO: state
+// sharding and memory per rank"), one code path for every stage and for
+// R = 1 (a group of size 1 communicates nothing). A stage of (M.26) is two
+// strategies:
+//   where parameters live and how a unit's values are made available
+//   (param_residency.h): replicated full values (stages 0-2; stages 1 and 2
+//   publish the owners' updated shards after the step) or the owned shard
+//   gathered per unit around its use (stage 3);
+//   how gradients are reduced and kept (grad_reduction.h): all-reduced in
+//   buckets (stage 0) or reduce-scattered into the owned shard (stages 1-3),
+//   in reproducible mode through the fixed summation tree.
+// The optimizer updates the owned range of every unit (the whole unit under
+// stage 0: ShardPlan). Under the 16-bit policies the engine keeps f32
+// master weights for that range (with the optimizer state: sharded from
+// stage 1) and converts them into the 16-bit parameters the layers read
+// after every update (then publishes them as before, in 16 bits: half the
+// bytes).
 // The engine does nothing on its own: the step program (program.h) tells it
 // when a unit's parameters are needed (Gather / Require / Release) and when
 // its gradient is complete for the window (ReduceGrads, placed by counting
@@ -20,21 +23,18 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "meshtrain/comm/process_group.h"
 #include "meshtrain/model/transformer.h"
 #include "meshtrain/optim/adamw.h"
-#include "meshtrain/parallel/grad_buckets.h"
 #include "meshtrain/parallel/grad_norm.h"
-#include "meshtrain/parallel/grad_tree.h"
+#include "meshtrain/parallel/grad_reduction.h"
 #include "meshtrain/parallel/layout_plan.h"
-#include "meshtrain/parallel/param_gather.h"
+#include "meshtrain/parallel/param_residency.h"
 #include "meshtrain/parallel/parallel_config.h"
 #include "meshtrain/parallel/program.h"
 #include "meshtrain/parallel/rank_groups.h"
-#include "meshtrain/parallel/sharded_grads.h"
 #include "meshtrain/parallel/tp_grad_sums.h"
 #include "meshtrain/parallel/unit_groups.h"
 
@@ -64,14 +64,15 @@ class DataParallel {
 
   // ---- the window, driven by the step program ----
   void begin_window();
-  void gather(int u);         // ZeRO-3: start gathering unit u
-  void require_params(int u); // ZeRO-3: u's parameters must be bound now
-  void release(int u);        // ZeRO-3: free u's gathered parameters
-  void prepare_grads(int u);  // a backward is about to write u's gradient
-  void close_leaf(int u);     // reproducible mode: this micro-batch's gradient of u is complete
-  void reduce_grads(int u);   // u's gradient is complete for the window
-  void finish_grads();        // waits for every reduction (the tail)
-  void release_gathered();    // after forward-only passes
+  void gather(int u) { params_->gather(u); }           // ZeRO-3: start gathering unit u
+  void require_params(int u) { params_->require(u); }  // ZeRO-3: u's parameters must be bound now
+  void release(int u) { params_->release(u); }         // ZeRO-3: free u's gathered parameters
+  void release_gathered() { params_->release_all(); }  // after forward-only passes
+  void prepare_grads(int u) { grads_->prepare(u); }    // a backward is about to write u's gradient
+  // Reproducible mode: this micro-batch's gradient of u is complete.
+  void close_leaf(int u) { grads_->close_leaf(u); }
+  void reduce_grads(int u) { grads_->reduce(u); }  // u's gradient is complete for the window
+  void finish_grads();                             // waits for every reduction (the tail)
   const GradSyncStats& sync_stats() const { return stats_; }
   const UnitGroups& unit_groups() const { return groups_; }
   // The model axes times the expert-parallel axis (the model group without
@@ -103,7 +104,7 @@ class DataParallel {
   // The owned range of the parameters the layers read (the compute dtype;
   // the same tensor as owned_params without a master); undefined if empty.
   Tensor owned_compute_params(int u);
-  Tensor owned_grad(int u);    // reduced gradient of the owned range (after finish_grads)
+  Tensor owned_grad(int u) { return grads_->owned(u); }  // reduced gradient of the owned range (after finish_grads)
   Tensor moment(int which, int u);  // Adam moment of the owned range: 0 = m, 1 = v
   // Full logical values of every held unit, concatenated in unit order, as
   // doubles (collective over dp): verification and tests.
@@ -112,9 +113,7 @@ class DataParallel {
   std::vector<double> gather_unit(int u, bool grads);
 
  private:
-  void publish_params();  // all-gather owned slices into full buffers (stage 1, 2)
   comm::ReduceOp reduce_op() const;
-  void reduce_tree(int u);  // reproducible mode: the window's tree root, reduced in tree order
 
   model::Transformer& model_;
   const LayoutPlan& layout_;
@@ -129,15 +128,10 @@ class DataParallel {
   GradSyncStats stats_;
   int nu_;
 
-  std::vector<Tensor> full_params_;  // stage 0-2: padded full values per unit
-  std::vector<Tensor> masters_;      // 16-bit policies: f32 master of the owned range per unit
-  Tensor flat_grads_;                // stage 0/1: every held unit's padded grads, contiguous in segment order
-  std::vector<int64_t> flat_offset_;
-  std::optional<ParamGather> gathered_;   // stage 3
-  std::optional<GradBuckets> buckets_;    // stage 0
-  std::optional<ShardedGrads> sharded_;   // stage 1-3
-  std::optional<GradTree> tree_;          // reproducible mode
-  TpGradSums tp_sums_;                    // partial over tensor-parallel ranks
+  TpGradSums tp_sums_;                        // partial over tensor-parallel ranks
+  std::unique_ptr<ParamResidency> params_;    // the stage's parameters
+  std::vector<Tensor> masters_;               // 16-bit policies: f32 master of the owned range per unit
+  std::unique_ptr<GradReduction> grads_;      // the stage's gradients
   std::vector<optim::OptSegment> opt_segments_;
   std::unique_ptr<optim::AdamW> adamw_;
 };

@@ -1,0 +1,163 @@
+#include "meshtrain/parallel/grad_reduction.h"
+
+#include <chrono>
+
+#include "meshtrain/kernels/kernel_table.h"
+#include "meshtrain/parallel/tree_reduce.h"
+
+namespace meshtrain::parallel {
+
+void GradReduction::close_leaf(int /*u*/) { MT_CHECK(false, "CloseLeaf outside reproducible mode"); }
+
+void GradReduction::complete_in_place(int u) {
+  prepare(u);
+  c_.store.settle_grads(u);
+  if (c_.tp_sums.any(u)) c_.tp_sums.reduce(u, c_.store.unit_grads(u));
+}
+
+// ---- the flat buffer (stages 0 and 1) ------------------------------------------------
+
+FlatGrads::FlatGrads(const GradContext& c, bool zero_eagerly)
+    : plan_(c.plan),
+      store_(c.store),
+      buffer_(Tensor::zeros(Shape{c.plan.padded_total()}, c.store.precision().grad_accum, c.alloc, MemCategory::Grads)),
+      offset_(c.plan.flat_offsets()),
+      zero_eagerly_(zero_eagerly) {
+  for (int u = 0; u < plan_.num_units(); ++u)
+    if (plan_.unit(u).padded > 0) store_.bind_unit_grads(u, unit(u));
+}
+
+Tensor FlatGrads::unit(int u) const {
+  return buffer_.flat_slice(offset_[size_t(u)], offset_[size_t(u)] + plan_.unit(u).padded);
+}
+
+void FlatGrads::begin_window() {
+  if (zero_eagerly_) return kernels::kernels_for(buffer_).fill(buffer_, 0.0);
+  for (int u = 0; u < plan_.num_units(); ++u) store_.zero_grads_lazily(u);
+}
+
+// ---- stage 0: bucketed all-reduce ----------------------------------------------------
+
+AllReducedGrads::AllReducedGrads(const GradContext& c, double bucket_mb, bool zero_eagerly)
+    : GradReduction(c),
+      flat_(c, zero_eagerly),
+      buckets_(c.plan, flat_.buffer(), flat_.offsets(), bucket_mb, c.groups, c.op, c.store.precision().grad_reduce,
+               c.alloc, c.stats) {}
+
+void AllReducedGrads::begin_window() {
+  buckets_.begin_window();
+  flat_.begin_window();
+}
+
+void AllReducedGrads::reduce(int u) {
+  complete_in_place(u);
+  buckets_.unit_ready(u);
+}
+
+Tensor AllReducedGrads::owned(int u) {
+  const UnitShard& s = c_.plan.unit(u);
+  if (s.padded == 0) return Tensor();
+  return flat_.unit(u).flat_slice(s.owned_begin, s.owned_end);
+}
+
+void AllReducedGrads::reduce_root(int u, const Tensor& root) {
+  const Tensor dst = flat_.unit(u);
+  kernels::kernels_for(dst).copy(dst, root);
+  tree_all_reduce(c_.groups.of(u), dst, c_.alloc);
+}
+
+// ---- stages 1-3: reduce-scatter into the owned shard ---------------------------------
+
+namespace {
+std::optional<FlatGrads> flat_unless_sharded(const GradContext& c, bool zero_eagerly) {
+  if (c.plan.shards_grads()) return std::nullopt;
+  return std::optional<FlatGrads>(std::in_place, c, zero_eagerly);
+}
+}  // namespace
+
+ScatteredGrads::ScatteredGrads(const GradContext& c, bool zero_eagerly)
+    : GradReduction(c),
+      flat_(flat_unless_sharded(c, zero_eagerly)),
+      sharded_(c.plan, c.store, c.groups, c.op, c.alloc, c.stats, flat_ ? flat_->buffer() : Tensor(),
+               flat_ ? flat_->offsets() : std::vector<int64_t>{}) {}
+
+void ScatteredGrads::begin_window() {
+  sharded_.begin_window();
+  if (flat_) flat_->begin_window();
+}
+
+void ScatteredGrads::reduce(int u) {
+  complete_in_place(u);
+  sharded_.reduce(u);
+}
+
+void ScatteredGrads::reduce_root(int u, const Tensor& root) {
+  const UnitShard& s = c_.plan.unit(u);
+  tree_reduce_scatter(c_.groups.of(u), root, c_.alloc);  // the root is this window's scratch
+  const Tensor dst = sharded_.owned(u);
+  kernels::kernels_for(dst).copy(dst, root.flat_slice(s.owned_begin, s.owned_end));
+}
+
+// ---- reproducible mode: the fixed summation tree -------------------------------------
+
+namespace {
+std::vector<int> tree_lanes(const ShardPlan& plan, int ep) {
+  std::vector<int> lanes(size_t(plan.num_units()), 1);
+  for (int u = 0; u < plan.num_units(); ++u)
+    if (plan.unit(u).experts) lanes[size_t(u)] = ep;
+  return lanes;
+}
+}  // namespace
+
+TreeGrads::TreeGrads(const GradContext& c, int ep, std::unique_ptr<GradReduction> inner)
+    : GradReduction(c),
+      inner_(std::move(inner)),
+      tree_(c.plan.num_units(), c.store.precision().grad_accum, c.alloc, tree_lanes(c.plan, ep)) {
+  if (ep > 1)
+    c_.store.set_grad_lane_switch(
+        [this](int u, int lane) { c_.store.bind_unit_grads(u, tree_.leaf(u, c_.plan.unit(u).padded, lane)); });
+}
+
+TreeGrads::~TreeGrads() { c_.store.set_grad_lane_switch({}); }
+
+void TreeGrads::begin_window() {
+  tree_.clear();
+  inner_->begin_window();
+}
+
+void TreeGrads::prepare(int u) {
+  // Each micro-batch's gradient of u goes into its own leaf.
+  if (!tree_.has_open_leaf(u)) c_.store.bind_unit_grads(u, tree_.leaf(u, c_.plan.unit(u).padded));
+}
+
+void TreeGrads::close_leaf(int u) {
+  tree_.close_leaf(u);
+  c_.store.bind_unit_grads(u, Tensor());
+}
+
+void TreeGrads::reduce(int u) {
+  const Tensor root = tree_.root(u);
+  if (c_.tp_sums.any(u)) c_.tp_sums.reduce(u, root);  // the window's whole gradient of u, partial over tp ranks
+  const auto t0 = std::chrono::steady_clock::now();
+  inner_->reduce_root(u, root);
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  c_.stats.comm_s += dt;
+  c_.stats.exposed_s += dt;
+  c_.stats.buckets += 1;
+  c_.stats.bytes += c_.plan.unit(u).padded * int64_t(dtype_size(root.dtype()));
+}
+
+std::unique_ptr<GradReduction> make_grad_reduction(const GradContext& c, const ParallelConfig& cfg, int ep) {
+  const PrecisionPolicy& prec = c.store.precision();
+  if (cfg.reproducible)
+    MT_REQUIRE(ConfigError, cfg.grad_reduce == GradReduce::Sum && prec.grad_reduce == prec.grad_accum,
+               "training.reproducible sums gradients in its own fixed tree: use parallel.grad_reduce = \"sum\" "
+               "and reduce in the gradients' type");
+  std::unique_ptr<GradReduction> r;
+  if (c.plan.stage() == 0) r = std::make_unique<AllReducedGrads>(c, cfg.bucket_mb, cfg.reproducible);
+  else r = std::make_unique<ScatteredGrads>(c, cfg.reproducible);
+  if (!cfg.reproducible) return r;
+  return std::make_unique<TreeGrads>(c, ep, std::move(r));
+}
+
+}  // namespace meshtrain::parallel
