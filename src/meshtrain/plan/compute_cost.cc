@@ -149,8 +149,9 @@ SegmentCost ComputeModel::segment(int s, const TraceBatch& b, bool recompute) co
   linear(c, n, k.kv, d);
   linear(c, n, k.kv, d);
   linear(c, n, d, k.q);
-  ffn(c, n, k.ffn + k.shared_ffn);  // a dense block's, or the shared expert
-  linear(c, n, k.router, d);        // the router's logits (a dense block has none)
+  ffn(c, n, k.ffn);         // a dense block's (none in an MoE block)
+  ffn(c, n, k.shared_ffn);  // the shared expert, if any
+  linear(c, n, k.router, d);  // the router's logits (a dense block has none)
   const int64_t expert_rows = k.router > 0 ? experts(c, k, b) : 0;
   c.f += attention(b, k.q_heads, 1.0);
   c.b += attention(b, k.q_heads, 2.5);
