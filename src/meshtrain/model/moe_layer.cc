@@ -28,10 +28,12 @@ MoeLayer::MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::st
   if (cfg.moe_shared_expert) shared_ = std::make_unique<Mlp>(cfg, params, prefix + ".shared_expert");
 }
 
-kernels::MoeRoutingConfig MoeLayer::routing_config(int64_t seq) const {
-  return {cfg_.n_experts, cfg_.experts_top_k, seq, cfg_.moe_capacity_factor, cfg_.moe_aux_loss_coeff,
-          cfg_.moe_renormalize, cfg_.moe_force_balance};
+kernels::MoeRoutingConfig moe_routing_config(const ModelConfig& cfg, int64_t seq) {
+  return {cfg.n_experts, cfg.experts_top_k, seq, cfg.moe_capacity_factor, cfg.moe_aux_loss_coeff,
+          cfg.moe_renormalize, cfg.moe_force_balance};
 }
+
+kernels::MoeRoutingConfig MoeLayer::routing_config(int64_t seq) const { return moe_routing_config(cfg_, seq); }
 
 MoeLayer::Saved MoeLayer::forward(const kernels::KernelTable& k, const Tensor& xn, int64_t seq, const Tensor& y,
                                   const Tensor& base, MoeLayerStats* stats,

@@ -23,6 +23,10 @@
 
 namespace meshtrain::model {
 
+// The routing rule of cfg's MoE blocks for rows of `seq` positions: the
+// layer's and the planner's (plan/compute_cost.cc) one source.
+kernels::MoeRoutingConfig moe_routing_config(const ModelConfig& cfg, int64_t seq);
+
 class MoeLayer {
  public:
   struct Saved {

@@ -22,14 +22,14 @@ std::string signature(const parallel::LayoutPlan& plan) {
 double executed_flops(const StepInputs& in, const RankStep& rep) {
   const model::ModelConfig& cfg = rep.plan->model_config();
   const ComputeModel cm(cfg, local_dims(cfg, rep.plan->spec()), in.precision, nullptr);
-  const TraceBatch b{in.micro_batch, in.seq_len};
+  const TraceBatch b = trace_batch(in);
+  std::map<int, SegmentCost> seg;  // a segment's cost, once
   double flops = 0;
   for (const parallel::Action& a : rep.program.actions) {
     if (!parallel::is_compute(a.op)) continue;
-    const SegmentCost c = cm.segment(a.segment, b, in.recompute);
-    if (a.op == parallel::Op::Forward) flops += c.f.flops;
-    if (a.op == parallel::Op::Backward || a.op == parallel::Op::BackwardInput) flops += c.b.flops;
-    if (a.op == parallel::Op::Backward || a.op == parallel::Op::BackwardWeight) flops += c.w.flops;
+    auto it = seg.find(a.segment);
+    if (it == seg.end()) it = seg.emplace(a.segment, cm.segment(a.segment, b, in.recompute)).first;
+    flops += action_cost(it->second, a.op).flops;
   }
   return flops;
 }

@@ -52,7 +52,7 @@ double op_seconds(const comm::PlannedOp& op, bool inter_node, const HardwareProf
 
 StepTime predict_step_time(const StepInputs& in, const std::vector<RankStep>& steps, const HardwareProfile& hw) {
   StepTime out;
-  const TraceBatch b{in.micro_batch, in.seq_len};
+  const TraceBatch b = trace_batch(in);
   const double G = double(in.grad_accum);
   double f = 0, bw = 0, w = 0, flops = 0, update = 0;
   for (const RankStep& rep : steps) {
@@ -89,11 +89,7 @@ StepTime predict_step_time(const StepInputs& in, const std::vector<RankStep>& st
       const parallel::Action& a = rep.program.actions[i];
       const auto& ops = by_action[int(i)];
       if (parallel::is_compute(a.op)) {
-        const SegmentCost& c = cost(a.segment);
-        PassCost p;
-        if (a.op == parallel::Op::Forward) p = c.f;
-        if (a.op == parallel::Op::Backward || a.op == parallel::Op::BackwardInput) p += c.b;
-        if (a.op == parallel::Op::Backward || a.op == parallel::Op::BackwardWeight) p += c.w;
+        const PassCost p = action_cost(cost(a.segment), a.op);
         double tp = 0;
         for (const comm::PlannedOp* op : ops) tp += secs(*op);  // blocking collectives inside the layers
         const double dur = p.seconds + tp;
