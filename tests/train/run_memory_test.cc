@@ -67,16 +67,21 @@ train::TrainConfig pipeline_config() {
   return cfg;
 }
 
-// Routed experts over ep = 2 on the two ranks of cp = 2, with the balanced
+// Routed experts over ep = 2 on two data-parallel ranks, with the balanced
 // routing the recorded step assumes (plan/prediction.h).
-train::TrainConfig moe_context_config() {
-  auto cfg = meshtrain::testing::context_parallel_config();
-  cfg.model.n_experts = 4;
-  cfg.model.experts_top_k = 2;
-  cfg.model.ffn_hidden = 16;
+train::TrainConfig moe_config() {
+  auto cfg = meshtrain::testing::tiny_moe_config(2, false, 0.0);
   cfg.model.moe_force_balance = true;
-  cfg.parallel.cp = 2;
+  cfg.data.mode = "packed";
+  cfg.parallel.dp = 2;
   cfg.parallel.ep = 2;
+  return cfg;
+}
+
+// Two context-parallel ranks splitting every row (the K/V ring's buffers).
+train::TrainConfig context_config() {
+  auto cfg = meshtrain::testing::context_parallel_config();
+  cfg.parallel.cp = 2;
   return cfg;
 }
 
@@ -154,17 +159,20 @@ TEST_F(RunMemory, TrainIsRefusedAtTheRecordedPeakOfItsRanks) {
   EXPECT_EQ(refusal(c, need), "");
 }
 
-// A mixture of experts over context-parallel ranks: accepted at exactly the
-// recorded peaks (the real ranks' peaks), refused a byte below them.
-TEST_F(RunMemory, AMoeLayoutOverContextParallelRanksIsCheckedByItsRecordedStep) {
-  const auto cfg = moe_context_config();
-  const int64_t need = recorded_need(cfg);
-  const auto real = real_peaks(cfg);
-  EXPECT_EQ(real[0] + real[1], need);
-  const auto c = on_disk(cfg);
-  const std::string msg = refusal(c, need - 1);
-  EXPECT_TRUE(contains(msg, "2 ranks here = " + format_bytes(need))) << msg;
-  EXPECT_EQ(refusal(c, need), "");
+// A mixture of experts over expert-parallel ranks and a context-parallel
+// layout: each accepted at exactly the recorded peaks (the real ranks'
+// peaks), refused a byte below them.
+TEST_F(RunMemory, MoeAndContextParallelLayoutsAreCheckedByTheirRecordedSteps) {
+  for (const auto& cfg : {moe_config(), context_config()}) {
+    SCOPED_TRACE(cfg.model.n_experts > 0 ? "moe, dp 2 ep 2" : "cp 2");
+    const int64_t need = recorded_need(cfg);
+    const auto real = real_peaks(cfg);
+    EXPECT_EQ(real[0] + real[1], need);
+    const auto c = on_disk(cfg);
+    const std::string msg = refusal(c, need - 1);
+    EXPECT_TRUE(contains(msg, "2 ranks here = " + format_bytes(need))) << msg;
+    EXPECT_EQ(refusal(c, need), "");
+  }
 }
 
 // Only the distinct rank classes are recorded (as `meshtrain plan` groups
