@@ -10,7 +10,8 @@ namespace meshtrain::train {
 
 namespace {
 
-// "peak 1.20 GiB (params 300 MiB, grads ..., each category at its own peak)".
+// "peak 1.20 GiB (params 300 MiB, grads ...)": the step's peak, then each
+// category at its own peak (so they may add up to more).
 std::string describe(const MemorySnapshot& s) {
   std::string by_category;
   for (int c = 0; c < kNumMemCategories; ++c)
