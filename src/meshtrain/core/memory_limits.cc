@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "meshtrain/core/error.h"
 #include "meshtrain/core/memory_tracker.h"
 
 namespace meshtrain {
@@ -93,6 +94,23 @@ std::optional<AvailableMemory> available_memory() {
     if (const auto bytes = parse_bytes(cap); bytes && (!out || *bytes < out->bytes))
       out = AvailableMemory{*bytes, std::string("MESHTRAIN_MEMORY_LIMIT=") + cap};
   return out;
+}
+
+std::string check_memory_budget(int64_t need, const std::string& what, const AvailableMemory& available,
+                                const std::string& remedy) {
+  MT_REQUIRE(ConfigError, need <= available.bytes, "the run does not fit: ", what, ", but only ",
+             format_bytes(available.bytes), " is available (", available.source, "). ", remedy);
+  if (need * 5 > available.bytes * 4)
+    return "warning: " + what + " uses " + std::to_string(int(100.0 * double(need) / double(available.bytes))) +
+           "% of the " + format_bytes(available.bytes) + " available (" + available.source + ")";
+  return "";
+}
+
+void check_available_memory(int64_t need, const std::string& what, std::FILE* console, const std::string& remedy) {
+  const auto available = available_memory();
+  if (!available) return;  // nothing to compare with (not Linux)
+  const std::string warning = check_memory_budget(need, what, *available, remedy);
+  if (console && !warning.empty()) std::fprintf(console, "%s\n", warning.c_str());
 }
 
 }  // namespace meshtrain

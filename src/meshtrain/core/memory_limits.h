@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,16 @@ struct AvailableMemory {
 };
 
 std::optional<AvailableMemory> available_memory();
+
+// The refusal of a command that will hold `need` bytes: ConfigError "the run
+// does not fit: WHAT, but only ... is available (SOURCE). REMEDY" when need
+// exceeds `available`; a warning line when it uses more than 80% of it; ""
+// else. `what` names the figures (per rank, per category).
+std::string check_memory_budget(int64_t need, const std::string& what, const AvailableMemory& available,
+                                const std::string& remedy);
+// check_memory_budget against what this machine has left now (nothing to
+// compare with off Linux); the warning goes to `console` when not null.
+void check_available_memory(int64_t need, const std::string& what, std::FILE* console, const std::string& remedy);
 
 // "MemAvailable:   12345 kB" lines of /proc/meminfo -> bytes; nullopt if absent.
 std::optional<int64_t> parse_meminfo_available(const std::string& meminfo);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "meshtrain/core/error.h"
 #include "meshtrain/core/memory_tracker.h"
 #include "meshtrain/model/param_spec.h"
 #include "meshtrain/train/train_config.h"
@@ -105,24 +104,24 @@ MemoryEstimate estimate_model_memory(const model::ModelConfig& model, int64_t ro
   return e;
 }
 
+namespace {
+
+std::string describe(const MemoryEstimate& per_rank, int ranks, int64_t need) {
+  return "estimated memory per rank: " + per_rank.str() +
+         (ranks > 1 ? "; x " + std::to_string(ranks) + " ranks here = " + format_bytes(need) : "");
+}
+
+}  // namespace
+
 void check_available_memory(const MemoryEstimate& per_rank, int ranks, std::FILE* console, const std::string& remedy) {
-  const auto available = available_memory();
-  if (!available) return;  // nothing to compare with (not Linux)
-  const std::string warning = check_memory_budget(per_rank, ranks, *available, remedy);
-  if (console && !warning.empty()) std::fprintf(console, "%s\n", warning.c_str());
+  const int64_t need = mul(per_rank.total(), std::max(1, ranks));
+  meshtrain::check_available_memory(need, describe(per_rank, ranks, need), console, remedy);
 }
 
 std::string check_memory_budget(const MemoryEstimate& per_rank, int ranks, const AvailableMemory& available,
                                 const std::string& remedy) {
   const int64_t need = mul(per_rank.total(), std::max(1, ranks));
-  const std::string what = "estimated memory per rank: " + per_rank.str() +
-                           (ranks > 1 ? "; x " + std::to_string(ranks) + " ranks here = " + format_bytes(need) : "");
-  MT_REQUIRE(ConfigError, need <= available.bytes, "the run does not fit: ", what, ", but only ",
-             format_bytes(available.bytes), " is available (", available.source, "). ", remedy);
-  if (need * 5 > available.bytes * 4)
-    return "warning: " + what + " uses " + std::to_string(int(100.0 * double(need) / double(available.bytes))) +
-           "% of the " + format_bytes(available.bytes) + " available (" + available.source + ")";
-  return "";
+  return meshtrain::check_memory_budget(need, describe(per_rank, ranks, need), available, remedy);
 }
 
 }  // namespace meshtrain::train

@@ -1,11 +1,12 @@
-// Memory a rank will need, estimated before anything is allocated, and the
-// refusal when the ranks of this process (threads) or node (mpirun) cannot
-// fit in what is available. Persistent state follows docs/math.md (M.26)
-// from the model spec and the ZeRO stage; activations follow the saved
-// tensors of one micro-batch (all layers, or one layer plus the block inputs
-// under recomputation, (M.30) with k = 1, counted as (M.33); a MoE block's
-// top_k experts per token and its router's per-expert probabilities,
-// docs/moe.md). A planner will replace the estimate with the exact plan.
+// Memory a rank will need, estimated before anything is allocated where no
+// training step exists to record (eval, generate, bench comm), and the
+// refusal when the ranks of this process cannot fit in what is available.
+// Persistent state follows docs/math.md (M.26) from the model spec and the
+// ZeRO stage; activations follow the saved tensors of one micro-batch (all
+// layers, or one layer plus the block inputs under recomputation, (M.30)
+// with k = 1, counted as (M.33); a MoE block's top_k experts per token and
+// its router's per-expert probabilities, docs/moe.md). A training run is
+// checked against its recorded step instead (run_memory.h).
 #pragma once
 
 #include <cstdint>
@@ -33,23 +34,14 @@ struct MemoryEstimate {
 // Overflow-checked: an estimate beyond 2^62 bytes is reported as 2^62.
 MemoryEstimate estimate_rank_memory(const TrainConfig& cfg, int dp);
 
-// What a training run can change when it does not fit (the default remedy).
-inline constexpr const char* kTrainingMemoryRemedy =
-    "Use a smaller model or micro-batch, a higher parallel.zero_stage, training.recompute = true, more ranks on "
-    "other machines, or training.check_memory = false to start anyway";
-
-// ConfigError with the figures and `remedy` when `ranks` x `per_rank`
-// exceeds `available`; a warning line when it uses more than 80% of it;
-// "" else.
+// The figures of `ranks` x `per_rank` against `available` (core/memory_limits.h).
 std::string check_memory_budget(const MemoryEstimate& per_rank, int ranks, const AvailableMemory& available,
-                                const std::string& remedy = kTrainingMemoryRemedy);
+                                const std::string& remedy);
 
-// check_memory_budget against what this machine has left now (nothing to
-// compare with off Linux); the warning goes to `console` when not null.
-// Every command that allocates by the size of a model or a message checks
-// this first: train, eval, generate, bench comm.
-void check_available_memory(const MemoryEstimate& per_rank, int ranks, std::FILE* console,
-                            const std::string& remedy = kTrainingMemoryRemedy);
+// check_memory_budget against what this machine has left now. eval,
+// generate and bench comm check this first; a training run checks its
+// recorded step instead (run_memory.h).
+void check_available_memory(const MemoryEstimate& per_rank, int ranks, std::FILE* console, const std::string& remedy);
 
 // A model held for inference (generate): its weights and the gradient
 // buffers the parameter store keeps beside them, and the activations of a

@@ -15,8 +15,8 @@
 #include "meshtrain/train/data_setup.h"
 #include "meshtrain/train/progress.h"
 #include "meshtrain/train/run_dir.h"
+#include "meshtrain/train/run_memory.h"
 #include "meshtrain/train/timeline_json.h"
-#include "meshtrain/train/memory_estimate.h"
 #include "meshtrain/train/stop_signal.h"
 
 namespace meshtrain::train {
@@ -205,10 +205,6 @@ comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
   return m;
 }
 
-void check_run_memory(const TrainConfig& cfg, int dp, int ranks, std::FILE* console) {
-  if (cfg.training.check_memory) check_available_memory(estimate_rank_memory(cfg, dp), ranks, console);
-}
-
 namespace {
 
 // Ranks of this job that share this machine's memory and cores.
@@ -227,7 +223,7 @@ RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const R
     rank_cfg.parallel.dp = ctx.mesh.shape().dp;
     std::FILE* console = ctx.rank == 0 ? stdout : nullptr;
     const int here = local_ranks(ctx, o.backend);
-    if (o.backend == comm::Backend::Mpi) check_run_memory(rank_cfg, rank_cfg.parallel.dp, here, console);
+    if (o.backend == comm::Backend::Mpi) check_rank_memory(rank_cfg, ctx.rank, here, console);
     if (cfg.training.threads > 0) {
       // More threads than the cores this process may use only slow it down.
       const int cap = std::max(1, hardware_cores() / here);
@@ -268,7 +264,7 @@ int train_main(const TrainConfig& cfg) {
                "exactly the ranks the layout asks for");
     o.mesh = mesh_for(cfg, cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp * cfg.parallel.pp);
     o.world_size = o.mesh.world_size();
-    check_run_memory(cfg, cfg.parallel.dp, o.world_size, stdout);  // before anything is allocated
+    check_run_memory(cfg, stdout);  // before anything is allocated
   } else {
     o.mesh_from_world = [&cfg](int world) { return mesh_for(cfg, world); };
   }

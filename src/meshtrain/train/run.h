@@ -25,10 +25,6 @@ RunEnd run_training(Trainer& trainer, std::FILE* console, const RestartInfo& res
 // to exactly the world size, or ConfigError names both numbers.
 comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size);
 
-// Checks the estimated memory of `ranks` ranks of cfg against what this
-// machine has left (memory_estimate.h); prints a warning when close.
-void check_run_memory(const TrainConfig& cfg, int dp, int ranks, std::FILE* console);
-
 // Opens cfg.data.path (rank 0 prepares it from cfg.data.sources first if
 // needed) and runs a training job on the configured backend and layout,
 // restarting it on failure when comm.restart_on_failure. Returns the exit

@@ -42,7 +42,7 @@ struct TrainingConfig {
   // any dp x grad_accum split of the same window gives the same bits.
   bool reproducible = false;
   int threads = 0;           // compute threads; 0: all cores (more than the cores: capped, with a warning)
-  bool check_memory = true;  // refuse to start when the estimated memory exceeds what is available
+  bool check_memory = true;  // refuse to start when the recorded step's peak exceeds what is available
 };
 
 struct MetricsConfig {
