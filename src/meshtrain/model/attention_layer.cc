@@ -6,15 +6,20 @@
 
 namespace meshtrain::model {
 
+namespace {
+constexpr std::string_view kLayer = "self-attention";
+}  // namespace
+
 SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
                              const kernels::RopeTable* rope, const RingAttention* ring)
     : head_dim_(cfg.head_dim),
       op_(params.precision().compute),
       acc_(params.precision().accumulate()),
-      q_proj_(bind_linear(params, prefix + ".q_proj", cfg.bias)),
-      k_proj_(bind_linear(params, prefix + ".k_proj", cfg.bias)),
-      v_proj_(bind_linear(params, prefix + ".v_proj", cfg.bias)),
-      o_proj_(bind_linear(params, prefix + ".o_proj", false)),  // its bias: the block's, after the reduction
+      // Column-parallel projections into row-parallel output (docs/math.md (M.34)-(M.35)).
+      q_proj_(bind_linear(params, prefix + ".q_proj", cfg.bias, TpStyle::Column, kLayer)),
+      k_proj_(bind_linear(params, prefix + ".k_proj", cfg.bias, TpStyle::Column, kLayer)),
+      v_proj_(bind_linear(params, prefix + ".v_proj", cfg.bias, TpStyle::Column, kLayer)),
+      o_proj_(bind_linear(params, prefix + ".o_proj", false, TpStyle::Row, kLayer)),  // its bias: the block's
       q_heads_(q_proj_.out / cfg.head_dim),
       kv_heads_(k_proj_.out / cfg.head_dim),
       rope_(rope),

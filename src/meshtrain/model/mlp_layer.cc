@@ -4,15 +4,20 @@
 
 namespace meshtrain::model {
 
+namespace {
+constexpr std::string_view kLayer = "the feed-forward";
+}  // namespace
+
 Mlp::Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix)
     : swiglu_(cfg.mlp == MlpKind::SwiGLU), op_(params.precision().compute), acc_(params.precision().accumulate()) {
   if (swiglu_) {
-    in_a_ = bind_linear(params, prefix + ".gate_proj", cfg.bias);
-    in_b_ = bind_linear(params, prefix + ".up_proj", cfg.bias);
-    out_ = bind_linear(params, prefix + ".down_proj", false);  // bias: the block's
+    // Gate and up on the same hidden indices: the product stays local (docs/math.md (M.35)).
+    in_a_ = bind_linear(params, prefix + ".gate_proj", cfg.bias, TpStyle::Column, kLayer);
+    in_b_ = bind_linear(params, prefix + ".up_proj", cfg.bias, TpStyle::Column, kLayer);
+    out_ = bind_linear(params, prefix + ".down_proj", false, TpStyle::Row, kLayer);  // bias: the block's
   } else {
-    in_a_ = bind_linear(params, prefix + ".fc_in", cfg.bias);
-    out_ = bind_linear(params, prefix + ".fc_out", false);
+    in_a_ = bind_linear(params, prefix + ".fc_in", cfg.bias, TpStyle::Column, kLayer);
+    out_ = bind_linear(params, prefix + ".fc_out", false, TpStyle::Row, kLayer);
   }
 }
 

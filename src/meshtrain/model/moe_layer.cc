@@ -9,7 +9,7 @@ namespace meshtrain::model {
 MoeLayer::MoeLayer(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
                    comm::ProcessGroup* ep)
     : cfg_(cfg), op_(params.precision().compute), acc_(params.precision().accumulate()), ep_(ep) {
-  router_ = bind_linear(params, prefix + ".router", false);
+  router_ = bind_linear(params, prefix + ".router", false, TpStyle::Replicate, "the MoE router");
   // This rank's routed experts only (the partition's 1/ep of them): the
   // blocks the exchange hands it are theirs.
   const ModelPartition& part = params.spec().partition;

@@ -36,13 +36,14 @@ class SpecBuilder {
     }
     expert_units_.clear();
   }
-  void add(std::string name, Shape shape, Placement tp, InitKind init, double std, bool decay) {
+  // Every parameter starts replicated: the tensor-parallel plan places it
+  // afterwards (tp_plan.h).
+  void add(std::string name, Shape shape, InitKind init, double std, bool decay) {
     ParamUnit& u = in_experts_ ? expert_units_.back() : spec_.units.back();
     ParamSpec p;
     p.name = std::move(name);
     p.shape = p.global_shape = shape;
     p.global_offset.assign(size_t(shape.rank()), 0);
-    p.tp = tp;
     p.init = init;
     p.init_std = std;
     p.weight_decay = decay;
@@ -53,37 +54,28 @@ class SpecBuilder {
     u.params.push_back(int(spec_.params.size()));
     spec_.params.push_back(std::move(p));
   }
-  // Linear weight [out, in] (+ bias [out]). Column-parallel layers split
-  // `out` (the bias with it); row-parallel ones split `in` and add their
-  // bias once, after the reduction (docs/math.md (M.34)-(M.35)).
-  void column(const std::string& prefix, int64_t out, int64_t in, double std, bool bias, int64_t granule = 1,
-              int max_pieces = 0) {
-    add(prefix + ".weight", Shape{out, in}, Placement::shard(0, granule, max_pieces), InitKind::Normal, std, true);
-    if (bias) add(prefix + ".bias", Shape{out}, Placement::shard(0, granule, max_pieces), InitKind::Zeros, 0, false);
-  }
-  void row(const std::string& prefix, int64_t out, int64_t in, double std, bool bias, int64_t granule = 1) {
-    add(prefix + ".weight", Shape{out, in}, Placement::shard(1, granule), InitKind::Normal, std, true);
-    if (bias) add(prefix + ".bias", Shape{out}, Placement::replicate(), InitKind::Zeros, 0, false);
+  // Linear weight [out, in] (+ bias [out]).
+  void linear(const std::string& prefix, int64_t out, int64_t in, double std, bool bias) {
+    add(prefix + ".weight", Shape{out, in}, InitKind::Normal, std, true);
+    if (bias) add(prefix + ".bias", Shape{out}, InitKind::Zeros, 0, false);
   }
   // A feed-forward (dense, an expert or the shared expert) under `prefix`;
   // the output projection's bias, if any, is the block's (mlp_layer.h).
   void ffn(const ModelConfig& cfg, const std::string& prefix, double std, double out_std, bool out_bias) {
     if (cfg.mlp == MlpKind::SwiGLU) {
-      // Gate and up split on the same hidden indices; the product stays local.
-      column(prefix + ".gate_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
-      column(prefix + ".up_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
-      row(prefix + ".down_proj", cfg.d_model, cfg.ffn_hidden, out_std, out_bias);
+      linear(prefix + ".gate_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
+      linear(prefix + ".up_proj", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
+      linear(prefix + ".down_proj", cfg.d_model, cfg.ffn_hidden, out_std, out_bias);
     } else {
-      column(prefix + ".fc_in", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
-      row(prefix + ".fc_out", cfg.d_model, cfg.ffn_hidden, out_std, out_bias);
+      linear(prefix + ".fc_in", cfg.ffn_hidden, cfg.d_model, std, cfg.bias);
+      linear(prefix + ".fc_out", cfg.d_model, cfg.ffn_hidden, out_std, out_bias);
     }
   }
   // Mixture of experts (moe_layer.h): the router (fp32 logits, replicated),
   // each routed expert's feed-forward tagged with its index (expert
   // parallelism places whole experts), the optional shared expert.
   void moe(const ModelConfig& cfg, const std::string& prefix, double std, double out_std) {
-    add(prefix + ".router.weight", Shape{cfg.n_experts, cfg.d_model}, Placement::replicate(), InitKind::Normal, std,
-        true);
+    add(prefix + ".router.weight", Shape{cfg.n_experts, cfg.d_model}, InitKind::Normal, std, true);
     const ParamUnit& block = spec_.units.back();
     expert_units_.push_back({block.name + ".experts", 0, {}, true, block.segment, true});
     in_experts_ = true;
@@ -97,8 +89,8 @@ class SpecBuilder {
     if (cfg.moe_shared_expert) ffn(cfg, prefix + ".shared_expert", std, out_std, false);
   }
   void norm(const std::string& prefix, int64_t d, bool with_bias) {
-    add(prefix + ".weight", Shape{d}, Placement::replicate(), InitKind::Ones, 0, false);
-    if (with_bias) add(prefix + ".bias", Shape{d}, Placement::replicate(), InitKind::Zeros, 0, false);
+    add(prefix + ".weight", Shape{d}, InitKind::Ones, 0, false);
+    if (with_bias) add(prefix + ".bias", Shape{d}, InitKind::Zeros, 0, false);
   }
 
  private:
@@ -162,7 +154,7 @@ const ParamSpec& ModelSpec::find(const std::string& name) const {
   MT_THROW(InternalError, "no parameter named '", name, "'");
 }
 
-ModelSpec build_model_spec(const ModelConfig& cfg) {
+ModelSpec pure_model_spec(const ModelConfig& cfg) {
   ModelSpec spec;
   SpecBuilder b(spec);
   const double std = cfg.init_std;
@@ -170,25 +162,20 @@ ModelSpec build_model_spec(const ModelConfig& cfg) {
   // stream's variance does not grow with depth (GPT-2 init).
   const double out_std = std / std::sqrt(2.0 * double(cfg.n_layers));
   const bool layer_norm = cfg.norm == NormKind::LayerNorm;
-  const int64_t hd = cfg.head_dim;
 
   b.begin_unit("embed");
-  // Vocabulary-parallel: each tensor-parallel rank holds a slice of the rows.
-  b.add("model.embed_tokens.weight", Shape{cfg.vocab_size, cfg.d_model}, Placement::shard(0), InitKind::Normal, std,
-        true);
+  b.add("model.embed_tokens.weight", Shape{cfg.vocab_size, cfg.d_model}, InitKind::Normal, std, true);
   if (cfg.positions == PositionKind::Learned)
-    b.add("model.embed_positions.weight", Shape{cfg.max_seq_len, cfg.d_model}, Placement::replicate(),
-          InitKind::Normal, std, true);
+    b.add("model.embed_positions.weight", Shape{cfg.max_seq_len, cfg.d_model}, InitKind::Normal, std, true);
 
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l);
     b.begin_unit("layers." + std::to_string(l));
     b.norm(p + ".input_layernorm", cfg.d_model, layer_norm);
-    // Heads are split whole; KV heads fewer than ranks are shared (docs/math.md (M.38)).
-    b.column(p + ".self_attn.q_proj", cfg.q_dim(), cfg.d_model, std, cfg.bias, hd);
-    b.column(p + ".self_attn.k_proj", cfg.kv_dim(), cfg.d_model, std, cfg.bias, hd, int(cfg.n_kv_heads));
-    b.column(p + ".self_attn.v_proj", cfg.kv_dim(), cfg.d_model, std, cfg.bias, hd, int(cfg.n_kv_heads));
-    b.row(p + ".self_attn.o_proj", cfg.d_model, cfg.q_dim(), out_std, cfg.bias, hd);
+    b.linear(p + ".self_attn.q_proj", cfg.q_dim(), cfg.d_model, std, cfg.bias);
+    b.linear(p + ".self_attn.k_proj", cfg.kv_dim(), cfg.d_model, std, cfg.bias);
+    b.linear(p + ".self_attn.v_proj", cfg.kv_dim(), cfg.d_model, std, cfg.bias);
+    b.linear(p + ".self_attn.o_proj", cfg.d_model, cfg.q_dim(), out_std, cfg.bias);
     b.norm(p + ".post_attention_layernorm", cfg.d_model, layer_norm);
     if (cfg.is_moe_layer(l))
       b.moe(cfg, p + ".mlp", std, out_std);
@@ -199,9 +186,15 @@ ModelSpec build_model_spec(const ModelConfig& cfg) {
   b.begin_unit("final");
   b.norm("model.norm", cfg.d_model, layer_norm);
   if (!cfg.tied_embeddings)
-    b.add("lm_head.weight", Shape{cfg.vocab_size, cfg.d_model}, Placement::shard(0), InitKind::Normal, std, true);
+    b.add("lm_head.weight", Shape{cfg.vocab_size, cfg.d_model}, InitKind::Normal, std, true);
   b.finish();
   spec.tied_head = cfg.tied_embeddings;
+  return spec;
+}
+
+ModelSpec build_model_spec(const ModelConfig& cfg) {
+  ModelSpec spec = pure_model_spec(cfg);
+  parallelize(spec, cfg);
   return spec;
 }
 

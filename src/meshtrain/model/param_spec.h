@@ -2,7 +2,9 @@
 // its global shape and how it is placed on the tensor-parallel axis, init
 // rule, weight-decay flag and the unit (FSDP-style flat buffer: embedding,
 // each block, final, each MoE block's routed experts) it lives in.
-// build_model_spec() gives the whole model (local = global); localize()
+// pure_model_spec() gives the model as written for one device (every
+// parameter replicated); the tensor-parallel plan (tp_plan.h) places it, and
+// build_model_spec() gives the whole model so placed (local = global); localize()
 // gives what one rank holds under a partition (local shapes, the box of the
 // global tensor, only the units of its pipeline chunks and only the routed
 // experts its ep coordinate owns). Layers are built from the local spec;
@@ -18,6 +20,7 @@
 #include "meshtrain/core/shape.h"
 #include "meshtrain/model/model_config.h"
 #include "meshtrain/model/placement.h"
+#include "meshtrain/model/tp_plan.h"
 
 namespace meshtrain::model {
 
@@ -28,7 +31,8 @@ struct ParamSpec {
   Shape shape;       // what this rank stores
   Shape global_shape;
   std::vector<int64_t> global_offset;  // where `shape` sits in the global tensor
-  Placement tp;      // placement of the values on the tensor-parallel axis
+  TpStyle tp_style = TpStyle::Replicate;  // how the tensor-parallel plan runs its module (tp_plan.h)
+  Placement tp;      // placement of the values on the tensor-parallel axis (from the style)
   InitKind init = InitKind::Normal;
   double init_std = 0.02;
   bool weight_decay = true;
@@ -73,6 +77,10 @@ struct ModelSpec {
   const ParamSpec* find_or_null(const std::string& name) const;
 };
 
+// The model as written for one device: every parameter replicated.
+ModelSpec pure_model_spec(const ModelConfig& cfg);
+// The whole model under the default tensor-parallel plan:
+// parallelize(pure_model_spec(cfg), cfg) (tp_plan.h).
 ModelSpec build_model_spec(const ModelConfig& cfg);
 
 // What the rank at `partition` holds of `global` (build_model_spec output).

@@ -6,8 +6,12 @@
 namespace meshtrain::model {
 
 EmbeddingSegment::EmbeddingSegment(const ModelConfig& cfg, ParameterStore& params, const TpRegions& tp)
-    : d_(cfg.d_model), acc_(params.precision().accumulate()), tokens_(&params.find("model.embed_tokens.weight")), tp_(tp) {
-  if (cfg.positions == PositionKind::Learned) positions_ = &params.find("model.embed_positions.weight");
+    : d_(cfg.d_model),
+      acc_(params.precision().accumulate()),
+      tokens_(&bind_styled(params, "model.embed_tokens.weight", TpStyle::Vocab, "the embedding")),
+      tp_(tp) {
+  if (cfg.positions == PositionKind::Learned)
+    positions_ = &bind_styled(params, "model.embed_positions.weight", TpStyle::Replicate, "the embedding");
 }
 
 Tensor EmbeddingSegment::forward(const kernels::KernelTable& k, const TokenBatch& b,
@@ -41,11 +45,11 @@ HeadSegment::HeadSegment(const ModelConfig& cfg, ParameterStore& params, const T
       norm_(bind_norm(params, cfg, "model.norm")),
       tp_(tp) {
   if (cfg.tied_embeddings) {
-    head_.weight = &params.find("model.embed_tokens.weight");
+    head_.weight = &bind_styled(params, "model.embed_tokens.weight", TpStyle::Vocab, "the LM head");
     head_.out = head_.weight->spec->shape[0];
     head_.in = head_.weight->spec->shape[1];
   } else {
-    head_ = bind_linear(params, "lm_head", false);
+    head_ = bind_linear(params, "lm_head", false, TpStyle::Vocab, "the LM head");
   }
 }
 
