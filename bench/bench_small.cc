@@ -15,7 +15,13 @@
 // f32 masters, core/precision.h); --reproducible with reproducible mode's
 // thread-invariant GEMM and gradient leaves (training.reproducible).
 //
+// --model gpt2-124m runs GPT-2 124M (tied, vocab 50257) at micro-batch 4,
+// sequence 256 instead. Each thread count's figures end with the process's
+// peak resident memory after its steps (what bench/compare-torch.sh sets
+// against PyTorch's).
+//
 //   build/bench/bench_small [--steps N] [--threads 1,2] [--precision fp32|bf16|fp16] [--reproducible]
+//                           [--model bench-small|gpt2-124m]
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -61,6 +67,12 @@ double process_cpu_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -77,7 +89,9 @@ Rate gemm_rate_on_step_shapes(const model::ModelConfig& c, int64_t n, std::optio
   struct Lin { int64_t in, out; };
   const std::vector<Lin> lins = {{c.d_model, c.q_dim()}, {c.d_model, c.kv_dim()}, {c.q_dim(), c.d_model},
                                  {c.d_model, c.ffn_hidden}, {c.ffn_hidden, c.d_model}, {c.d_model, c.vocab_size}};
-  std::vector<float> x(size_t(n) * 8192, 0.01f), w(size_t(8192) * 1408, 0.02f), y(size_t(n) * 8192);
+  int64_t widest = 0, largest = 0;
+  for (const Lin& l : lins) widest = std::max({widest, l.in, l.out}), largest = std::max(largest, l.in * l.out);
+  std::vector<float> x(size_t(n * widest), 0.01f), w(size_t(largest), 0.02f), y(size_t(n * widest));
   std::vector<bf16> xb(x.size(), bf16(0.01f)), wb(w.size(), bf16(0.02f)), yb(y.size(), bf16(0.03f));
   auto mm = [&](bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, const bf16* Ab, const float* B,
                 const bf16* Bb, float beta, float* C) {
@@ -111,21 +125,28 @@ int main(int argc, char** argv) {
   std::vector<int> thread_counts = {1, 2};
   std::string precision = "fp32";
   bool reproducible = false;
+  std::string model_name = "bench-small";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc) precision = argv[++i];
     else if (!std::strcmp(argv[i], "--reproducible")) reproducible = true;
+    else if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model_name = argv[++i];
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
       thread_counts.clear();
       for (char* t = std::strtok(argv[++i], ","); t; t = std::strtok(nullptr, ",")) thread_counts.push_back(std::atoi(t));
     } else {
-      std::fprintf(stderr, "usage: bench_small [--steps N] [--threads 1,2] [--precision fp32|bf16|fp16] "
-                   "[--reproducible]\n");
-      return 2;
+      model_name.clear();
+      break;
     }
   }
-  const model::ModelConfig cfg = model::bench_small_config();
-  const int64_t rows = 8, seq = 256, n = rows * seq;
+  const bool gpt2 = model_name == "gpt2-124m";
+  if (!gpt2 && model_name != "bench-small") {
+    std::fprintf(stderr, "usage: bench_small [--steps N] [--threads 1,2] [--precision fp32|bf16|fp16] "
+                 "[--reproducible] [--model bench-small|gpt2-124m]\n");
+    return 2;
+  }
+  const model::ModelConfig cfg = gpt2 ? model::gpt2_124m_config() : model::bench_small_config();
+  const int64_t rows = gpt2 ? 4 : 8, seq = 256, n = rows * seq;
   const double flops_per_token = model::model_flops_per_token(cfg, seq);
 
   // Random tokens, one document per row, every position supervised.
@@ -139,7 +160,7 @@ int main(int argc, char** argv) {
   const model::TokenBatch batch{rows, seq, tokens.data(), targets.data(), positions.data(), segments.data()};
 
   const PrecisionPolicy policy = PrecisionPolicy::from_name(precision);
-  std::printf("bench-small: %s, seq %lld, micro-batch %lld, %s%s\n", cfg.describe().c_str(),
+  std::printf("%s: %s, seq %lld, micro-batch %lld, %s%s\n", model_name.c_str(), cfg.describe().c_str(),
               static_cast<long long>(seq), static_cast<long long>(rows), policy.describe().c_str(),
               reproducible ? ", reproducible mode" : "");
   const kernels::GemmImpl f32_gemm = kernels::active_gemm_impl();
@@ -197,6 +218,8 @@ int main(int argc, char** argv) {
       }
     }
     const double faults_per_step = double(minor_faults() - faults_after_warmup) / steps;
+    // Before the GEMM rates below grow the process with buffers of their own.
+    const double steps_rss_mib = peak_rss_mib();
     const double t = median(times);
     const double gflops = flops_per_token * double(n) / t * 1e-9;
     const double peak = kernels::measure_fma_peak_gflops(threads);
@@ -233,6 +256,7 @@ int main(int argc, char** argv) {
     std::printf("  fresh OS blocks after warm-up: %lld | page faults per step: %.0f | peak memory: %s\n",
                 static_cast<long long>(alloc->os_allocations() - os_allocs_after_warmup), faults_per_step,
                 alloc->tracker().snapshot().str().c_str());
+    std::printf("  peak resident memory of the process after its training steps: %.1f MiB\n", steps_rss_mib);
   }
   return 0;
 }

@@ -5,6 +5,10 @@
 # prints tokens/s of each and the ratio per thread count, also per core-second
 # of CPU time (the ratio that holds when other processes share the cores).
 #   bench/compare-torch.sh [BUILD_DIR] [STEPS] [THREADS...]   (default build 5 1 2)
+# MODEL=gpt2-124m compares GPT-2 124M (tied, vocab 50257, B4 T256) instead,
+# with the peak resident memory of each process after its steps;
+# PRECISION=bf16 runs meshtrain's step under the bf16 policy (PyTorch stays
+# fp32: the ratio is then meshtrain bf16 over PyTorch fp32).
 # Installs python3-torch and OpenBLAS (OpenMP build) when missing (root, apt):
 # without an optimized BLAS Debian's torch runs the reference BLAS, ~50x
 # slower. Environment passes through
@@ -15,6 +19,8 @@ build=${1:-build}
 steps=${2:-5}
 shift $(( $# > 2 ? 2 : $# ))
 threads=(1 2)
+model=${MODEL:-bench-small}
+precision=${PRECISION:-fp32}
 [ $# -eq 0 ] || threads=("$@")
 
 # Debian's interpreter, where python3-torch installs (not a python3 earlier in PATH).
@@ -37,15 +43,20 @@ fi
 field() { awk -v key="$1" '{ n = split(key, k, " "); for (i = 1; i + n <= NF; ++i) { ok = 1;
   for (j = 1; j <= n; ++j) if ($(i + j) != k[j]) ok = 0; if (ok) { print $i; exit } } }'; }
 for t in "${threads[@]}"; do
-  mesh=$(OMP_NUM_THREADS=$t "$build/bench/bench_small" --steps "$steps" --threads "$t")
+  mesh=$(OMP_NUM_THREADS=$t "$build/bench/bench_small" --steps "$steps" --threads "$t" --model "$model" \
+    --precision "$precision")
   echo "$mesh"
-  torch=$(OMP_NUM_THREADS=$t "$python" bench/torch_bench_small.py --threads "$t" --steps "$steps")
+  torch=$(OMP_NUM_THREADS=$t "$python" bench/torch_bench_small.py --threads "$t" --steps "$steps" --model "$model")
   echo "$torch"
   m_wall=$(grep -E '^threads [0-9]+: median step' <<<"$mesh" | field "tokens/s")
   m_cpu=$(grep -E 'CPU time:' <<<"$mesh" | field "tokens per core-second")
   p_wall=$(field "tokens/s" <<<"$torch")
   p_cpu=$(field "tokens per core-second" <<<"$torch")
-  awk -v t="$t" -v mw="$m_wall" -v pw="$p_wall" -v mc="$m_cpu" -v pc="$p_cpu" 'BEGIN {
-    printf "compare-torch: %d thread(s): meshtrain %.0f tokens/s, PyTorch %.0f tokens/s -> %.2fx", t, mw, pw, mw / pw
-    printf " | per core-second %.0f vs %.0f -> %.2fx\n", mc, pc, mc / pc }'
+  m_rss=$(grep -E 'peak resident memory' <<<"$mesh" | awk '{ print $(NF - 1) }')
+  p_rss=$(grep -E 'peak resident memory' <<<"$torch" | awk '{ print $(NF - 1) }')
+  awk -v t="$t" -v mw="$m_wall" -v pw="$p_wall" -v mc="$m_cpu" -v pc="$p_cpu" -v mr="$m_rss" -v pr="$p_rss" \
+      -v what="$model, meshtrain $precision vs PyTorch fp32" 'BEGIN {
+    printf "compare-torch: %s, %d thread(s): meshtrain %.0f tokens/s, PyTorch %.0f tokens/s -> %.2fx", what, t, mw, pw, mw / pw
+    printf " | per core-second %.0f vs %.0f -> %.2fx", mc, pc, mc / pc
+    printf " | peak resident %.0f vs %.0f MiB -> %.2fx\n", mr, pr, mr / pr }'
 done
