@@ -129,3 +129,22 @@ TEST(StagePartition, PipelineConfigsThatCannotRunAreRejectedBeforeAnything) {
   EXPECT_EQ(chunks[3].pp_rank, 0);  // the last chunk (with the head) back on rank 0
   EXPECT_EQ(chunks[3].last, 9);
 }
+
+TEST(StagePartition, MixtureOfExpertsBlocksArePricedByTheExpertsATokenRuns) {
+  model::ModelConfig m = eight_layers();
+  m.n_experts = 8;
+  m.experts_top_k = 2;
+  m.moe_layers = {1, 3, 5, 7};
+  const auto c = parallel::segment_costs(m, 2, 16, false, DType::F32);
+  model::ModelConfig dense = eight_layers();
+  const auto d = parallel::segment_costs(dense, 2, 16, false, DType::F32);
+  EXPECT_EQ(c[1].flops, d[1].flops);  // block 0 is dense
+  // Block 1: two experts' feed-forwards per token and the router in place
+  // of one feed-forward; its parameters are all eight experts'.
+  const double ffn = 2.0 * 32 * 3 * double(m.d_model * m.ffn_hidden), router = 2.0 * 32 * double(m.d_model * 8);
+  EXPECT_DOUBLE_EQ(c[2].flops - d[2].flops, 3 * (ffn + router));
+  EXPECT_GT(c[2].activation_bytes, d[2].activation_bytes);
+  EXPECT_GT(c[2].params, 7 * d[2].params / 2);
+  m.moe_shared_expert = true;
+  EXPECT_DOUBLE_EQ(parallel::segment_costs(m, 2, 16, false, DType::F32)[2].flops - c[2].flops, 3 * ffn);
+}

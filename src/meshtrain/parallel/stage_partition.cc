@@ -17,7 +17,13 @@ std::vector<SegmentCost> segment_costs(const model::ModelConfig& config, int64_t
   const model::ModelSpec spec = model::build_model_spec(cfg);
   const double tokens = double(rows * seq), d = double(cfg.d_model), V = double(cfg.vocab_size);
   const int64_t es = int64_t(dtype_size(compute)), n = rows * seq;
-  auto unit_params = [&](int u) { return spec.units[size_t(u)].numel; };
+  // A segment's parameters: its unit and, in an MoE block, its routed experts' unit.
+  auto unit_params = [&](int segment) {
+    int64_t numel = 0;
+    for (const model::ParamUnit& u : spec.units)
+      if (u.segment == segment) numel += u.numel;
+    return numel;
+  };
   std::vector<SegmentCost> out;
 
   // Embedding: a gather (and a learned-position add), nothing kept.
@@ -25,19 +31,28 @@ std::vector<SegmentCost> segment_costs(const model::ModelConfig& config, int64_t
 
   // Block: its matmuls (2 FLOPs per weight per token) and causal attention
   // (QK^T and AV over (seq + 1) / 2 keys on average); backward 2x forward.
+  // A mixture-of-experts block runs the router and, per token, top_k
+  // experts' feed-forwards (and the shared expert's), under balanced routing.
   const bool swiglu = cfg.mlp == model::MlpKind::SwiGLU;
-  const int64_t ffn = cfg.ffn_hidden, q = cfg.q_dim(), kv = cfg.kv_dim();
-  const double block_matmul = 2.0 * double(d * q + 2 * d * kv + q * d + (swiglu ? 3 : 2) * d * ffn);
+  const int64_t ffn = cfg.ffn_hidden, q = cfg.q_dim(), kv = cfg.kv_dim(), ffn_mats = swiglu ? 3 : 2;
+  const double attention_matmul = 2.0 * double(d * q + 2 * d * kv + q * d);
   const double attention = 2.0 * 2.0 * double(q) * double(seq + 1) / 2.0;
-  const double block_fwd = (block_matmul + attention) * tokens;
-  // Kept per token: input, both norm outputs and the residual, q k v and
-  // the attention output, the log-sum-exp per head, the MLP's hidden
-  // activations (SwiGLU: gate, up, product; GELU: pre-activation, output).
-  const int64_t kept =
-      recompute ? cfg.d_model : 4 * cfg.d_model + 2 * q + 2 * kv + cfg.n_heads + (swiglu ? 3 : 2) * ffn;
-  for (int64_t l = 0; l < cfg.n_layers; ++l)
+  const int64_t experts_per_token = cfg.experts_top_k + (cfg.moe_shared_expert ? 1 : 0);
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    const bool moe = cfg.is_moe_layer(l);
+    const int64_t ffns = moe ? experts_per_token : 1;
+    const double mlp_matmul = 2.0 * double(ffns * ffn_mats * d * ffn) + (moe ? 2.0 * d * double(cfg.n_experts) : 0);
+    const double block_fwd = (attention_matmul + mlp_matmul + attention) * tokens;
+    // Kept per token: input, both norm outputs and the residual, q k v and
+    // the attention output, the log-sum-exp per head, each feed-forward's
+    // hidden activations (SwiGLU: gate, up, product; GELU: pre-activation,
+    // output) and an MoE block's router logits.
+    const int64_t kept = recompute ? cfg.d_model
+                                   : 4 * cfg.d_model + 2 * q + 2 * kv + cfg.n_heads + ffns * ffn_mats * ffn +
+                                         (moe ? cfg.n_experts : 0);
     out.push_back(
         {"block " + std::to_string(l), block_fwd * (recompute ? 4.0 : 3.0), kept * n * es, unit_params(int(l) + 1)});
+  }
 
   // Head: final norm, LM head matmul, cross-entropy; keeps its input, the
   // normed input and dlogits (in the logits' buffer).
