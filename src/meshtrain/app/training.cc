@@ -12,6 +12,7 @@
 
 #include "meshtrain/train/data_setup.h"
 #include "meshtrain/train/equivalence.h"
+#include "meshtrain/train/hostfile.h"
 #include "meshtrain/train/run.h"
 #include "meshtrain/train/run_dir.h"
 #include "meshtrain/train/supervisor.h"
@@ -36,9 +37,44 @@ std::vector<std::pair<std::string, std::string>> mpirun_root_environment(bool as
   return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
 }
 
+namespace {
+
+// An agent given as a path relative to here, absolute: mpirun and the
+// probes run it from other directories too.
+std::string agent_path(const std::string& agent) {
+  if (agent.find('/') == std::string::npos || agent.find(' ') != std::string::npos) return agent;
+  return std::filesystem::absolute(agent).string();
+}
+
+// mpirun's arguments for a hostfile job, and how its failure is explained.
+void place_on_hosts(const LaunchRequest& r, train::LaunchJob& job) {
+  MT_REQUIRE(ConfigError, !r.hostfile.empty() || r.rsh_agent.empty(),
+             "--rsh-agent starts ranks on the hosts of a hostfile; give --hostfile FILE too");
+  if (r.hostfile.empty()) return;
+  const std::string hostfile = std::filesystem::absolute(r.hostfile).string();
+  const std::vector<train::HostfileEntry> hosts = train::read_hostfile(hostfile);
+  int slots = 0;
+  for (const auto& h : hosts) slots += h.slots;
+  MT_REQUIRE(ConfigError, r.np <= slots, "-n ", r.np, " ranks but the hostfile '", r.hostfile, "' has ", slots,
+             " slots on ", hosts.size(), " host(s): lower -n or give the hosts more slots (`node0 slots=4`)");
+  const std::string agent = agent_path(r.rsh_agent);
+  job.mpirun.insert(job.mpirun.end(), {"--hostfile", hostfile});
+  if (!agent.empty()) job.mpirun.insert(job.mpirun.end(), {"--mca", "plm_rsh_agent", agent});
+  job.export_environment = true;
+  job.diagnose = [hosts, agent, hostfile] {
+    const auto lost = train::unreachable_hosts(hosts, agent, std::chrono::seconds(10));
+    std::string out;
+    for (const auto& l : lost) out += (out.empty() ? "" : ", ") + l;
+    return out.empty() ? out : "lost node(s) of " + hostfile + ": " + out;
+  };
+}
+
+}  // namespace
+
 int launch(const LaunchRequest& r) {
   std::vector<std::string> overrides = train_overrides(r.train);
   overrides.push_back("comm.backend=mpi");
+  if (r.allow_cross_node_tp) overrides.push_back("comm.allow_cross_node_tp=true");
   const train::TrainConfig cfg = train::load_config(r.train.config, overrides);  // fails before mpirun starts
   train::check_run_directory(cfg);
   // The job's rank 0 accepts the lock of the launcher that supervises it.
@@ -47,6 +83,7 @@ int launch(const LaunchRequest& r) {
   train::LaunchJob job;
   job.max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
   job.mpirun = {r.mpirun, "-np", std::to_string(r.np)};
+  place_on_hosts(r, job);
   job.mpirun.insert(job.mpirun.end(), r.mpirun_args.begin(), r.mpirun_args.end());
   char self[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);

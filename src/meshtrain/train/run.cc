@@ -257,6 +257,7 @@ int train_main(const TrainConfig& cfg) {
   o.backend = comm::parse_backend(cfg.comm.backend);
   o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
   o.group.check = cfg.comm.check;
+  o.allow_cross_node_groups = cfg.comm.allow_cross_node_tp;
   o.seed = cfg.model.seed;
   if (o.backend == comm::Backend::Threads) {
     MT_REQUIRE(ConfigError, cfg.parallel.dp >= 1,

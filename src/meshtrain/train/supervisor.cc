@@ -105,30 +105,52 @@ int run_once(const std::vector<std::string>& argv, const std::string& stop_file)
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// mpirun's arguments that export every MESHTRAIN_* variable set now.
+std::vector<std::string> exported_environment() {
+  std::vector<std::string> args;
+  for (char** e = environ; *e; ++e) {
+    const std::string var(*e);
+    if (var.rfind("MESHTRAIN_", 0) == 0) args.insert(args.end(), {"-x", var.substr(0, var.find('='))});
+  }
+  return args;
+}
+
 }  // namespace
 
 int relaunch_mpi(const LaunchJob& job) {
-  std::vector<std::string> argv = job.mpirun;
-  argv.insert(argv.end(), job.command.begin(), job.command.end());
   ::setenv("MESHTRAIN_MAX_RESTARTS", std::to_string(job.max_restarts).c_str(), 1);
   ::setenv("MESHTRAIN_STOP_FILE", job.stop_file.c_str(), 1);
   std::remove(job.stop_file.c_str());  // a request a previous supervisor left
   const RelaySignals relay;
   g_signal = g_count = 0;
   for (int attempt = 0;; ++attempt) {
+    std::vector<std::string> argv = job.mpirun;
+    if (job.export_environment) {
+      const auto exported = exported_environment();
+      argv.insert(argv.end(), exported.begin(), exported.end());
+    }
+    argv.insert(argv.end(), job.command.begin(), job.command.end());
     const int code = run_once(argv, job.stop_file);
     if (code == 0 || g_count > 0) {
       std::remove(job.stop_file.c_str());
       return code;  // done, or stopped on request (saved and exited, or ended at once): no restart
     }
     // 130/143: the job was stopped by a signal of its own, which saved and exited.
-    if (code == 128 + SIGINT || code == 128 + SIGTERM || attempt >= job.max_restarts) {
-      if (attempt >= job.max_restarts && job.max_restarts > 0)
+    if (code == 128 + SIGINT || code == 128 + SIGTERM) return code;
+    std::string reason = "mpirun exited with code " + std::to_string(code);
+    if (job.diagnose) {
+      const std::string cause = job.diagnose();
+      if (!cause.empty()) {
+        reason += "; " + cause;
+        std::fprintf(stderr, "meshtrain launch: the job failed: %s\n", reason.c_str());
+      }
+    }
+    if (attempt >= job.max_restarts) {
+      if (job.max_restarts > 0)
         std::fprintf(stderr, "meshtrain launch: the job failed (exit code %d) and all %d restarts are used\n", code,
                      job.max_restarts);
       return code;
     }
-    const std::string reason = "mpirun exited with code " + std::to_string(code);
     std::fprintf(stderr, "meshtrain launch: %s; restart %d of %d from the latest complete checkpoint\n",
                  reason.c_str(), attempt + 1, job.max_restarts);
     std::fflush(stderr);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ struct LaunchJob {
   std::vector<std::string> command;  // the job: {self, "train", CONFIG, ...}
   int max_restarts = 0;
   std::string stop_file;  // absolute; where SIGINT/SIGTERM are relayed to the job
+  // Ranks on other hosts do not inherit this process's environment: pass
+  // every MESHTRAIN_* variable to mpirun as `-x NAME` (a hostfile job).
+  bool export_environment = false;
+  // After a failed launch: what is known about the cause beyond mpirun's
+  // exit code (a lost node); printed and passed on as the restart reason.
+  std::function<std::string()> diagnose;
 };
 
 // Runs `mpirun ... command` until it succeeds or max_restarts relaunches
