@@ -22,21 +22,20 @@ std::string this_host() {
   return buf;
 }
 
-// "node0 (ranks 0-1), node1 (ranks 2-3)": a group's members by node.
-std::string describe(const std::vector<int>& members, const std::vector<std::string>& host_of_rank) {
-  std::map<std::string, std::vector<int>> by_node;
+// "node0: ranks 0,1; node1: ranks 2,3": a group's members by node.
+std::string by_node(const std::vector<int>& members, const std::vector<std::string>& host_of_rank) {
+  std::map<std::string, std::vector<int>> ranks_of;
   std::vector<std::string> order;
   for (int r : members) {
     const std::string& h = host_of_rank[size_t(r)];
-    if (!by_node.count(h)) order.push_back(h);
-    by_node[h].push_back(r);
+    if (!ranks_of.count(h)) order.push_back(h);
+    ranks_of[h].push_back(r);
   }
   std::string out;
   for (const auto& h : order) {
-    if (!out.empty()) out += ", ";
-    out += h + " (rank" + (by_node[h].size() > 1 ? "s " : " ");
-    for (size_t i = 0; i < by_node[h].size(); ++i) out += (i ? "," : "") + std::to_string(by_node[h][i]);
-    out += ")";
+    if (!out.empty()) out += "; ";
+    out += h + ": rank" + (ranks_of[h].size() > 1 ? "s " : " ");
+    for (size_t i = 0; i < ranks_of[h].size(); ++i) out += (i ? "," : "") + std::to_string(ranks_of[h][i]);
   }
   return out;
 }
@@ -87,8 +86,8 @@ void check_groups_inside_nodes(const MeshShape& shape, const std::vector<std::st
       });
       if (one_node) continue;
       const char* what = axes == Axes{Axis::Tp} ? "tensor-parallel (tp)" : "context-parallel (cp x tp)";
-      MT_THROW(ConfigError, "mesh ", shape.str(), ": the ", what, " group of ranks ", describe(members, host_of_rank),
-               " spans nodes; tp and cp groups communicate in every layer and are kept inside a node (shared "
+      MT_THROW(ConfigError, "mesh ", shape.str(), ": the ", what, " group of mesh ranks ", members.front(), "-",
+               members.back(), " spans nodes (", by_node(members, host_of_rank), "); tp and cp groups communicate in every layer and are kept inside a node (shared "
                "memory), with dp and pp across nodes. Ranks per node: ", counts, ". Give every node a multiple of ",
                axes.key() == "tp" ? "parallel.tp" : "parallel.cp * parallel.tp", " = ", size,
                " ranks (the hostfile's slots), lower parallel.tp / parallel.cp, or allow it with `meshtrain launch "
