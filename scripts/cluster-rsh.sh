@@ -25,4 +25,10 @@ if [ ! -e "$net" ] || [ ! -e "$uts" ]; then
   echo "cluster-rsh.sh: no node '$node' in the emulated cluster '$cluster' (scripts/emulated-cluster.sh up)" >&2
   exit 255
 fi
+# A node whose link is cut (emulated-cluster.sh cut-link) cannot be reached,
+# as ssh cannot reach a machine that stopped answering.
+if ! ip netns exec "$cluster-sw" ip link show "v${node#node}" 2> /dev/null | grep -q "state UP"; then
+  echo "cluster-rsh.sh: ssh: connect to host $node: no route to host (its link is down)" >&2
+  exit 255
+fi
 exec nsenter --net="$net" --uts="$uts" -- /bin/sh -c "$*"

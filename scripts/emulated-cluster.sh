@@ -10,7 +10,8 @@
 #   emulated-cluster.sh up N [--link-gbit G] [--slots S]   (default 10 Gbit/s, 2 slots a node)
 #   emulated-cluster.sh down
 #   emulated-cluster.sh status
-#   emulated-cluster.sh kill-node NODE    cut NODE's link, kill its processes, remove it
+#   emulated-cluster.sh kill-node NODE    cut NODE's link, kill its processes, remove it (a crash)
+#   emulated-cluster.sh cut-link NODE     take NODE's link down, nothing else (it stops answering)
 #
 # Options before the command: --name NAME (default mtc; clusters of different
 # names coexist, so parallel tests do not collide) and --dir DIR (where the
@@ -172,10 +173,17 @@ kill_node() {
   rm -f "$state/$node.uts"
 }
 
+cut_link() {
+  local node="${1:-}"
+  [[ "$node" =~ ^node[0-9]+$ ]] || die "cut-link NODE: a node name such as node1 (got '${node}')"
+  ip netns exec "$name-sw" ip link set "v${node#node}" down 2> /dev/null || die "no node '$node' in cluster '$name'"
+}
+
 case "$cmd" in
   up) up "$@" ;;
   down) require_capabilities; down; echo "emulated cluster '$name': down" ;;
   status) status ;;
   kill-node) require_capabilities; kill_node "$@" ;;
-  *) die "usage: emulated-cluster.sh [--name NAME] [--dir DIR] up N [--link-gbit G] [--slots S] | down | status | kill-node NODE" ;;
+  cut-link) require_capabilities; cut_link "$@" ;;
+  *) die "usage: emulated-cluster.sh [--name NAME] [--dir DIR] up N [--link-gbit G] [--slots S] | down | status | kill-node NODE | cut-link NODE" ;;
 esac

@@ -90,6 +90,7 @@ int launch(const LaunchRequest& r) {
   MT_REQUIRE(ConfigError, n > 0, "cannot find this executable (/proc/self/exe)");
   job.command = {std::string(self, size_t(n)), "train", r.train.config};
   job.stop_file = (std::filesystem::absolute(cfg.metrics.run_dir) / train::kRunStopFile).string();
+  job.abort_file = (std::filesystem::absolute(cfg.metrics.run_dir) / train::kRunAbortFile).string();
   for (const auto& o : overrides) {
     job.command.push_back("--set");
     job.command.push_back(o);

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,8 +69,9 @@ void write_stop_file(const std::string& path, int sig) {
 }
 
 // Starts argv in a process group of its own (see relaunch_mpi), waits for
-// it and relays signals; 128 + signal when it was killed.
-int run_once(const std::vector<std::string>& argv, const std::string& stop_file) {
+// it and relays signals; 128 + signal when it was killed. Ends the group
+// when a rank's abort record is older than the grace.
+int run_once(const std::vector<std::string>& argv, const std::string& stop_file, const std::string& abort_file) {
   std::vector<std::string> copy = argv;
   std::vector<char*> args;
   for (auto& a : copy) args.push_back(a.data());
@@ -89,8 +92,20 @@ int run_once(const std::vector<std::string>& argv, const std::string& stop_file)
     ::_exit(127);
   }
   int status = 0, relayed = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    MT_REQUIRE(CommError, errno == EINTR, "waiting for ", argv[0], ": ", std::strerror(errno));
+  std::optional<std::chrono::steady_clock::time_point> aborted;
+  for (;;) {
+    const pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid) break;
+    MT_REQUIRE(CommError, got == 0 || errno == EINTR, "waiting for ", argv[0], ": ", std::strerror(errno));
+    const auto now = std::chrono::steady_clock::now();
+    if (!aborted && !abort_file.empty() && ::access(abort_file.c_str(), F_OK) == 0) aborted = now;
+    if (aborted && now - *aborted > std::chrono::seconds(kAbortGraceSeconds)) {
+      std::fprintf(stderr, "meshtrain launch: a rank aborted the job %d s ago and mpirun has not ended it (a node "
+                   "that stops answering holds it): ending mpirun\n", kAbortGraceSeconds);
+      ::kill(-pid, SIGKILL);
+      aborted = now + std::chrono::hours(24);  // once
+    }
+    ::usleep(50000);  // a signal cuts it short
     if (g_count == 0 || relayed == g_count) continue;
     if (relayed == 0) {
       write_stop_file(stop_file, g_signal);
@@ -120,6 +135,7 @@ std::vector<std::string> exported_environment() {
 int relaunch_mpi(const LaunchJob& job) {
   ::setenv("MESHTRAIN_MAX_RESTARTS", std::to_string(job.max_restarts).c_str(), 1);
   ::setenv("MESHTRAIN_STOP_FILE", job.stop_file.c_str(), 1);
+  if (!job.abort_file.empty()) ::setenv("MESHTRAIN_ABORT_FILE", job.abort_file.c_str(), 1);
   std::remove(job.stop_file.c_str());  // a request a previous supervisor left
   const RelaySignals relay;
   g_signal = g_count = 0;
@@ -130,7 +146,9 @@ int relaunch_mpi(const LaunchJob& job) {
       argv.insert(argv.end(), exported.begin(), exported.end());
     }
     argv.insert(argv.end(), job.command.begin(), job.command.end());
-    const int code = run_once(argv, job.stop_file);
+    if (!job.abort_file.empty()) std::remove(job.abort_file.c_str());
+    const int code = run_once(argv, job.stop_file, job.abort_file);
+    if (!job.abort_file.empty()) std::remove(job.abort_file.c_str());
     if (code == 0 || g_count > 0) {
       std::remove(job.stop_file.c_str());
       return code;  // done, or stopped on request (saved and exited, or ended at once): no restart
