@@ -12,7 +12,8 @@
 #                  shaped link
 #     dp-tp-zero3  2 nodes x 2 ranks, dp=2 across nodes x tp=2 inside, ZeRO-3:
 #                  the final checkpoint equals the threads backend's bit for bit
-#     pp           pp=2 across nodes x tp=2 inside: the same
+#     pp           pp=2 across nodes x tp=2 inside: the same; a tp group
+#                  across nodes refused, and run with --allow-cross-node-tp
 #     node-loss    a node that crashes, and one whose link goes down, end the
 #                  job within comm.timeout_s (+ the launcher's grace) and the
 #                  launcher names the lost node
@@ -116,10 +117,24 @@ case "$case_name" in
   dp-tp-zero3)
     up 2
     same_as_threads dp-tp-zero3 --set parallel.dp=2 --set parallel.tp=2 --set parallel.zero_stage=3
+    grep -q "^placement: 2 nodes: node0 ranks 0-1, node1 ranks 2-3" "$work/dp-tp-zero3-cluster.log" ||
+      fail "the log does not show the ranks' nodes"
     ;;
   pp)
     up 2
     same_as_threads pp --set parallel.pp=2 --set parallel.tp=2 --set parallel.dp=1
+    # One slot a node: the tp group would span the nodes. Refused, naming
+    # them and the way out; run when allowed.
+    printf 'node0 slots=1\nnode1 slots=1\n' > "$work/one-slot"
+    on_node node0 "$bin" launch -n 2 --hostfile "$work/one-slot" --rsh-agent "$agent" "${demo[@]}" \
+      --set metrics.run_dir="$work/cross" --set parallel.tp=2 --set training.steps=1 > "$work/cross.log" 2>&1 &&
+      fail "a tp group across nodes was not refused"
+    grep -q "tensor-parallel (tp) group of mesh ranks 0-1 spans nodes (node0: rank 0; node1: rank 1).*--allow-cross-node-tp" \
+      "$work/cross.log" || { tail -20 "$work/cross.log"; fail "no refusal naming the nodes"; }
+    on_node node0 "$bin" launch -n 2 --hostfile "$work/one-slot" --rsh-agent "$agent" --allow-cross-node-tp \
+      "${demo[@]}" --set metrics.run_dir="$work/cross-allowed" --set parallel.tp=2 --set training.steps=1 \
+      > "$work/cross-allowed.log" 2>&1 || { tail -20 "$work/cross-allowed.log"; fail "--allow-cross-node-tp did not run"; }
+    echo "pp: tp across nodes refused, and run with --allow-cross-node-tp"
     ;;
   node-loss)
     up 2

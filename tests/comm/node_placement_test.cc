@@ -61,6 +61,12 @@ TEST(NodePlacement, ACpGroupAcrossNodesIsRefused) {
   EXPECT_NE(e.find("parallel.cp * parallel.tp = 4"), std::string::npos) << e;
 }
 
+TEST(NodePlacement, NodesAreDescribedWithTheirRankRanges) {
+  EXPECT_EQ(describe_nodes(Hosts{"node0", "node0", "node1", "node1", "node2"}),
+            "3 nodes: node0 ranks 0-1, node1 ranks 2-3, node2 rank 4");
+  EXPECT_EQ(describe_nodes(Hosts(4, "h")), "");
+}
+
 // On one host (every threads-backend job) the context names it for every
 // rank and the mesh order is the launch order.
 TEST(NodePlacement, AThreadsWorldIsOneNodeInLaunchOrder) {

@@ -67,6 +67,19 @@ std::vector<int> node_major_order(const std::vector<std::string>& host_of_rank) 
   return order;
 }
 
+std::string describe_nodes(const std::vector<std::string>& host_of_rank) {
+  std::string out;
+  int nodes = 0;
+  for (size_t first = 0; first < host_of_rank.size();) {
+    size_t last = first;
+    while (last + 1 < host_of_rank.size() && host_of_rank[last + 1] == host_of_rank[first]) ++last;
+    out += detail::concat(nodes++ ? ", " : "", host_of_rank[first], last > first ? " ranks " : " rank ", first,
+                          last > first ? detail::concat("-", last) : "");
+    first = last + 1;
+  }
+  return nodes > 1 ? detail::concat(nodes, " nodes: ", out) : "";
+}
+
 void check_groups_inside_nodes(const MeshShape& shape, const std::vector<std::string>& host_of_rank,
                                bool allow_cross_node) {
   MT_CHECK(int(host_of_rank.size()) == shape.world_size(), "host names of ", host_of_rank.size(),

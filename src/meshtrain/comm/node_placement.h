@@ -25,6 +25,10 @@ std::vector<std::string> gather_host_names(ProcessGroup& world);
 // mpirun maps a hostfile by slot, its default).
 std::vector<int> node_major_order(const std::vector<std::string>& host_of_rank);
 
+// "2 nodes: node0 ranks 0-1, node1 ranks 2-3" for ranks in node-major
+// order; "" for one node.
+std::string describe_nodes(const std::vector<std::string>& host_of_rank);
+
 // ConfigError when a tp group, or a cp x tp group, of `shape` holds ranks
 // of more than one node (host_of_rank by mesh rank), naming the group, its
 // nodes and what to change; nothing when `allow_cross_node` is set.
