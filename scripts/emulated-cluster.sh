@@ -12,6 +12,7 @@
 #   emulated-cluster.sh status
 #   emulated-cluster.sh kill-node NODE    cut NODE's link, kill its processes, remove it (a crash)
 #   emulated-cluster.sh cut-link NODE     take NODE's link down, nothing else (it stops answering)
+#   emulated-cluster.sh restore-node NODE bring back a node kill-node removed (rebooted, empty)
 #
 # Options before the command: --name NAME (default mtc; clusters of different
 # names coexist, so parallel tests do not collide) and --dir DIR (where the
@@ -101,6 +102,21 @@ shape() {
   ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${gbit}gbit" burst "$burst" latency 50ms
 }
 
+# make_node I GBIT: node I's namespaces, address and shaped link.
+make_node() {
+  local i="$1" gbit="$2" ns="$name-node$1" sw="$name-sw"
+  ip netns add "$ns"
+  ip netns exec "$sw" ip link add "v$i" type veth peer name eth0 netns "$ns"
+  ip netns exec "$sw" ip link set "v$i" master br0 up
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec "$ns" ip addr add "$subnet.$((i + 1))/24" dev eth0
+  ip netns exec "$ns" ip link set eth0 up
+  shape "$ns" eth0 "$gbit"
+  shape "$sw" "v$i" "$gbit"
+  touch "$state/node$i.uts"
+  unshare --uts="$state/node$i.uts" hostname "node$i"
+}
+
 up() {
   local n="" gbit=10 slots=2
   while [ $# -gt 0 ]; do
@@ -123,17 +139,7 @@ up() {
   ip netns exec "$sw" ip link set br0 up
   : > "$dir/hostfile.tmp"
   for ((i = 0; i < n; ++i)); do
-    ns="$name-node$i"
-    ip netns add "$ns"
-    ip netns exec "$sw" ip link add "v$i" type veth peer name eth0 netns "$ns"
-    ip netns exec "$sw" ip link set "v$i" master br0 up
-    ip netns exec "$ns" ip link set lo up
-    ip netns exec "$ns" ip addr add "$subnet.$((i + 1))/24" dev eth0
-    ip netns exec "$ns" ip link set eth0 up
-    shape "$ns" eth0 "$gbit"
-    shape "$sw" "v$i" "$gbit"
-    touch "$state/node$i.uts"
-    unshare --uts="$state/node$i.uts" hostname "node$i"
+    make_node "$i" "$gbit"
     echo "node$i slots=$slots" >> "$dir/hostfile.tmp"
   done
   mv "$dir/hostfile.tmp" "$dir/hostfile"
@@ -173,6 +179,17 @@ kill_node() {
   rm -f "$state/$node.uts"
 }
 
+# A node lost with kill-node comes back (rebooted or replaced), empty.
+restore_node() {
+  local node="${1:-}" gbit
+  [[ "$node" =~ ^node[0-9]+$ ]] || die "restore-node NODE: a node name such as node1 (got '${node}')"
+  [ -e "/run/netns/$name-sw" ] || die "no cluster '$name' (emulated-cluster.sh up)"
+  [ ! -e "/run/netns/$name-$node" ] || die "node '$node' of cluster '$name' is up"
+  grep -q "^$node " "$dir/hostfile" 2> /dev/null || die "'$node' is not in $dir/hostfile"
+  gbit="$(sed -n 's/^link_gbit=//p' "$dir/cluster.env")"
+  make_node "${node#node}" "${gbit:-10}"
+}
+
 cut_link() {
   local node="${1:-}"
   [[ "$node" =~ ^node[0-9]+$ ]] || die "cut-link NODE: a node name such as node1 (got '${node}')"
@@ -185,5 +202,6 @@ case "$cmd" in
   status) status ;;
   kill-node) require_capabilities; kill_node "$@" ;;
   cut-link) require_capabilities; cut_link "$@" ;;
-  *) die "usage: emulated-cluster.sh [--name NAME] [--dir DIR] up N [--link-gbit G] [--slots S] | down | status | kill-node NODE | cut-link NODE" ;;
+  restore-node) require_capabilities; restore_node "$@" ;;
+  *) die "usage: emulated-cluster.sh [--name NAME] [--dir DIR] up N [--link-gbit G] [--slots S] | down | status | kill-node NODE | cut-link NODE | restore-node NODE" ;;
 esac

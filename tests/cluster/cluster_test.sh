@@ -17,6 +17,9 @@
 #     node-loss    a node that crashes, and one whose link goes down, end the
 #                  job within comm.timeout_s (+ the launcher's grace) and the
 #                  launcher names the lost node
+#     node-restart with --max-restarts, a crashed node that comes back: the
+#                  job resumes on the hostfile and ends bitwise equal to
+#                  the uninterrupted run
 set -u  # no pipefail: `... | grep -q` closes pipes early
 bin="$(realpath "$1")"
 case_name="$2"
@@ -162,6 +165,31 @@ case "$case_name" in
     loss_run silent cut-link
     # The ranks' timeout, the watchdog's grace (5 s) and the launcher's (5 s).
     [ "$ended_ms" -le $(((timeout_s + 10) * 1000 + 3000)) ] || fail "a silent node ended the job after $ended_ms ms"
+    ;;
+  node-restart)
+    up 2
+    # --max-restarts: node1 crashes after the checkpoint of step 2, comes
+    # back, and the job resumes on the hostfile; the result is the
+    # uninterrupted run's (the threads backend's) bit for bit.
+    layout=(--set parallel.dp=2 --set parallel.tp=2 --set training.steps=6 --set checkpoint.every=2)
+    threads_run "$work/restart-threads" "${layout[@]}"
+    dir="$work/restart"
+    on_node node0 "$bin" launch -n 4 --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --max-restarts 1 \
+      "${demo[@]}" --set metrics.run_dir="$dir" "${layout[@]}" --set comm.timeout_s=6 > "$dir.log" 2>&1 &
+    pid=$!
+    for i in $(seq 600); do grep -q "^checkpoint step 2 " "$dir.log" 2> /dev/null && break; sleep 0.1; done
+    grep -q "^checkpoint step 2 " "$dir.log" || { cat "$dir.log"; fail "the job never saved step 2"; }
+    "$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" kill-node node1
+    for i in $(seq 300); do grep -q "waiting up to .* for node1 to answer" "$dir.log" && break; sleep 0.1; done
+    grep -q "waiting up to .* for node1 to answer" "$dir.log" || { cat "$dir.log"; fail "the launcher did not wait for node1"; }
+    "$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" restore-node node1 || fail "restore-node node1 failed"
+    wait "$pid" || { tail -30 "$dir.log"; fail "the restarted job failed"; }
+    grep -q "restart 1 of 1" "$dir.log" || { tail -30 "$dir.log"; fail "no restart"; }
+    grep -q "resumed from .* at step [2-6]" "$dir.log" || { tail -30 "$dir.log"; fail "the restart did not resume"; }
+    "$bin" ckpt diff "$work/restart-threads/checkpoints" "$dir/checkpoints" > "$work/restart-diff.log" 2>&1 &&
+      grep -q IDENTICAL "$work/restart-diff.log" ||
+      { cat "$work/restart-diff.log"; fail "the resumed job's final checkpoint differs from the uninterrupted run"; }
+    echo "node-restart: node1 lost after step 2, back, job resumed: $(grep -o 'resumed from .*' "$dir.log" | head -1)"
     ;;
   *) fail "unknown case" ;;
 esac

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/status_line.h"
@@ -66,6 +67,23 @@ void place_on_hosts(const LaunchRequest& r, train::LaunchJob& job) {
     std::string out;
     for (const auto& l : lost) out += (out.empty() ? "" : ", ") + l;
     return out.empty() ? out : "lost node(s) of " + hostfile + ": " + out;
+  };
+  // A restart runs on the same hosts: it waits for a lost node to answer
+  // again (rebooted or replaced), as long as a job's start may take.
+  job.before_relaunch = [hosts, agent] {
+    constexpr int kWaitSeconds = 300;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(kWaitSeconds);
+    for (bool said = false;;) {
+      const auto lost = train::unreachable_hosts(hosts, agent, std::chrono::seconds(10));
+      if (lost.empty()) return;
+      if (!said)
+        std::fprintf(stderr, "meshtrain launch: waiting up to %d s for %s to answer before the restart\n",
+                     kWaitSeconds, lost.front().substr(0, lost.front().find(' ')).c_str());
+      said = true;
+      MT_REQUIRE(CommError, std::chrono::steady_clock::now() < until, "the hostfile's hosts did not answer within ",
+                 kWaitSeconds, " s: ", lost.front());
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
   };
 }
 

@@ -175,6 +175,7 @@ int relaunch_mpi(const LaunchJob& job) {
     ::setenv("MESHTRAIN_RESTART", std::to_string(attempt + 1).c_str(), 1);
     ::setenv("MESHTRAIN_RESTART_REASON", reason.c_str(), 1);
     ::unsetenv("MESHTRAIN_FAULT");  // an injected fault fires in the first launch only
+    if (job.before_relaunch) job.before_relaunch();
   }
 }
 

@@ -49,6 +49,9 @@ struct LaunchJob {
   // After a failed launch: what is known about the cause beyond mpirun's
   // exit code (a lost node); printed and passed on as the restart reason.
   std::function<std::string()> diagnose;
+  // Before a relaunch: waits until the job can start again (the hosts of a
+  // hostfile answer).
+  std::function<void()> before_relaunch;
 };
 
 // Runs `mpirun ... command` until it succeeds or max_restarts relaunches
