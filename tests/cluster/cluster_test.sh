@@ -11,7 +11,8 @@
 #                  memory only inside a node) and its TCP traffic crosses the
 #                  shaped link
 #     dp-tp-zero3  2 nodes x 2 ranks, dp=2 across nodes x tp=2 inside, ZeRO-3:
-#                  the final checkpoint equals the threads backend's bit for bit
+#                  the final checkpoint equals the threads backend's bit for bit,
+#                  also when mpirun maps the ranks to alternating nodes
 #     pp           pp=2 across nodes x tp=2 inside: the same; a tp group
 #                  across nodes refused, and run with --allow-cross-node-tp
 #     node-loss    a node that crashes, and one whose link goes down, end the
@@ -122,6 +123,14 @@ case "$case_name" in
     same_as_threads dp-tp-zero3 --set parallel.dp=2 --set parallel.tp=2 --set parallel.zero_stage=3
     grep -q "^placement: 2 nodes: node0 ranks 0-1, node1 ranks 2-3" "$work/dp-tp-zero3-cluster.log" ||
       fail "the log does not show the ranks' nodes"
+    # mpirun --map-by node alternates the nodes (ranks 0 and 2 on node0):
+    # numbered node by node, the tp groups are inside the nodes again.
+    cluster_launch "$work/by-node" 4 --set parallel.dp=2 --set parallel.tp=2 --set parallel.zero_stage=3 \
+      --mpirun-arg=--map-by --mpirun-arg=node > "$work/by-node.log" 2>&1 ||
+      { tail -20 "$work/by-node.log"; fail "the run mapped by node failed"; }
+    "$bin" ckpt diff "$work/dp-tp-zero3-threads/checkpoints" "$work/by-node/checkpoints" > "$work/by-node-diff.log" 2>&1 &&
+      grep -q IDENTICAL "$work/by-node-diff.log" || { cat "$work/by-node-diff.log"; fail "mapped by node: checkpoints differ"; }
+    echo "dp-tp-zero3: mapped by node, renumbered node by node, bitwise equal too"
     ;;
   pp)
     up 2
