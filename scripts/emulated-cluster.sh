@@ -31,7 +31,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 name=mtc
-dir="$here/../runs/cluster"
+dir="$(dirname "$here")/runs/cluster"
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) name="$2"; shift 2 ;;
@@ -66,15 +66,19 @@ require_capabilities() {
 
 nodes_of() { ip netns list 2> /dev/null | awk '{print $1}' | grep -E "^${name//./\\.}-(node[0-9]+|sw)$" || true; }
 
+# SIGKILL to every process inside the network namespace $1.
+kill_processes_in() {
+  local pids
+  pids="$(ip netns pids "$1" 2> /dev/null || true)"
+  # shellcheck disable=SC2086
+  if [ -n "$pids" ]; then kill -KILL $pids 2> /dev/null || true; fi
+}
+
 # Every process inside one of this cluster's namespaces, killed; then the
 # namespaces, their links and the UTS bind mounts removed.
 down() {
-  local ns pids
-  for ns in $(nodes_of); do
-    pids="$(ip netns pids "$ns" 2> /dev/null || true)"
-    # shellcheck disable=SC2086
-    [ -n "$pids" ] && kill -KILL $pids 2> /dev/null || true
-  done
+  local ns
+  for ns in $(nodes_of); do kill_processes_in "$ns"; done
   for ns in $(nodes_of); do
     for _ in $(seq 50); do
       [ -z "$(ip netns pids "$ns" 2> /dev/null)" ] && break
@@ -165,15 +169,13 @@ status() {
 }
 
 kill_node() {
-  local node="${1:-}" ns pids
+  local node="${1:-}" ns
   [[ "$node" =~ ^node[0-9]+$ ]] || die "kill-node NODE: a node name such as node1 (got '${node}')"
   ns="$name-$node"
   ip netns list | awk '{print $1}' | grep -qx "$ns" || die "no node '$node' in cluster '$name'"
   # The link first, so no peer hears a reset: as when a machine loses power.
   ip netns exec "$name-sw" ip link del "v${node#node}" 2> /dev/null || true
-  pids="$(ip netns pids "$ns" 2> /dev/null || true)"
-  # shellcheck disable=SC2086
-  [ -n "$pids" ] && kill -KILL $pids 2> /dev/null || true
+  kill_processes_in "$ns"
   ip netns del "$ns" 2> /dev/null || true
   umount "$state/$node.uts" 2> /dev/null || true
   rm -f "$state/$node.uts"
