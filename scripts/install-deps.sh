@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev          # manifests, metrics
   libssl-dev                  # SHA-256 digests
   openmpi-bin libopenmpi-dev  # multi-process backend
+  iproute2                    # the emulated cluster (scripts/emulated-cluster.sh): ip, tc
   fortunes fortunes-min       # demo corpus
   clang libclang-rt-14-dev    # libFuzzer targets of the checkpoint parsers
   libcli11-dev                # command line: subcommands, help, typed options

@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/status_line.h"
 
 #include "meshtrain/train/data_setup.h"
 #include "meshtrain/train/equivalence.h"
+#include "meshtrain/train/hostfile.h"
 #include "meshtrain/train/run.h"
 #include "meshtrain/train/run_dir.h"
 #include "meshtrain/train/supervisor.h"
@@ -36,9 +38,61 @@ std::vector<std::pair<std::string, std::string>> mpirun_root_environment(bool as
   return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
 }
 
+namespace {
+
+// An agent given as a path relative to here, absolute: mpirun and the
+// probes run it from other directories too.
+std::string agent_path(const std::string& agent) {
+  if (agent.find('/') == std::string::npos || agent.find(' ') != std::string::npos) return agent;
+  return std::filesystem::absolute(agent).string();
+}
+
+// mpirun's arguments for a hostfile job, and how its failure is explained.
+void place_on_hosts(const LaunchRequest& r, train::LaunchJob& job) {
+  MT_REQUIRE(ConfigError, !r.hostfile.empty() || r.rsh_agent.empty(),
+             "--rsh-agent starts ranks on the hosts of a hostfile; give --hostfile FILE too");
+  if (r.hostfile.empty()) return;
+  const std::string hostfile = std::filesystem::absolute(r.hostfile).string();
+  const std::vector<train::HostfileEntry> hosts = train::read_hostfile(hostfile);
+  int slots = 0;
+  for (const auto& h : hosts) slots += h.slots;
+  MT_REQUIRE(ConfigError, r.np <= slots, "-n ", r.np, " ranks but the hostfile '", r.hostfile, "' has ", slots,
+             " slots on ", hosts.size(), " host(s): lower -n or give the hosts more slots (`node0 slots=4`)");
+  const std::string agent = agent_path(r.rsh_agent);
+  job.mpirun.insert(job.mpirun.end(), {"--hostfile", hostfile});
+  if (!agent.empty()) job.mpirun.insert(job.mpirun.end(), {"--mca", "plm_rsh_agent", agent});
+  job.export_environment = true;
+  job.diagnose = [hosts, agent, hostfile] {
+    const auto lost = train::unreachable_hosts(hosts, agent, std::chrono::seconds(10));
+    std::string out;
+    for (const auto& l : lost) out += (out.empty() ? "" : ", ") + l;
+    return out.empty() ? out : "lost node(s) of " + hostfile + ": " + out;
+  };
+  // A restart runs on the same hosts: it waits for a lost node to answer
+  // again (rebooted or replaced), as long as a job's start may take.
+  job.before_relaunch = [hosts, agent] {
+    constexpr int kWaitSeconds = 300;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(kWaitSeconds);
+    for (bool said = false;;) {
+      const auto lost = train::unreachable_hosts(hosts, agent, std::chrono::seconds(10));
+      if (lost.empty()) return;
+      if (!said)
+        std::fprintf(stderr, "meshtrain launch: waiting up to %d s for %s to answer before the restart\n",
+                     kWaitSeconds, lost.front().substr(0, lost.front().find(' ')).c_str());
+      said = true;
+      MT_REQUIRE(CommError, std::chrono::steady_clock::now() < until, "the hostfile's hosts did not answer within ",
+                 kWaitSeconds, " s: ", lost.front());
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  };
+}
+
+}  // namespace
+
 int launch(const LaunchRequest& r) {
   std::vector<std::string> overrides = train_overrides(r.train);
   overrides.push_back("comm.backend=mpi");
+  if (r.allow_cross_node_tp) overrides.push_back("comm.allow_cross_node_tp=true");
   const train::TrainConfig cfg = train::load_config(r.train.config, overrides);  // fails before mpirun starts
   train::check_run_directory(cfg);
   // The job's rank 0 accepts the lock of the launcher that supervises it.
@@ -47,12 +101,14 @@ int launch(const LaunchRequest& r) {
   train::LaunchJob job;
   job.max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
   job.mpirun = {r.mpirun, "-np", std::to_string(r.np)};
+  place_on_hosts(r, job);
   job.mpirun.insert(job.mpirun.end(), r.mpirun_args.begin(), r.mpirun_args.end());
   char self[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   MT_REQUIRE(ConfigError, n > 0, "cannot find this executable (/proc/self/exe)");
   job.command = {std::string(self, size_t(n)), "train", r.train.config};
   job.stop_file = (std::filesystem::absolute(cfg.metrics.run_dir) / train::kRunStopFile).string();
+  job.abort_file = (std::filesystem::absolute(cfg.metrics.run_dir) / train::kRunAbortFile).string();
   for (const auto& o : overrides) {
     job.command.push_back("--set");
     job.command.push_back(o);

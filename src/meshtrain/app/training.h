@@ -23,10 +23,19 @@ int train(const TrainRequest& request);
 // latest checkpoint when it fails, at most max_restarts times (default: the
 // config's comm.max_restarts when comm.restart_on_failure). The config is
 // validated before mpirun starts. Returns mpirun's last exit code.
+// With a hostfile the ranks go to its hosts (docs/multi-node.md): mpirun
+// starts them through the rsh agent (ssh by default; the emulated
+// cluster's scripts/cluster-rsh.sh), TCP between nodes and shared memory
+// inside one; tp and cp groups that would span nodes are refused unless
+// allow_cross_node_tp. When the job fails, the hosts are probed and a lost
+// one is named.
 struct LaunchRequest {
   int np = 0;
   std::string mpirun = "mpirun";
   std::vector<std::string> mpirun_args;
+  std::string hostfile;    // "": every rank on this host
+  std::string rsh_agent;   // "": mpirun's own (ssh); with a hostfile only
+  bool allow_cross_node_tp = false;
   TrainRequest train;
 };
 int launch(const LaunchRequest& request);

@@ -1,4 +1,4 @@
-// meshtrain launch -n N [--mpirun PATH] [--mpirun-arg ARG ...] [--max-restarts K] CONFIG [--set ...]
+// meshtrain launch -n N [--hostfile FILE [--rsh-agent AGENT]] [--allow-cross-node-tp] [--mpirun PATH] [--mpirun-arg ARG ...] [--max-restarts K] CONFIG [--set ...]
 #include "meshtrain/app/training.h"
 #include "meshtrain/cli/command.h"
 
@@ -13,6 +13,12 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("-n,--np", q->np, "processes (mpirun -np)")->required()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--mpirun", q->mpirun, "the mpirun to run");
   cmd->add_option("--mpirun-arg", q->mpirun_args, "an extra mpirun argument (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--hostfile", q->hostfile, "run the ranks on the hosts of this Open MPI hostfile (`node0 slots=2`)");
+  cmd->add_option("--rsh-agent", q->rsh_agent,
+                  "how mpirun starts ranks on the hostfile's hosts (default ssh; the emulated cluster's "
+                  "scripts/cluster-rsh.sh)");
+  cmd->add_flag("--allow-cross-node-tp", q->allow_cross_node_tp,
+                "run tp and cp groups whose ranks are on different nodes instead of refusing the layout");
   cmd->add_option("--max-restarts", q->train.max_restarts,
                   "relaunches at most (default: comm.max_restarts when comm.restart_on_failure)")
       ->check(CLI::Range(0, 1000));

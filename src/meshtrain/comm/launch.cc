@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "meshtrain/comm/mpi_world.h"
+#include "meshtrain/comm/node_placement.h"
 #include "meshtrain/comm/thread_world.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fault_injection.h"
@@ -33,13 +34,29 @@ bool is_abort(const std::exception_ptr& e) {
   }
 }
 
-ParallelContext make_context(const LaunchOptions& o, const std::shared_ptr<ProcessGroup>& world) {
+// The world numbered node by node (node_placement.h): the mesh's inner
+// axes, tp and cp, then fall inside a node.
+std::shared_ptr<ProcessGroup> node_major_world(const std::shared_ptr<ProcessGroup>& world,
+                                               std::vector<std::string>& host_of_rank) {
+  const std::vector<std::string> hosts = gather_host_names(*world);
+  const std::vector<int> order = node_major_order(hosts);
+  host_of_rank.clear();
+  for (int r : order) host_of_rank.push_back(hosts[size_t(r)]);
+  const int position = int(std::find(order.begin(), order.end(), world->rank()) - order.begin());
+  if (std::is_sorted(order.begin(), order.end())) return world;
+  return world->split(0, position, SplitPlace{world->size(), position}, "world");
+}
+
+ParallelContext make_context(const LaunchOptions& o, const std::shared_ptr<ProcessGroup>& launched) {
+  const MeshShape shape =
+      o.mesh_from_world ? o.mesh_from_world(launched->size()) : effective_mesh(o.mesh, launched->size());
+  shape.validate(launched->size());
   ParallelContext ctx;
+  const auto world = node_major_world(launched, ctx.host_of_rank);
+  check_groups_inside_nodes(shape, ctx.host_of_rank, o.allow_cross_node_groups);
   ctx.rank = world->rank();
   ctx.world_size = world->size();
   ctx.world = world;
-  const MeshShape shape = o.mesh_from_world ? o.mesh_from_world(world->size()) : effective_mesh(o.mesh, world->size());
-  shape.validate(world->size());
   ctx.mesh = Mesh::create(shape, world);
   ctx.allocator = CachingAllocator::create();
   ctx.rng = CounterRng(o.seed);

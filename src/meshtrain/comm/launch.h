@@ -2,7 +2,8 @@
 //   launch_threads(4, [](ParallelContext& ctx) { ... });   // one process
 //   launch_mpi(opts, fn);           // under: mpirun -np 4 meshtrain ...
 //   launch(opts, fn);               // opts.backend = Threads | Mpi
-// An exception on any rank aborts the world (peers wake with CommAborted
+// The world is numbered node by node before the mesh is built
+// (node_placement.h). An exception on any rank aborts the world (peers wake with CommAborted
 // instead of hanging); the first failure is rethrown (threads) or printed
 // before MPI_Abort (mpi).
 #pragma once
@@ -25,6 +26,9 @@ struct LaunchOptions {
   // mesh is computed from it (and may throw ConfigError on a mismatch).
   std::function<MeshShape(int world_size)> mesh_from_world;
   GroupOptions group{};      // timeout, check mode
+  // Run tp and cp groups that span nodes instead of refusing the mesh
+  // (node_placement.h; comm.allow_cross_node_tp).
+  bool allow_cross_node_groups = false;
   uint64_t seed = 0;
 };
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "meshtrain/comm/comm_plan.h"
 #include "meshtrain/comm/mesh.h"
@@ -18,6 +20,7 @@ struct ParallelContext {
   int world_size = 1;
   std::shared_ptr<ProcessGroup> world;
   Mesh mesh;                                    // groups along every axis
+  std::vector<std::string> host_of_rank;        // the node of each world rank (launch.h)
   std::shared_ptr<CachingAllocator> allocator;  // this rank's memory
   CounterRng rng{0};                            // same seed on every rank
   // Set when the groups record instead of communicating (recording_group.h):

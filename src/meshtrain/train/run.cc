@@ -8,6 +8,7 @@
 
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/comm/mpi_world.h"
+#include "meshtrain/comm/node_placement.h"
 #include "meshtrain/core/fault_injection.h"
 #include "meshtrain/core/memory_limits.h"
 #include "meshtrain/core/threading.h"
@@ -40,6 +41,8 @@ void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
                static_cast<long long>(cfg.data.seq_len), static_cast<long long>(cfg.training.grad_accum),
                static_cast<long long>(cfg.training.micro_batch), cfg.data.mode.c_str());
   if (cfg.parallel.pp > 1) std::fputs(t.pipeline_description().c_str(), console);
+  if (const std::string nodes = comm::describe_nodes(t.context().host_of_rank); !nodes.empty())
+    std::fprintf(console, "placement: %s (tp and cp inside a node, dp and pp across)\n", nodes.c_str());
   if (const data::TokenDataset* val = t.validation_data()) {
     const double h = data::unigram_entropy(*val);
     std::fprintf(console, "validation: %lld documents, %lld tokens | unigram entropy baseline %.4f nats/token\n",
@@ -257,6 +260,7 @@ int train_main(const TrainConfig& cfg) {
   o.backend = comm::parse_backend(cfg.comm.backend);
   o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
   o.group.check = cfg.comm.check;
+  o.allow_cross_node_groups = cfg.comm.allow_cross_node_tp;
   o.seed = cfg.model.seed;
   if (o.backend == comm::Backend::Threads) {
     MT_REQUIRE(ConfigError, cfg.parallel.dp >= 1,

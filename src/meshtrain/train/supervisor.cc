@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,8 +69,9 @@ void write_stop_file(const std::string& path, int sig) {
 }
 
 // Starts argv in a process group of its own (see relaunch_mpi), waits for
-// it and relays signals; 128 + signal when it was killed.
-int run_once(const std::vector<std::string>& argv, const std::string& stop_file) {
+// it and relays signals; 128 + signal when it was killed. Ends the group
+// when a rank's abort record is older than the grace.
+int run_once(const std::vector<std::string>& argv, const std::string& stop_file, const std::string& abort_file) {
   std::vector<std::string> copy = argv;
   std::vector<char*> args;
   for (auto& a : copy) args.push_back(a.data());
@@ -89,8 +92,20 @@ int run_once(const std::vector<std::string>& argv, const std::string& stop_file)
     ::_exit(127);
   }
   int status = 0, relayed = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    MT_REQUIRE(CommError, errno == EINTR, "waiting for ", argv[0], ": ", std::strerror(errno));
+  std::optional<std::chrono::steady_clock::time_point> aborted;
+  for (;;) {
+    const pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid) break;
+    MT_REQUIRE(CommError, got == 0 || errno == EINTR, "waiting for ", argv[0], ": ", std::strerror(errno));
+    const auto now = std::chrono::steady_clock::now();
+    if (!aborted && !abort_file.empty() && ::access(abort_file.c_str(), F_OK) == 0) aborted = now;
+    if (aborted && now - *aborted > std::chrono::seconds(kAbortGraceSeconds)) {
+      std::fprintf(stderr, "meshtrain launch: a rank aborted the job %d s ago and mpirun has not ended it (a node "
+                   "that stops answering holds it): ending mpirun\n", kAbortGraceSeconds);
+      ::kill(-pid, SIGKILL);
+      aborted = now + std::chrono::hours(24);  // once
+    }
+    ::usleep(50000);  // a signal cuts it short
     if (g_count == 0 || relayed == g_count) continue;
     if (relayed == 0) {
       write_stop_file(stop_file, g_signal);
@@ -105,36 +120,62 @@ int run_once(const std::vector<std::string>& argv, const std::string& stop_file)
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// mpirun's arguments that export every MESHTRAIN_* variable set now.
+std::vector<std::string> exported_environment() {
+  std::vector<std::string> args;
+  for (char** e = environ; *e; ++e) {
+    const std::string var(*e);
+    if (var.rfind("MESHTRAIN_", 0) == 0) args.insert(args.end(), {"-x", var.substr(0, var.find('='))});
+  }
+  return args;
+}
+
 }  // namespace
 
 int relaunch_mpi(const LaunchJob& job) {
-  std::vector<std::string> argv = job.mpirun;
-  argv.insert(argv.end(), job.command.begin(), job.command.end());
   ::setenv("MESHTRAIN_MAX_RESTARTS", std::to_string(job.max_restarts).c_str(), 1);
   ::setenv("MESHTRAIN_STOP_FILE", job.stop_file.c_str(), 1);
+  if (!job.abort_file.empty()) ::setenv("MESHTRAIN_ABORT_FILE", job.abort_file.c_str(), 1);
   std::remove(job.stop_file.c_str());  // a request a previous supervisor left
   const RelaySignals relay;
   g_signal = g_count = 0;
   for (int attempt = 0;; ++attempt) {
-    const int code = run_once(argv, job.stop_file);
+    std::vector<std::string> argv = job.mpirun;
+    if (job.export_environment) {
+      const auto exported = exported_environment();
+      argv.insert(argv.end(), exported.begin(), exported.end());
+    }
+    argv.insert(argv.end(), job.command.begin(), job.command.end());
+    if (!job.abort_file.empty()) std::remove(job.abort_file.c_str());
+    const int code = run_once(argv, job.stop_file, job.abort_file);
+    if (!job.abort_file.empty()) std::remove(job.abort_file.c_str());
     if (code == 0 || g_count > 0) {
       std::remove(job.stop_file.c_str());
       return code;  // done, or stopped on request (saved and exited, or ended at once): no restart
     }
     // 130/143: the job was stopped by a signal of its own, which saved and exited.
-    if (code == 128 + SIGINT || code == 128 + SIGTERM || attempt >= job.max_restarts) {
-      if (attempt >= job.max_restarts && job.max_restarts > 0)
+    if (code == 128 + SIGINT || code == 128 + SIGTERM) return code;
+    std::string reason = "mpirun exited with code " + std::to_string(code);
+    if (job.diagnose) {
+      const std::string cause = job.diagnose();
+      if (!cause.empty()) {
+        reason += "; " + cause;
+        std::fprintf(stderr, "meshtrain launch: the job failed: %s\n", reason.c_str());
+      }
+    }
+    if (attempt >= job.max_restarts) {
+      if (job.max_restarts > 0)
         std::fprintf(stderr, "meshtrain launch: the job failed (exit code %d) and all %d restarts are used\n", code,
                      job.max_restarts);
       return code;
     }
-    const std::string reason = "mpirun exited with code " + std::to_string(code);
     std::fprintf(stderr, "meshtrain launch: %s; restart %d of %d from the latest complete checkpoint\n",
                  reason.c_str(), attempt + 1, job.max_restarts);
     std::fflush(stderr);
     ::setenv("MESHTRAIN_RESTART", std::to_string(attempt + 1).c_str(), 1);
     ::setenv("MESHTRAIN_RESTART_REASON", reason.c_str(), 1);
     ::unsetenv("MESHTRAIN_FAULT");  // an injected fault fires in the first launch only
+    if (job.before_relaunch) job.before_relaunch();
   }
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,20 @@ struct LaunchJob {
   std::vector<std::string> command;  // the job: {self, "train", CONFIG, ...}
   int max_restarts = 0;
   std::string stop_file;  // absolute; where SIGINT/SIGTERM are relayed to the job
+  // Absolute; where a rank records that it aborts the job
+  // (MESHTRAIN_ABORT_FILE). mpirun does not return while a node that
+  // stopped answering holds its daemon, so kAbortGrace after the record
+  // appears, mpirun's process group is killed.
+  std::string abort_file;
+  // Ranks on other hosts do not inherit this process's environment: pass
+  // every MESHTRAIN_* variable to mpirun as `-x NAME` (a hostfile job).
+  bool export_environment = false;
+  // After a failed launch: what is known about the cause beyond mpirun's
+  // exit code (a lost node); printed and passed on as the restart reason.
+  std::function<std::string()> diagnose;
+  // Before a relaunch: waits until the job can start again (the hosts of a
+  // hostfile answer).
+  std::function<void()> before_relaunch;
 };
 
 // Runs `mpirun ... command` until it succeeds or max_restarts relaunches
@@ -50,5 +65,7 @@ struct LaunchJob {
 // saves and exits as on a signal of its own; no restart follows. A second
 // one sends SIGTERM to mpirun, which ends the job at once.
 int relaunch_mpi(const LaunchJob& job);
+
+inline constexpr int kAbortGraceSeconds = 5;
 
 }  // namespace meshtrain::train

@@ -116,6 +116,7 @@ void read_comm(TomlSection s, CommConfig& c) {
   s.read("check", c.check);
   s.read("restart_on_failure", c.restart_on_failure);
   s.read("max_restarts", c.max_restarts);
+  s.read("allow_cross_node_tp", c.allow_cross_node_tp);
   s.finish();
 }
 

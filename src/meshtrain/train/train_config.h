@@ -62,6 +62,9 @@ struct CommConfig {
   // max_restarts times (threads: in this process; mpirun: `meshtrain launch`).
   bool restart_on_failure = false;
   int max_restarts = 3;
+  // Run a tp or cp group whose ranks are on more than one node instead of
+  // refusing the layout (docs/multi-node.md; `meshtrain launch --allow-cross-node-tp`).
+  bool allow_cross_node_tp = false;
 };
 
 struct CheckpointConfig {

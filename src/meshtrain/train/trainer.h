@@ -72,6 +72,7 @@ class Trainer {
   // The group gradients are summed and ZeRO state sharded over (dp x cp).
   comm::ProcessGroup& data_group() { return steps_->data_group(); }
   comm::ParallelContext& context() { return ctx_; }
+  const comm::ParallelContext& context() const { return ctx_; }
   // ---- checkpoints (trainer_checkpoint.cc) ----
   // This rank's share of the state (parameter and Adam-moment boxes of
   // the global tensors, 1/R of every unit it holds) plus the run metadata.

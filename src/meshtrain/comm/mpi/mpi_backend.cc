@@ -23,6 +23,13 @@ Runtime& rt() {
 void abort_job(const std::string& message, int code) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
+  // The launcher's record of the abort (train/supervisor.h): mpirun may
+  // never end a job whose node stopped answering, so the launcher does.
+  if (const char* path = std::getenv("MESHTRAIN_ABORT_FILE"))
+    if (std::FILE* f = std::fopen(path, "a")) {
+      std::fprintf(f, "%s\n", message.c_str());
+      std::fclose(f);
+    }
   int init = 0, fin = 0;
   MPI_Initialized(&init);  // callable from any thread, at any time
   MPI_Finalized(&fin);

@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# Jobs across machines on the emulated cluster (scripts/emulated-cluster.sh;
+# docs/multi-node.md), label `cluster`. Each case brings up a cluster of its
+# own (a unique name, so cases run side by side) and takes it down again.
+# Without root the script's message is printed and the case is skipped
+# (exit 77).
+#
+#   cluster_test.sh MESHTRAIN CASE
+#     emulation    up/status/down leave nothing behind, a second up after a
+#                  crash starts clean; Open MPI sees separate hosts (shared
+#                  memory only inside a node) and its TCP traffic crosses the
+#                  shaped link
+#     dp-tp-zero3  2 nodes x 2 ranks, dp=2 across nodes x tp=2 inside, ZeRO-3:
+#                  the final checkpoint equals the threads backend's bit for bit,
+#                  also when mpirun maps the ranks to alternating nodes
+#     pp           pp=2 across nodes x tp=2 inside: the same; a tp group
+#                  across nodes refused, and run with --allow-cross-node-tp
+#     node-loss    a node that crashes, and one whose link goes down, end the
+#                  job within comm.timeout_s (+ the launcher's grace) and the
+#                  launcher names the lost node
+#     node-restart with --max-restarts, a crashed node that comes back: the
+#                  job resumes on the hostfile and ends bitwise equal to
+#                  the uninterrupted run
+set -u  # no pipefail: `... | grep -q` closes pipes early
+bin="$(realpath "$1")"
+case_name="$2"
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+cluster="$repo/scripts/emulated-cluster.sh"
+agent="$repo/scripts/cluster-rsh.sh"
+work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/cluster-XXXXXX")"
+export MESHTRAIN_CLUSTER="mt$$"
+down() { "$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" down > /dev/null 2>&1; }
+trap 'down; rm -rf "$work"' EXIT
+fail() { echo "FAIL ($case_name): $*"; exit 1; }
+
+# up N [ARGS...]: the cluster, or exit 77 with the script's own message.
+up() {
+  local out code
+  out="$("$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" up "$@" 2>&1)"
+  code=$?
+  [ "$code" -eq 77 ] && { echo "SKIP: $out"; exit 77; }
+  [ "$code" -eq 0 ] || fail "emulated-cluster.sh up $*: $out"
+}
+on_node() { "$agent" "$@"; }
+
+# The demo model, a few small steps, on a corpus prepared once per case.
+demo=("$repo/configs/demo.toml" --set data.path="$work/data" --set training.steps=3 --set training.micro_batch=4
+      --set training.eval_every=0 --set training.eval_rows=16 --set checkpoint.every=3 --set metrics.log_every=1)
+threads_run() {  # RUN_DIR OVERRIDES...
+  local dir="$1"
+  shift
+  "$bin" train "${demo[@]}" --set metrics.run_dir="$dir" "$@" > "$dir.log" 2>&1 ||
+    { cat "$dir.log"; fail "the threads-backend run failed"; }
+}
+cluster_launch() {  # RUN_DIR NP OVERRIDES... (from node0, as on a cluster's first node)
+  local dir="$1" np="$2"
+  shift 2
+  on_node node0 "$bin" launch -n "$np" --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" "${demo[@]}" \
+    --set metrics.run_dir="$dir" "$@"
+}
+link_bytes() { ip netns exec "$MESHTRAIN_CLUSTER-node$1" tc -s qdisc show dev eth0 | awk '/Sent/ {print $2; exit}'; }
+
+# Equal final checkpoints: the cluster's run and the threads backend's.
+same_as_threads() {  # NAME OVERRIDES...
+  local name="$1"
+  shift
+  threads_run "$work/$name-threads" "$@"
+  local before after
+  before=$(link_bytes 0)
+  cluster_launch "$work/$name-cluster" 4 "$@" > "$work/$name-cluster.log" 2>&1 ||
+    { cat "$work/$name-cluster.log"; fail "the cluster run failed"; }
+  after=$(link_bytes 0)
+  "$bin" ckpt diff "$work/$name-threads/checkpoints" "$work/$name-cluster/checkpoints" > "$work/$name-diff.log" 2>&1 ||
+    { cat "$work/$name-diff.log"; fail "the cluster's final checkpoint differs from the threads backend's"; }
+  grep -q "IDENTICAL" "$work/$name-diff.log" || { cat "$work/$name-diff.log"; fail "ckpt diff did not say IDENTICAL"; }
+  echo "$name: 2 nodes x 2 ranks, final checkpoint bitwise equal to the threads backend's;" \
+       "$((after - before)) bytes left node0 over its link"
+  # Something crossed the link: the across-node axis is not local.
+  [ $((after - before)) -gt 100000 ] || fail "only $((after - before)) bytes crossed node0's link"
+}
+
+case "$case_name" in
+  emulation)
+    up 2 --link-gbit 1
+    [ "$(on_node node1 hostname)" = node1 ] || fail "node1's hostname is '$(on_node node1 hostname)'"
+    [ "$(on_node node0 hostname)" = node0 ] || fail "node0's hostname is not node0"
+    [ "$(cat "$work/cluster/hostfile")" = $'node0 slots=2\nnode1 slots=2' ] || fail "hostfile: $(cat "$work/cluster/hostfile")"
+    on_node node1 ip -4 -o addr show dev eth0 | grep -q "10.200.0.2/24" || fail "node1 has no address on the switch"
+    ip netns exec "$MESHTRAIN_CLUSTER-node0" tc qdisc show dev eth0 | grep -q "tbf.*rate 1Gbit" || fail "no 1 Gbit/s tbf"
+    "$cluster" --name "$MESHTRAIN_CLUSTER" status | grep -q "^node1: 10.200.0.2/24" || fail "status names no node1"
+    # Nothing in the host's own namespace.
+    ip -o addr | grep -q "10.200.0" && fail "an address of the cluster in the host's namespace"
+    # A crash leaves processes and namespaces; a second up starts clean.
+    on_node node1 sleep 300 &
+    sleep 0.3
+    up 3
+    [ "$(ip netns list | grep -c "^$MESHTRAIN_CLUSTER-")" -eq 4 ] || fail "after a second up: $(ip netns list)"
+    [ -e "/run/netns/$MESHTRAIN_CLUSTER-node2" ] || fail "the second up made no node2"
+    wait
+    # Open MPI: ranks on different nodes cannot use shared memory (separate
+    # hosts), ranks on one node can; the default run sends TCP over the link.
+    out="$(on_node node0 mpirun --allow-run-as-root --hostfile "$work/cluster/hostfile" -np 4 --mca plm_rsh_agent \
+           "$agent" hostname 2>&1)"
+    [ "$(echo "$out" | sort | tr '\n' ' ')" = "node0 node0 node1 node1 " ] || fail "mpirun's ranks ran on: $out"
+    out="$(cluster_launch "$work/vader" 4 --set parallel.dp=2 --set parallel.tp=2 --mpirun-arg=--mca \
+           --mpirun-arg=btl --mpirun-arg=self,vader 2>&1)" && fail "shared memory alone reached the other node"
+    echo "$out" | grep -q "unable to reach each other" || { echo "$out" | tail -20; fail "no 'unable to reach' from Open MPI"; }
+    echo "$out" | grep -q "is on host: node1" || fail "Open MPI did not name node1 as another host"
+    before=$(link_bytes 0)
+    cluster_launch "$work/local" 2 --set parallel.dp=1 --set parallel.tp=2 --mpirun-arg=--mca --mpirun-arg=btl \
+      --mpirun-arg=self,vader > "$work/local.log" 2>&1 || { cat "$work/local.log"; fail "tp=2 inside node0 over shared memory failed"; }
+    after=$(link_bytes 0)
+    echo "tp=2 on node0 over shared memory alone: $((after - before)) bytes over the link"
+    [ $((after - before)) -lt 1000000 ] || fail "a job inside node0 sent $((after - before)) bytes over the link"
+    down
+    [ -z "$(ip netns list | grep "^$MESHTRAIN_CLUSTER-")" ] || fail "namespaces left after down: $(ip netns list)"
+    [ ! -e "/run/meshtrain-cluster/$MESHTRAIN_CLUSTER" ] || fail "UTS namespaces left after down"
+    [ ! -e "$work/cluster/hostfile" ] || fail "hostfile left after down"
+    echo "emulation: namespaces, hostnames, shaping, separate hosts for Open MPI, a clean down"
+    ;;
+  dp-tp-zero3)
+    up 2
+    same_as_threads dp-tp-zero3 --set parallel.dp=2 --set parallel.tp=2 --set parallel.zero_stage=3
+    grep -q "^placement: 2 nodes: node0 ranks 0-1, node1 ranks 2-3" "$work/dp-tp-zero3-cluster.log" ||
+      fail "the log does not show the ranks' nodes"
+    # mpirun --map-by node alternates the nodes (ranks 0 and 2 on node0):
+    # numbered node by node, the tp groups are inside the nodes again.
+    cluster_launch "$work/by-node" 4 --set parallel.dp=2 --set parallel.tp=2 --set parallel.zero_stage=3 \
+      --mpirun-arg=--map-by --mpirun-arg=node > "$work/by-node.log" 2>&1 ||
+      { tail -20 "$work/by-node.log"; fail "the run mapped by node failed"; }
+    "$bin" ckpt diff "$work/dp-tp-zero3-threads/checkpoints" "$work/by-node/checkpoints" > "$work/by-node-diff.log" 2>&1 &&
+      grep -q IDENTICAL "$work/by-node-diff.log" || { cat "$work/by-node-diff.log"; fail "mapped by node: checkpoints differ"; }
+    echo "dp-tp-zero3: mapped by node, renumbered node by node, bitwise equal too"
+    ;;
+  pp)
+    up 2
+    same_as_threads pp --set parallel.pp=2 --set parallel.tp=2 --set parallel.dp=1
+    # One slot a node: the tp group would span the nodes. Refused, naming
+    # them and the way out; run when allowed.
+    printf 'node0 slots=1\nnode1 slots=1\n' > "$work/one-slot"
+    on_node node0 "$bin" launch -n 2 --hostfile "$work/one-slot" --rsh-agent "$agent" "${demo[@]}" \
+      --set metrics.run_dir="$work/cross" --set parallel.tp=2 --set training.steps=1 > "$work/cross.log" 2>&1 &&
+      fail "a tp group across nodes was not refused"
+    grep -q "tensor-parallel (tp) group of mesh ranks 0-1 spans nodes (node0: rank 0; node1: rank 1).*--allow-cross-node-tp" \
+      "$work/cross.log" || { tail -20 "$work/cross.log"; fail "no refusal naming the nodes"; }
+    on_node node0 "$bin" launch -n 2 --hostfile "$work/one-slot" --rsh-agent "$agent" --allow-cross-node-tp \
+      "${demo[@]}" --set metrics.run_dir="$work/cross-allowed" --set parallel.tp=2 --set training.steps=1 \
+      > "$work/cross-allowed.log" 2>&1 || { tail -20 "$work/cross-allowed.log"; fail "--allow-cross-node-tp did not run"; }
+    echo "pp: tp across nodes refused, and run with --allow-cross-node-tp"
+    ;;
+  node-loss)
+    up 2
+    timeout_s=6
+    loss_run() {  # NAME: a long run from node0; node1 is lost once step 2 is done
+      local dir="$work/$1"
+      cluster_launch "$dir" 4 --set parallel.dp=2 --set parallel.tp=2 --set training.steps=100000 \
+        --set comm.timeout_s=$timeout_s > "$dir.log" 2>&1 &
+      local pid=$! i
+      for i in $(seq 600); do grep -q "^step *2/" "$dir.log" 2> /dev/null && break; sleep 0.1; done
+      grep -q "^step *2/" "$dir.log" || { cat "$dir.log"; fail "$1: the job never reached step 2"; }
+      lost_at=$(date +%s%N)
+      "$cluster" --name "$MESHTRAIN_CLUSTER" "$2" node1 || fail "emulated-cluster.sh $2 node1 failed"
+      wait "$pid"
+      code=$?
+      ended_ms=$(( ($(date +%s%N) - lost_at) / 1000000 ))
+      [ "$code" -ne 0 ] || fail "$1: the job succeeded without node1"
+      grep -q "meshtrain launch: the job failed: .*lost node(s) of .*: node1 (" "$dir.log" ||
+        { tail -20 "$dir.log"; fail "$1: the launcher did not name node1"; }
+      echo "$1: ended $ended_ms ms after node1 was lost (exit $code): $(grep -o 'lost node(s).*' "$dir.log")"
+    }
+    loss_run crash kill-node
+    [ "$ended_ms" -le $((timeout_s * 1000)) ] || fail "a crashed node ended the job after $ended_ms ms"
+    up 2
+    loss_run silent cut-link
+    # The ranks' timeout, the watchdog's grace (5 s) and the launcher's (5 s).
+    [ "$ended_ms" -le $(((timeout_s + 10) * 1000 + 3000)) ] || fail "a silent node ended the job after $ended_ms ms"
+    ;;
+  node-restart)
+    up 2
+    # --max-restarts: node1 crashes after the checkpoint of step 2, comes
+    # back, and the job resumes on the hostfile; the result is the
+    # uninterrupted run's (the threads backend's) bit for bit.
+    layout=(--set parallel.dp=2 --set parallel.tp=2 --set training.steps=6 --set checkpoint.every=2)
+    threads_run "$work/restart-threads" "${layout[@]}"
+    dir="$work/restart"
+    on_node node0 "$bin" launch -n 4 --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --max-restarts 1 \
+      "${demo[@]}" --set metrics.run_dir="$dir" "${layout[@]}" --set comm.timeout_s=6 > "$dir.log" 2>&1 &
+    pid=$!
+    for i in $(seq 600); do grep -q "^checkpoint step 2 " "$dir.log" 2> /dev/null && break; sleep 0.1; done
+    grep -q "^checkpoint step 2 " "$dir.log" || { cat "$dir.log"; fail "the job never saved step 2"; }
+    "$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" kill-node node1
+    for i in $(seq 300); do grep -q "waiting up to .* for node1 to answer" "$dir.log" && break; sleep 0.1; done
+    grep -q "waiting up to .* for node1 to answer" "$dir.log" || { cat "$dir.log"; fail "the launcher did not wait for node1"; }
+    "$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" restore-node node1 || fail "restore-node node1 failed"
+    wait "$pid" || { tail -30 "$dir.log"; fail "the restarted job failed"; }
+    grep -q "restart 1 of 1" "$dir.log" || { tail -30 "$dir.log"; fail "no restart"; }
+    grep -q "resumed from .* at step [2-6]" "$dir.log" || { tail -30 "$dir.log"; fail "the restart did not resume"; }
+    "$bin" ckpt diff "$work/restart-threads/checkpoints" "$dir/checkpoints" > "$work/restart-diff.log" 2>&1 &&
+      grep -q IDENTICAL "$work/restart-diff.log" ||
+      { cat "$work/restart-diff.log"; fail "the resumed job's final checkpoint differs from the uninterrupted run"; }
+    echo "node-restart: node1 lost after step 2, back, job resumed: $(grep -o 'resumed from .*' "$dir.log" | head -1)"
+    ;;
+  *) fail "unknown case" ;;
+esac
+echo "cluster $case_name: PASS"
