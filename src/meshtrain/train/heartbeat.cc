@@ -143,13 +143,12 @@ void Heartbeat::loop() {
     publish();
     const double now = std::chrono::duration<double>(Clock::now() - t0).count();
     for (int peer : watched_) {
-      const std::string why = judge_.observe(peer, read(file(options_.dir, peer), job_), now);
+      const std::optional<Beat> beat = read(file(options_.dir, peer), job_);
+      const std::string why = judge_.observe(peer, beat, now);
       if (why.empty()) continue;
-      const std::optional<Beat> last = read(file(options_.dir, peer), job_);
-      char where[160] = "";
-      if (last)
-        std::snprintf(where, sizeof where, "; last at step %lld, %s", static_cast<long long>(last->step),
-                      last->phase.c_str());
+      char where[160];
+      std::snprintf(where, sizeof where, "; last at step %lld, %s", static_cast<long long>(beat->step),
+                    beat->phase.c_str());
       char text[768];
       std::snprintf(text, sizeof text, "heartbeat: rank %d (host %s) is hung: %s (comm.heartbeat_timeout_s = %g)%s. "
                     "Ending the job now rather than when the collective timeout (comm.timeout_s = %g) expires; "

@@ -11,7 +11,7 @@ namespace {
 
 // Microseconds are the clock's useful resolution here; fewer digits keep
 // a record of many ranks short.
-double micro_rounded(double s) { return std::round(s * 1e6) * 1e-6; }
+double micro_rounded(double s) { return std::round(s * 1e6) / 1e6; }
 
 }  // namespace
 

@@ -26,8 +26,8 @@ std::vector<Straggler> StragglerWatch::observe(const RankTimes& times, std::vect
     char line[320];
     if (!slow) {
       if (before >= kSteps) {
-        std::snprintf(line, sizeof line, "rank %d (host %s) is no longer a straggler: compute %.3f s, %.2fx the "
-                      "median %.3f s", r, host.c_str(), c, ratio, median);
+        std::snprintf(line, sizeof line, "rank %d (host %s) is no longer a straggler: compute %.3g s, %.2fx the "
+                      "median %.3g s", r, host.c_str(), c, ratio, median);
         changes.emplace_back(line);
       }
       continue;
@@ -35,8 +35,8 @@ std::vector<Straggler> StragglerWatch::observe(const RankTimes& times, std::vect
     if (slow_steps_[size_t(r)] < kSteps) continue;
     named.push_back({r, host, ratio, c, median, slow_steps_[size_t(r)]});
     if (slow_steps_[size_t(r)] == kSteps) {
-      std::snprintf(line, sizeof line, "warning: rank %d (host %s) is a straggler: compute %.3f s per step, %.2fx the "
-                    "median rank's %.3f s, for %d steps in a row (comm.straggler_factor = %g)", r, host.c_str(), c,
+      std::snprintf(line, sizeof line, "warning: rank %d (host %s) is a straggler: compute %.3g s per step, %.2fx the "
+                    "median rank's %.3g s, for %d steps in a row (comm.straggler_factor = %g)", r, host.c_str(), c,
                     ratio, median, kSteps, factor_);
       changes.emplace_back(line);
     }
