@@ -1,8 +1,10 @@
 // Fault points: rule syntax, matching by site prefix, rank and hit count,
-// firing once.
+// firing once (a delay: at every hit from its own on).
 #include "meshtrain/core/fault_injection.h"
 
 #include <gtest/gtest.h>
+
+#include <chrono>
 
 namespace meshtrain::fault {
 namespace {
@@ -37,6 +39,43 @@ TEST(FaultInjection, FiresOnceAtTheHitOfTheMatchingRankAndSite) {
   EXPECT_THROW(point("commit.rename", 1), InjectedFault);  // hit 2
   EXPECT_TRUE(fired());
   EXPECT_NO_THROW(point("commit.rename", 1));  // once
+}
+
+TEST(FaultInjection, ParsesDelayAndHang) {
+  Rule r = parse_rule("forward@1#4:delay=0.25");
+  EXPECT_EQ(r.site, "forward");
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.hit, 4);
+  EXPECT_EQ(r.action, Action::Delay);
+  EXPECT_DOUBLE_EQ(r.delay_s, 0.25);
+  EXPECT_EQ(parse_rule("backward@0#2:hang").action, Action::Hang);
+  for (const char* bad : {"forward:delay=", "forward:delay=abc", "forward:delay=0", "forward:delay=-1",
+                          "forward:delay=1s", "forward:delay=1e9", "forward:hang=3"}) {
+    try {
+      parse_rule(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(FaultInjection, ADelayKeepsFiringFromItsHitOn) {
+  Disarm guard;
+  arm(parse_rule("forward@0#2:delay=0.05"));
+  auto timed = [](int rank) {
+    const auto t0 = std::chrono::steady_clock::now();
+    point("forward", rank);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  EXPECT_LT(timed(0), 0.04);  // hit 1
+  EXPECT_FALSE(fired());
+  EXPECT_GE(timed(1), 0.0);   // another rank: not counted
+  EXPECT_LT(timed(1), 0.04);
+  EXPECT_GE(timed(0), 0.05);  // hit 2
+  EXPECT_TRUE(fired());
+  EXPECT_GE(timed(0), 0.05);  // and every later one: a straggler stays slow
+  EXPECT_GE(timed(0), 0.05);
 }
 
 TEST(FaultInjection, ThreadRankIsUsedByDefault) {

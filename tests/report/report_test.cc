@@ -217,3 +217,40 @@ TEST(HtmlReport, ThePipelineTimelineHasALegend) {
 
 }  // namespace
 }  // namespace meshtrain::report
+
+namespace meshtrain::report {
+namespace {
+
+TEST(HtmlReport, RanksSectionShowsEveryRanksComputeAndTheStragglers) {
+  // Three ranks; rank 2 the slowest from step 2 on and named after step 4.
+  std::string lines = R"({"event":"run","peak_gflops":100.0})" "\n";
+  for (int step = 1; step <= 4; ++step) {
+    const double slow = step == 1 ? 0.1 : 0.4;
+    lines += R"({"step":)" + std::to_string(step) + R"(,"loss":3.0,"supervised_targets":10,)" +
+             R"("ranks":{"step_s":[0.5,0.5,0.5],"compute_s":[0.1,0.12,)" + std::to_string(slow) +
+             R"(],"median_compute_s":0.12,"slowest":2})" +
+             (step == 4 ? R"(,"straggler":[{"rank":2,"host":"node-7","ratio":3.33,"steps":3}])" : "") + "}\n";
+  }
+  const RunLog r = read_run(write_run("ranks", lines));
+  ASSERT_EQ(r.steps[0].rank_compute_s.size(), 3u);
+  EXPECT_DOUBLE_EQ(r.steps[1].rank_compute_s[2], 0.4);
+  ASSERT_EQ(r.steps[3].stragglers.size(), 1u);
+  EXPECT_EQ(r.steps[3].stragglers[0].host, "node-7");
+  const std::string html = render_report({r});
+  xmlDocPtr doc = xmlReadMemory(html.data(), int(html.size()), "report.html", nullptr, XML_PARSE_NONET);
+  ASSERT_NE(doc, nullptr);
+  EXPECT_EQ(count(doc, "//s:svg[s:title[contains(., 'Compute time per step across ranks')]]/s:polyline"), 3)
+      << "median, slowest and fastest";
+  xmlFreeDoc(doc);
+  // Rank 2: the slowest in steps 2-4 (step 1: rank 1 at 0.12), named once.
+  EXPECT_NE(html.find("<td>2</td><td>0.5000</td><td>0.3250</td><td>0.1750</td><td>3 of 4 steps</td><td>1 of 4 steps</td>"),
+            std::string::npos) << html;
+  EXPECT_NE(html.find("<td>2</td><td>node-7</td><td>4 to 4</td><td>1</td><td>3.33x</td>"), std::string::npos);
+
+  // Runs written before per-rank times: the section says so.
+  const std::string old = render_report({read_run(kFixtures + "/run_dp2")});
+  EXPECT_NE(old.find("No per-rank step times were recorded"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace meshtrain::report

@@ -12,6 +12,7 @@
 #include "meshtrain/checkpoint/sha256.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fault_injection.h"
+#include "meshtrain/core/rank_activity.h"
 
 namespace meshtrain::checkpoint {
 
@@ -44,6 +45,7 @@ LocalShard write_rank_shard(const std::filesystem::path& dir, int rank, const st
     for (const auto& p : pieces) {
       if (options.before_piece) options.before_piece(rank, p.name);
       fault::point("save.piece", rank);
+      activity::mark("checkpoint save");  // a long save is progress, not a hang (core/rank_activity.h)
       const size_t bytes = size_t(p.box.numel()) * dtype_size(p.dtype);
       // Hash and write in chunks so each chunk is still in cache when written.
       constexpr size_t kChunk = size_t(4) << 20;

@@ -5,6 +5,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/fault_injection.h"
+#include "meshtrain/core/rank_activity.h"
 
 // OpDesc is filled with designated initializers naming only what an op uses.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -102,6 +103,7 @@ Work ProcessGroup::issue(OpDesc& d, bool async) {
     return async ? Work::completed() : Work();
   }
   if (!async) {
+    const activity::InCollective in_collective;  // the rank waits on its peers here, not hangs
     double waited = 0, call = 0;
     try {
       Work w = start(d, false);  // empty when it already finished inline

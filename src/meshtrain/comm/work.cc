@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/rank_activity.h"
 
 namespace meshtrain::comm {
 
@@ -87,6 +88,7 @@ Work Work::completed() {
 }
 
 static bool wait_impl(WorkImpl& w, Clock::time_point deadline) {
+  const activity::InCollective in_collective;  // the rank waits on its peers here, not hangs
   const auto t0 = Clock::now();
   const bool done = w.wait_until(deadline);
   if (done && w.on_waited) {

@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string_view>
+#include <thread>
 
 namespace meshtrain::fault {
 namespace {
@@ -80,7 +82,23 @@ Rule parse_rule(const std::string& text) {
     else if (action == "kill") r.action = Action::Kill;
     else if (action == "exit") r.action = Action::Exit;
     else if (action == "term") r.action = Action::Term;
-    else MT_THROW(ConfigError, "MESHTRAIN_FAULT='", text, "': action '", action, "' (throw | kill | exit | term)");
+    else if (action == "hang") r.action = Action::Hang;
+    else if (action.rfind("delay=", 0) == 0) {
+      r.action = Action::Delay;
+      const std::string secs = action.substr(6);
+      size_t used = 0;
+      try {
+        r.delay_s = std::stod(secs, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      MT_REQUIRE(ConfigError, used > 0 && used == secs.size() && r.delay_s > 0 && r.delay_s <= 3600,
+                 "MESHTRAIN_FAULT='", text, "': delay=SECONDS needs a number of seconds in (0, 3600], got '", secs,
+                 "'");
+    } else {
+      MT_THROW(ConfigError, "MESHTRAIN_FAULT='", text, "': action '", action,
+               "' (throw | kill | exit | term | delay=SECONDS | hang)");
+    }
   }
   int64_t rank = -1;
   take_number('@', rank);
@@ -125,26 +143,40 @@ void point(const char* site, int rank) {
   if (!s.active.load(std::memory_order_relaxed)) return;
   Action action;
   int64_t hit;
+  double delay_s;
+  bool first;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.counting) ++s.counts[{site, rank}];
-    if (!s.armed || s.fired || !matches(s.rule.site, site) || (s.rule.rank >= 0 && s.rule.rank != rank)) return;
+    // A delay keeps firing after its hit (a straggler stays slow); the rest fire once.
+    const bool again = s.fired && s.rule.action == Action::Delay;
+    if (!s.armed || (s.fired && !again) || !matches(s.rule.site, site) || (s.rule.rank >= 0 && s.rule.rank != rank))
+      return;
     if (++s.seen < s.rule.hit) return;
+    first = !s.fired;
     s.fired = true;
     action = s.rule.action;
+    delay_s = s.rule.delay_s;
     hit = s.seen;
   }
-  const char* name = action == Action::Throw  ? "throw"
-                     : action == Action::Kill ? "kill"
-                     : action == Action::Exit ? "exit"
-                                              : "term";
-  std::fprintf(stderr, "meshtrain fault injection: %s at rank %d (hit %lld): %s\n", site, rank,
-               static_cast<long long>(hit), name);
-  std::fflush(stderr);
+  if (first) {
+    const char* name = action == Action::Throw  ? "throw"
+                       : action == Action::Kill ? "kill"
+                       : action == Action::Exit ? "exit"
+                       : action == Action::Term ? "term"
+                       : action == Action::Hang ? "hang"
+                                                : "delay (here and at every later hit)";
+    std::fprintf(stderr, "meshtrain fault injection: %s at rank %d (hit %lld): %s\n", site, rank,
+                 static_cast<long long>(hit), name);
+    std::fflush(stderr);
+  }
   switch (action) {
     case Action::Kill: ::kill(::getpid(), SIGKILL); ::pause(); break;
     case Action::Exit: ::_exit(86);
     case Action::Term: ::kill(::getpid(), SIGTERM); return;
+    case Action::Delay: std::this_thread::sleep_for(std::chrono::duration<double>(delay_s)); return;
+    case Action::Hang:
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
     case Action::Throw: break;
   }
   throw InjectedFault(detail::concat("injected fault at ", site, " on rank ", rank, " (hit ", hit, ")"));

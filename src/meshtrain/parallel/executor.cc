@@ -2,9 +2,16 @@
 
 #include <chrono>
 
+#include "meshtrain/core/rank_activity.h"
+
 namespace meshtrain::parallel {
 
 namespace {
+
+// Where the rank is, for its heartbeat (core/rank_activity.h).
+const char* activity_phase(Op op) {
+  return op == Op::Forward ? "forward" : op == Op::BackwardWeight ? "weight gradient" : "backward";
+}
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -95,6 +102,7 @@ WindowResult StepExecutor::run(const Program& program, const std::function<model
         continue;
       }
       if (pp_) post_ahead(program, i, micro);
+      activity::mark(activity_phase(a.op));
       const double t0 = now_s();
       execute(a, micro, mode, i, result);
       record(a, t0, now_s());

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "meshtrain/core/memory_tracker.h"
+#include "meshtrain/report/rank_section.h"
 #include "meshtrain/report/svg_plot.h"
 
 namespace meshtrain::report {
@@ -228,13 +229,15 @@ std::string render_report(const std::vector<RunLog>& runs) {
   h += "<h2>Optimization</h2><figure>" + render(gnorm) + "</figure><figure>" + render(lr) + "</figure>";
   h += "<h2>Memory</h2><figure>" + render(memory_chart(runs)) + "</figure>";
   h += "<h2>Communication</h2><figure>" + render(comm) + "</figure><figure>" + render(share) + "</figure>";
+  h += "<h2>Ranks</h2>" + ranks_section(runs);
   h += "<h2>Skipped steps</h2>" + skipped_table(runs);
   h += "<h2>Pipeline</h2>" + pipeline_section(runs);
   h += "<p class=\"note\">MFU is the model's FLOPs per second over the peak of the cores the run computed on: the "
        "best GEMM rate of one core in the run's compute dtype (measured once per CPU and cached; the same per-core "
        "peak as <code>meshtrain plan</code>'s machine profiles) times the cores, raised to any rate a step reached, "
        "so it never exceeds 100%. The exposed share is the part of the communication's time in flight that a rank "
-       "waited for.</p>";
+       "waited for. A rank's compute time is its step time outside collective calls: a slow rank shows as more "
+       "compute, its peers as more time in collectives waiting for it.</p>";
   h += "</body></html>\n";
   return h;
 }

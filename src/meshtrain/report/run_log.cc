@@ -15,6 +15,26 @@ double num(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
+std::vector<double> numbers(const nlohmann::json& j, const char* key) {
+  std::vector<double> v;
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return v;
+  for (const auto& x : *it) v.push_back(x.is_number() ? x.get<double>() : 0.0);
+  return v;
+}
+
+// The step record's "ranks" and "straggler" (train/rank_timing.h, train/straggler.h).
+void read_rank_times(const nlohmann::json& j, StepRecord& s) {
+  if (const auto it = j.find("ranks"); it != j.end() && it->is_object()) {
+    s.rank_step_s = numbers(*it, "step_s");
+    s.rank_compute_s = numbers(*it, "compute_s");
+    if (s.rank_compute_s.size() != s.rank_step_s.size()) s.rank_step_s.clear(), s.rank_compute_s.clear();
+  }
+  if (const auto it = j.find("straggler"); it != j.end() && it->is_array())
+    for (const auto& x : *it)
+      if (x.is_object()) s.stragglers.push_back({x.value("rank", 0), x.value("host", std::string("?")), num(x, "ratio")});
+}
+
 }  // namespace
 
 RunLog read_run(const std::string& run_dir) {
@@ -80,6 +100,7 @@ RunLog read_run(const std::string& run_dir) {
       if (j.contains("peak_memory_bytes") && j["peak_memory_bytes"].is_object())
         for (const auto& [k, v] : j["peak_memory_bytes"].items())
           if (v.is_number() && k != "cached" && k != "total") s.peak_memory[k] = v.get<double>();
+      read_rank_times(j, s);
       steps[s.step] = s;
     }
   }

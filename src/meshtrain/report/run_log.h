@@ -13,6 +13,13 @@
 
 namespace meshtrain::report {
 
+// A rank named a straggler after a step (train/straggler.h).
+struct StragglerMark {
+  int rank = 0;
+  std::string host;
+  double ratio = 0;
+};
+
 struct StepRecord {
   int64_t step = 0;
   double tokens = 0;  // supervised tokens consumed up to and including this step
@@ -21,6 +28,10 @@ struct StepRecord {
   bool skipped = false;
   std::string skip_reason;
   std::map<std::string, double> peak_memory;  // category -> bytes
+  // Every rank's step time and compute time (its step outside collective
+  // calls); empty in runs that did not record them.
+  std::vector<double> rank_step_s, rank_compute_s;
+  std::vector<StragglerMark> stragglers;
 };
 
 struct EvalRecord {

@@ -77,6 +77,8 @@ void check_config_limits(const TrainConfig& c) {
   int_at_most("parallel.dp", c.parallel.dp, c.comm.backend == "threads" ? 1024 : 1 * kMi);
   finite_in("parallel.bucket_mb", c.parallel.bucket_mb, 0, 1e6, "(0, 1e6]");
   finite_in("comm.timeout_s", c.comm.timeout_s, 0, 1e7, "(0, 1e7]");
+  finite_in("comm.straggler_factor", c.comm.straggler_factor, 0, 1e6, "0 (off) or (1, 1e6]");
+  finite_in("comm.heartbeat_timeout_s", c.comm.heartbeat_timeout_s, -1, 1e7, "-1, 0 (off) or (0, comm.timeout_s)");
   int_at_most("comm.max_restarts", c.comm.max_restarts, 1000);
   MT_REQUIRE(ConfigError, c.comm.max_restarts >= 0, "comm.max_restarts = ", c.comm.max_restarts, ": expected >= 0");
   int_at_most("checkpoint.every", c.checkpoint.every, int64_t(1) << 40);

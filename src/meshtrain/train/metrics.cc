@@ -47,6 +47,11 @@ nlohmann::json StepMetrics::to_json() const {
   if (tp.calls > 0 || tp.grad_sum_bytes > 0) j["tp_comm"] = tp.to_json();
   if (cp.cp > 1) j["cp_comm"] = cp.to_json();
   if (moe.active) j["moe"] = moe.to_json();
+  if (!ranks.empty()) j["ranks"] = ranks.to_json();
+  if (!stragglers.empty()) {
+    j["straggler"] = nlohmann::json::array();
+    for (const Straggler& s : stragglers) j["straggler"].push_back(s.to_json());
+  }
   return j;
 }
 

@@ -11,6 +11,8 @@
 #include "meshtrain/core/memory_tracker.h"
 #include "meshtrain/model/ring_attention.h"
 #include "meshtrain/train/moe_metrics.h"
+#include "meshtrain/train/rank_timing.h"
+#include "meshtrain/train/straggler.h"
 #include "meshtrain/train/tp_metrics.h"
 
 namespace meshtrain::train {
@@ -36,6 +38,7 @@ struct StepMetrics {
   int64_t computed_positions = 0;
   double padding_ratio = 0;    // docs/math.md (M.2), over the window
   double seconds = 0;
+  double collective_s = 0;     // part of seconds this rank spent inside collective calls
   double tokens_per_s = 0;     // supervised tokens per second
   double gflops = 0;           // achieved model GFLOP/s
   double grad_norm = 0;        // before clipping
@@ -53,6 +56,8 @@ struct StepMetrics {
   CpMetrics cp;                         // context-parallel ring (empty without it)
   MoeMetrics moe;                       // mixture-of-experts routing (inactive without experts)
   MemorySnapshot memory;
+  RankTimes ranks;                      // every rank's times (the run loop gathers them; empty before)
+  std::vector<Straggler> stragglers;    // ranks named after this step (rank 0's run loop)
   nlohmann::json to_json() const;
   std::string console_line(int64_t total_steps) const;
 };

@@ -11,9 +11,11 @@
 #include "meshtrain/comm/node_placement.h"
 #include "meshtrain/core/fault_injection.h"
 #include "meshtrain/core/memory_limits.h"
+#include "meshtrain/core/rank_activity.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/stats.h"
 #include "meshtrain/train/data_setup.h"
+#include "meshtrain/train/heartbeat.h"
 #include "meshtrain/train/progress.h"
 #include "meshtrain/train/run_dir.h"
 #include "meshtrain/train/run_memory.h"
@@ -76,6 +78,27 @@ struct RunLog {
   }
 };
 
+// Every rank's step times into the step's record; on rank 0, stragglers
+// named and changes logged (docs/comm.md, "Stragglers and hangs").
+void time_ranks(Trainer& t, StepMetrics& m, StragglerWatch* watch, const RunLog& log) {
+  m.ranks = gather_rank_times(*t.context().world, m.seconds, m.collective_s);
+  if (!watch) return;
+  std::vector<std::string> changes;
+  m.stragglers = watch->observe(m.ranks, changes);
+  for (const std::string& line : changes) log.line(line);
+}
+
+std::optional<Heartbeat> start_heartbeat(Trainer& t, const activity::RankActivity& mine,
+                                         const std::vector<std::string>& hosts) {
+  const CommConfig& c = t.config().comm;
+  if (c.heartbeat_s() <= 0) return std::nullopt;
+  HeartbeatOptions o;
+  o.timeout_s = c.heartbeat_s();
+  o.collective_timeout_s = c.timeout_s;
+  o.dir = (std::filesystem::path(t.config().metrics.run_dir) / kHeartbeatDir).string();
+  return std::optional<Heartbeat>(std::in_place, *t.context().world, mine, hosts, std::move(o));
+}
+
 // After a resume at step `step`: drop the metrics of the steps that will run
 // again, and log a restart with the work it lost.
 void resume_metrics(const Trainer& t, const RestartInfo& restart, RunLog& log) {
@@ -102,6 +125,8 @@ void resume_metrics(const Trainer& t, const RestartInfo& restart, RunLog& log) {
 
 RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) {
   const TrainConfig& cfg = t.config();
+  activity::RankActivity activity;  // what this rank does, for its heartbeat and its step times
+  const activity::Bind bind(&activity);
   const std::string resumed = t.resume_or_init();
   RunLog log;
   log.console = console;
@@ -119,16 +144,24 @@ RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) 
   if (t.steps_done() >= stop)
     log.line("nothing to train: at step " + std::to_string(t.steps_done()) + " of " + std::to_string(stop));
   const std::string ckpt_dir = cfg.checkpoint.resolved_dir(cfg.metrics.run_dir);
+  const std::vector<std::string> hosts = gather_hosts(*t.context().world);
+  std::optional<StragglerWatch> stragglers;
+  if (console) stragglers.emplace(cfg.comm.straggler_factor, hosts);
+  std::optional<Heartbeat> heartbeat = start_heartbeat(t, activity, hosts);
   int64_t ran = 0, skipped = 0, saved_at = -1;
   std::string skip_reason;
   while (t.steps_done() < stop) {
     StepMetrics m = t.step();
+    time_ranks(t, m, stragglers ? &*stragglers : nullptr, log);
     ++ran;
     if (m.skipped) ++skipped, skip_reason = m.skip_reason;
     const bool eval_now = t.validation_data() &&
                           ((cfg.training.eval_every > 0 && m.step % cfg.training.eval_every == 0) || m.step == total);
     EvalResult e;
-    if (eval_now) e = t.evaluate();
+    if (eval_now) {
+      activity::mark("evaluation");
+      e = t.evaluate();
+    }
     if (console) {
       log.writer->write(m.to_json());
       const bool log_now = m.step % cfg.metrics.log_every == 0 || m.step == total;
@@ -156,6 +189,7 @@ RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) 
     fault::point("metrics.written");
     const int64_t every = cfg.checkpoint.every;
     if (every > 0 && (m.step % every == 0 || m.step == stop)) {
+      activity::mark("checkpoint save");
       t.save_checkpoint();
       saved_at = m.step;
       log.line(cfg.checkpoint.async ? "checkpoint step " + std::to_string(m.step) + " staged, writing in the background"
@@ -167,6 +201,7 @@ RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) 
     if (signal == 0 && console) signal = StopSignals::relayed();
     t.context().world->all_reduce(&signal, 1, DType::I32, comm::ReduceOp::Max);
     if (signal != 0) {
+      heartbeat.reset();
       StopSignals::agree(signal);
       if (saved_at != m.step) t.save_checkpoint();
       t.finish_checkpoints();
@@ -177,6 +212,7 @@ RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) 
       return RunEnd::Stopped;
     }
   }
+  heartbeat.reset();  // every rank passed the last step's stop check: none is watched any more
   log.finish();
   t.finish_checkpoints();
   log.report_commit(t);

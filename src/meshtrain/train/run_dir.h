@@ -22,6 +22,7 @@ struct TrainConfig;
 inline constexpr const char* kRunLockFile = ".meshtrain-lock";
 inline constexpr const char* kRunStopFile = ".meshtrain-stop";  // `launch` relays signals here (supervisor.h)
 inline constexpr const char* kRunAbortFile = ".meshtrain-abort";  // an MPI rank's abort, for `launch` (supervisor.h)
+inline constexpr const char* kHeartbeatDir = ".meshtrain-heartbeat";  // every rank's heartbeat (heartbeat.h)
 
 // ConfigError naming the key and the path when the run may not use its
 // directory (see above); the checkpoint directory may not be a system

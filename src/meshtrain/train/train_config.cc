@@ -114,6 +114,8 @@ void read_comm(TomlSection s, CommConfig& c) {
   s.read("backend", c.backend);
   s.read("timeout_s", c.timeout_s);
   s.read("check", c.check);
+  s.read("straggler_factor", c.straggler_factor);
+  s.read("heartbeat_timeout_s", c.heartbeat_timeout_s);
   s.read("restart_on_failure", c.restart_on_failure);
   s.read("max_restarts", c.max_restarts);
   s.read("allow_cross_node_tp", c.allow_cross_node_tp);
@@ -185,6 +187,16 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, comm.backend == "threads" || comm.backend == "mpi", "comm.backend = \"", comm.backend,
              "\": expected \"threads\" or \"mpi\"");
   MT_REQUIRE(ConfigError, comm.timeout_s > 0, "comm.timeout_s = ", comm.timeout_s, ": expected > 0");
+  MT_REQUIRE(ConfigError, comm.straggler_factor == 0 || comm.straggler_factor > 1, "comm.straggler_factor = ",
+             comm.straggler_factor, ": expected 0 (off) or a factor > 1 (a rank whose compute time per step is at "
+             "least that many times the median rank's, for a few steps in a row, is named a straggler)");
+  MT_REQUIRE(ConfigError, comm.heartbeat_timeout_s == -1 || comm.heartbeat_timeout_s >= 0,
+             "comm.heartbeat_timeout_s = ", comm.heartbeat_timeout_s,
+             ": expected seconds (below comm.timeout_s), 0 (off) or -1 (comm.timeout_s / 5, the default)");
+  MT_REQUIRE(ConfigError, comm.heartbeat_timeout_s <= 0 || comm.heartbeat_timeout_s < comm.timeout_s,
+             "comm.heartbeat_timeout_s = ", comm.heartbeat_timeout_s, " is not below comm.timeout_s = ",
+             comm.timeout_s, ": the heartbeat must name a hung rank before the collective timeout ends the job. "
+             "Lower it, raise comm.timeout_s, or set comm.heartbeat_timeout_s = 0 to turn heartbeats off");
   MT_REQUIRE(ConfigError, checkpoint.every >= 0, "checkpoint.every = ", checkpoint.every, ": expected >= 0");
   MT_REQUIRE(ConfigError, checkpoint.keep_last >= 1, "checkpoint.keep_last = ", checkpoint.keep_last,
              ": expected >= 1 (the newest complete checkpoint is always kept)");

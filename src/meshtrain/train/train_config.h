@@ -57,6 +57,14 @@ struct CommConfig {
   std::string backend = "threads";  // threads | mpi (run under mpirun)
   double timeout_s = 300;           // every collective fails after this long
   bool check = false;               // verify every collective's fingerprint
+  // Stragglers and hangs (docs/comm.md): a rank whose compute time per step
+  // is at least this times the median rank's, for a few steps in a row, is
+  // named a straggler (0: off; else > 1).
+  double straggler_factor = 1.5;
+  // A rank without progress outside collectives for this long is hung and
+  // ends the job, before timeout_s (-1: timeout_s / 5; 0: off; else < timeout_s).
+  double heartbeat_timeout_s = -1;
+  double heartbeat_s() const { return heartbeat_timeout_s < 0 ? timeout_s / 5 : heartbeat_timeout_s; }
   // When a rank dies or a collective fails, every rank stops with the named
   // error and the job restarts from the latest complete checkpoint, at most
   // max_restarts times (threads: in this process; mpirun: `meshtrain launch`).

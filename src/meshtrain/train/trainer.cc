@@ -1,5 +1,6 @@
 #include "meshtrain/train/trainer.h"
 
+#include "meshtrain/core/rank_activity.h"
 #include "meshtrain/train/cp_config.h"
 #include "meshtrain/train/data_setup.h"
 
@@ -26,6 +27,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
 }
 
 StepMetrics Trainer::step() {
+  activity::set_step(step_ + 1);
+  activity::mark("data");
   // The global window holds R * G * B rows; replica r takes its own G * B.
   const int64_t local = cfg_.training.grad_accum * cfg_.training.micro_batch;
   const int R = dp_size();

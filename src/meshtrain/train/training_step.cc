@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "meshtrain/core/rank_activity.h"
 #include "meshtrain/kernels/cpu/gemm.h"
 #include "meshtrain/optim/adamw.h"
 #include "meshtrain/parallel/schedule_gen.h"
@@ -104,11 +105,13 @@ void TrainingStep::build_programs() {
 }
 
 void TrainingStep::mark(comm::StepPhase phase) const {
+  activity::mark(comm::to_string(phase));
   if (ctx_.ledger) ctx_.ledger->set_position(-1, phase);
 }
 
 StepMetrics TrainingStep::run(const data::Batch& window, double lr, optim::LossScaler& scaler) {
   const auto t0 = Clock::now();
+  const double collective0 = activity::collective_seconds();
   // Reproducible mode: GEMM bits independent of this rank's thread count, so
   // layouts that give a rank fewer cores still match bit for bit.
   const kernels::ScopedThreadInvariantGemm invariant(cfg_.training.reproducible);
@@ -128,6 +131,7 @@ StepMetrics TrainingStep::run(const data::Batch& window, double lr, optim::LossS
   } else {
     train_window(window, N, scaler, m);
   }
+  m.collective_s = activity::collective_seconds() - collective0;
   finish_metrics(m, std::chrono::duration<double>(Clock::now() - t0).count());
   m.skipped_total = scaler.skipped();
   return m;
