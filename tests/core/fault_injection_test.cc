@@ -41,6 +41,20 @@ TEST(FaultInjection, FiresOnceAtTheHitOfTheMatchingRankAndSite) {
   EXPECT_NO_THROW(point("commit.rename", 1));  // once
 }
 
+TEST(FaultInjection, QuietPointsNeitherCountNorFire) {
+  Disarm guard;
+  arm(parse_rule("forward#2"));
+  {
+    const Quiet quiet;  // as the step recorded on the meta device
+    EXPECT_NO_THROW(point("forward", 0));
+    EXPECT_NO_THROW(point("forward", 0));
+    EXPECT_NO_THROW(point("forward", 0));
+  }
+  EXPECT_NO_THROW(point("forward", 0));  // hit 1: the quiet ones did not count
+  EXPECT_FALSE(fired());
+  EXPECT_THROW(point("forward", 0), InjectedFault);
+}
+
 TEST(FaultInjection, ParsesDelayAndHang) {
   Rule r = parse_rule("forward@1#4:delay=0.25");
   EXPECT_EQ(r.site, "forward");

@@ -3,8 +3,8 @@
 #   1. rank 1 slowed at every forward fault point (forward@1:delay) is named
 #      in metrics.jsonl as the straggler, and on the log;
 #   2. rank 1 hung at its first forward of step 3 (forward@1#9:hang: 4 forward
-#      points a step; under mpirun #17, the pre-run memory check records one
-#      step and one evaluation on the meta device first, 8 more) ends the job
+#      points a step, under either backend: the step the pre-run memory check
+#      records on the meta device reaches no fault point) ends the job
 #      through the heartbeat
 #      (comm.heartbeat_timeout_s = 2) long before the collective timeout
 #      (comm.timeout_s = 60): exit code 124, a message naming rank 1, its
@@ -67,7 +67,6 @@ slowest=$(grep -c '"slowest":1' "$work/slow/metrics.jsonl")
 
 # 2. A hang.
 hit=9
-[ "$mode" = mpi ] && hit=17
 export MESHTRAIN_FAULT="forward@1#$hit:hang"
 job "$work/hung"
 pid=$!

@@ -135,12 +135,19 @@ bool fired() {
 void set_thread_rank(int rank) { t_rank = rank; }
 int thread_rank() { return t_rank; }
 
+namespace {
+thread_local int t_quiet = 0;
+}  // namespace
+
+Quiet::Quiet() { ++t_quiet; }
+Quiet::~Quiet() { --t_quiet; }
+
 void point(const char* site) { point(site, t_rank); }
 
 void point(const char* site, int rank) {
   State& s = st();
   std::call_once(s.env_once, read_environment);
-  if (!s.active.load(std::memory_order_relaxed)) return;
+  if (!s.active.load(std::memory_order_relaxed) || t_quiet > 0) return;
   Action action;
   int64_t hit;
   double delay_s;

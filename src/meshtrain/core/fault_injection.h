@@ -60,4 +60,15 @@ int thread_rank();
 void point(const char* site);
 void point(const char* site, int rank);
 
+// While one is alive, the points this thread reaches neither count nor
+// fire: the step recorded on the meta device (the planner, the pre-run
+// memory check) runs the trainer's code without being the run.
+class Quiet {
+ public:
+  Quiet();
+  ~Quiet();
+  Quiet(const Quiet&) = delete;
+  Quiet& operator=(const Quiet&) = delete;
+};
+
 }  // namespace meshtrain::fault

@@ -1,6 +1,7 @@
 #include "meshtrain/train/meta_step.h"
 
 #include "meshtrain/comm/recording/recording_context.h"
+#include "meshtrain/core/fault_injection.h"
 #include "meshtrain/train/run.h"
 #include "meshtrain/train/training_step.h"
 
@@ -69,6 +70,7 @@ TrainConfig config_for(const plan::StepInputs& in) {
 }
 
 plan::RankStep record_step(const TrainConfig& cfg, int rank, int completion_lag) {
+  const fault::Quiet quiet;  // recording is not the run: its fault points neither count nor fire
   comm::ParallelContext ctx = comm::recording_context(config_mesh(cfg), rank, completion_lag);
   TrainConfig c = cfg;
   c.parallel.dp = ctx.mesh.shape().dp;
