@@ -3,6 +3,7 @@
 // pure model (every parameter replicated) runs on one rank exactly as the
 // planned one; a layer refuses a plan that places one of its parameters in
 // a style it does not compute, naming the parameter and both styles.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "meshtrain/core/error.h"
@@ -14,6 +15,9 @@
 
 using namespace meshtrain;
 using namespace meshtrain::testing;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 namespace {
 
@@ -30,15 +34,6 @@ model::ParameterStore store_at(const model::ModelConfig& cfg, model::TpPlan plan
   model::ModelPartition part;
   part.tp_size = tp;
   return model::ParameterStore(model::localize(global, cfg, part), PrecisionPolicy::uniform(DType::F64), alloc);
-}
-
-std::string config_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -119,10 +114,9 @@ TEST(TpPlan, ALayerRefusesAPlanThatDisagreesWithWhatItComputes) {
   plan.insert(plan.begin(), o_column[0]);
   for (int tp : {1, 2}) {
     model::ParameterStore ps = store_at(cfg, plan, tp, alloc);
-    const std::string what =
-        config_error_of([&] { model::SelfAttention attn(cfg, ps, "model.layers.0.self_attn", nullptr); });
-    EXPECT_NE(what.find("model.layers.0.self_attn.o_proj.weight column-parallel"), std::string::npos) << what;
-    EXPECT_NE(what.find("computes it row-parallel"), std::string::npos) << what;
+    EXPECT_THAT([&] { model::SelfAttention attn(cfg, ps, "model.layers.0.self_attn", nullptr); },
+                ThrowsMessage<ConfigError>(AllOf(HasSubstr("model.layers.0.self_attn.o_proj.weight column-parallel"),
+                                                 HasSubstr("computes it row-parallel"))));
   }
   // A replicated feed-forward is the same arithmetic on a group of one, and
   // refused on two (the regions around it split and reduce).
@@ -130,13 +124,12 @@ TEST(TpPlan, ALayerRefusesAPlanThatDisagreesWithWhatItComputes) {
   model::ParameterStore one = store_at(cfg, mlp_whole, 1, alloc);
   EXPECT_NO_THROW(model::Mlp(cfg, one, "model.layers.0.mlp"));
   model::ParameterStore two = store_at(cfg, mlp_whole, 2, alloc);
-  const std::string what = config_error_of([&] { model::Mlp(cfg, two, "model.layers.0.mlp"); });
-  EXPECT_NE(what.find("gate_proj.weight replicate-parallel"), std::string::npos) << what;
-  EXPECT_NE(what.find("replicate runs only on a group of one"), std::string::npos) << what;
+  EXPECT_THAT([&] { model::Mlp(cfg, two, "model.layers.0.mlp"); },
+              ThrowsMessage<ConfigError>(AllOf(HasSubstr("gate_proj.weight replicate-parallel"),
+                                               HasSubstr("replicate runs only on a group of one"))));
   // A norm split by the plan is refused on a group larger than one.
   const model::TpRule norm_split[] = {{"*norm", model::TpStyle::Column}};
   model::ParameterStore split = store_at(cfg, norm_split, 2, alloc);
-  EXPECT_NE(config_error_of([&] { model::HeadSegment(cfg, split, model::TpRegions()); })
-                .find("model.norm.weight column-parallel"),
-            std::string::npos);
+  EXPECT_THAT([&] { model::HeadSegment(cfg, split, model::TpRegions()); },
+              ThrowsMessage<ConfigError>(HasSubstr("model.norm.weight column-parallel")));
 }
