@@ -25,6 +25,28 @@ namespace {
 
 thread_local bool t_in_piece = false;
 
+// While a thread runs pieces: calls from them run inline, and OpenMP's team
+// size is 1, so oneDNN called from a piece runs on that thread alone (as it
+// did inside an OpenMP parallel region; gemm.cc's thread-invariant GEMM
+// relies on it).
+class InPieces {
+ public:
+  InPieces() : omp_threads_(omp_get_max_threads()), was_(t_in_piece) {
+    t_in_piece = true;
+    omp_set_num_threads(1);
+  }
+  ~InPieces() {
+    omp_set_num_threads(omp_threads_);
+    t_in_piece = was_;
+  }
+  InPieces(const InPieces&) = delete;
+  InPieces& operator=(const InPieces&) = delete;
+
+ private:
+  const int omp_threads_;
+  const bool was_;
+};
+
 class Team {
  public:
   explicit Team(int threads) : threads_(threads) {
@@ -60,14 +82,13 @@ class Team {
       const uint32_t piece = uint32_t(claim), pieces = uint32_t(claim >> 32);
       if (piece >= pieces) return;
       // The job cannot finish (nor be replaced) before this piece does.
-      t_in_piece = true;
       fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), int64_t(piece), slot);
-      t_in_piece = false;
       if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == pieces) done_.notify_one();
     }
   }
 
   void work(int slot) {
+    const InPieces in_pieces;  // all this thread ever runs
     uint32_t seen = 0;
     for (;;) {
       spin_wait(generation_, [&](uint32_t g) { return g != seen; });
@@ -106,12 +127,15 @@ bool in_team_piece() { return t_in_piece; }
 void run_pieces_raw(int64_t pieces, PieceFn fn, void* ctx) {
   const int threads = team_threads();
   if (pieces <= 0) return;
-  if (threads <= 1 || pieces < 2) {
+  if (threads <= 1) {
     for (int64_t p = 0; p < pieces; ++p) fn(ctx, p, 0);
     return;
   }
   MT_CHECK(pieces < (int64_t(1) << 31), "run_pieces: ", pieces, " pieces (at most 2^31 - 1)");
-  team_of_this_thread(threads).run(pieces, fn, ctx);
+  Team* team = pieces < 2 ? nullptr : &team_of_this_thread(threads);
+  const InPieces in_pieces;
+  if (team) return team->run(pieces, fn, ctx);
+  fn(ctx, 0, 0);
 }
 
 void hold_team_workers_for_testing(bool hold) { team_of_this_thread(team_threads()).hold(hold); }

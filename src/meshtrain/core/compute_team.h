@@ -20,7 +20,9 @@ using PieceFn = void (*)(void* ctx, int64_t piece, int slot);
 // Runs fn(ctx, p, slot) once for every p in [0, pieces) on the calling
 // thread's team (compute_threads(), threading.h) and returns when all have
 // finished. Inline, slot 0, when the team has one thread, pieces < 2, or the
-// caller is itself running a piece (no nesting). fn must not throw.
+// caller is itself running a piece (no nesting). Pieces of a team of more
+// than one see an OpenMP team size of 1 (oneDNN called from a piece runs
+// on its thread alone). fn must not throw.
 void run_pieces_raw(int64_t pieces, PieceFn fn, void* ctx);
 
 // Size of the calling thread's team: its OpenMP team size (the one setting
