@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 MESHTRAIN := $(BUILD_DIR)/bin/meshtrain
 
-.PHONY: all deps configure build train test test-fast kill-trials tsan bench bench-small clean
+.PHONY: all deps configure build train test test-fast kill-trials tsan bench bench-small bench-shared-cores clean
 
 all: build
 
@@ -43,6 +43,11 @@ kill-trials: build
 
 bench: build
 	bash scripts/run-benchmarks.sh $(BUILD_DIR)
+
+# The demo's step alone and next to 1, 2, 4 busy processes, against its fair
+# share, with PyTorch under the same load (docs/performance.md, "Shared cores").
+bench-shared-cores: build
+	bash bench/shared-cores.sh $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR) build-tsan

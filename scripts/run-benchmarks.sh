@@ -15,6 +15,8 @@ echo "== bench-small, AVX2 code and AVX2 peak (MESHTRAIN_ISA=avx2 ONEDNN_MAX_CPU
 MESHTRAIN_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 "$build/bench/bench_small"
 echo "== bench-small vs PyTorch (python3-torch, same model and run) =="
 bash bench/compare-torch.sh "$build"
+echo "== shared cores (the demo next to 1, 2, 4 busy processes; PyTorch under the same load) =="
+bash bench/shared-cores.sh "$build"
 echo "== data parallelism / ZeRO (R=2, threads) =="
 "$build/bench/dp_bench"
 echo "== pipeline schedules (threads, 1 compute thread per stage) =="

@@ -10,9 +10,32 @@ using namespace meshtrain;
 TEST(Threading, RanksShareTheCores) {
   const int cores = hardware_cores();
   EXPECT_GE(cores, 1);
-  EXPECT_EQ(threads_per_rank(1), cores);
+  EXPECT_EQ(threads_per_rank(1), threads_for(core_load(), 1));
+  EXPECT_EQ(core_load().cores, cores);
   EXPECT_EQ(threads_per_rank(cores * 4), 1);  // never zero
-  EXPECT_EQ(threads_per_rank(0), cores);
+  EXPECT_EQ(threads_per_rank(0), threads_per_rank(1));
+}
+
+// The default leaves the cores other processes keep busy to them.
+TEST(Threading, DefaultThreadsLeaveBusyCoresToOthers) {
+  EXPECT_EQ(threads_for({2, 0.0}, 1), 2);  // quiet
+  EXPECT_EQ(threads_for({2, 1.0}, 1), 1);
+  EXPECT_EQ(threads_for({2, 2.0}, 1), 1);  // never below one
+  EXPECT_EQ(threads_for({2, 6.0}, 1), 1);
+  EXPECT_EQ(threads_for({8, 2.4}, 1), 6);  // rounded to whole cores
+  EXPECT_EQ(threads_for({8, 2.6}, 1), 5);
+  EXPECT_EQ(threads_for({8, 0.0}, 2), 4);  // ranks share what is idle
+  EXPECT_EQ(threads_for({8, 1.0}, 2), 4);  // the other rank is not load
+  EXPECT_EQ(threads_for({8, 3.0}, 2), 3);
+  EXPECT_EQ(threads_for({2, 0.0}, 8), 1);
+}
+
+// Busy cores: the least of the samples, as a share of the machine.
+TEST(Threading, BusyCoresAreTheLeastSampleScaledToOurCores) {
+  EXPECT_DOUBLE_EQ(busy_cores({3, 2, 5}, 2, 2), 2.0);  // a burst is not load
+  EXPECT_DOUBLE_EQ(busy_cores({8, 8}, 2, 16), 1.0);    // 2 of 16 CPUs see 1/8 of it
+  EXPECT_DOUBLE_EQ(busy_cores({}, 4, 4), 0.0);         // nothing readable: idle
+  EXPECT_DOUBLE_EQ(busy_cores({0}, 4, 4), 0.0);
 }
 
 TEST(Threading, TeamSizeIsPerThread) {

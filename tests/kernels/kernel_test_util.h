@@ -23,7 +23,8 @@ std::vector<To> cast_vec(const std::vector<From>& v) {
   return std::vector<To>(v.begin(), v.end());
 }
 
-// Runs fn with this thread's OpenMP team size set to n, then restores it.
+// Runs fn with this thread's team size (compute_team.h, OpenMP) set to n,
+// then restores it.
 template <typename F>
 auto with_threads(int n, F&& fn) {
   const int old = omp_get_max_threads();

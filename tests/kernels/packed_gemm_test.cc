@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "meshtrain/core/compute_team.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/gemm.h"
 
@@ -142,6 +143,37 @@ TEST(PackedGemm, SameBitsForOneTwoAndThreeThreads) {
           EXPECT_EQ(runs[0], runs[1]) << isa_name(level) << " M=" << s.m << " ta=" << ta << " tb=" << tb;
           EXPECT_EQ(runs[0], runs[2]) << isa_name(level) << " M=" << s.m << " ta=" << ta << " tb=" << tb;
         }
+    }
+  }
+}
+
+// Pieces taken by whoever is running: the same bits when the caller takes
+// every piece of a 3-thread team's split (the others held, as if the OS
+// never ran them) as when the team shares them, and as with one thread.
+TEST(PackedGemm, SameBitsWhicheverThreadTakesWhichPiece) {
+  for (Isa level : test::runnable_levels()) {
+    ScopedIsa scoped(level);
+    const PackedGemmBlocking b = packed_gemm_blocking();
+    // One column block (pieces pack their strips) and several (op(A) packed
+    // once per k block for all of them).
+    for (const Shape& s : {Shape{40 * b.mr + 5, 3 * b.nr + 7, 2 * b.kc + 9},
+                           Shape{17 * b.mr + 5, b.nc_whole + 2 * b.nr + 7, b.kc + 9}}) {
+      const Operands in = operands(s, 29);
+      for (bool ta : {false, true}) {
+        auto run = [&](int threads, bool hold) {
+          std::vector<float> c = in.c;
+          test::with_threads(threads, [&] {
+            hold_team_workers_for_testing(hold);
+            packed_gemm_f32(ta, false, s.m, s.n, s.k, 0.75f, in.a.data(), in.b.data(), 1.0f, c.data());
+            hold_team_workers_for_testing(false);
+            return 0;
+          });
+          return c;
+        };
+        const std::vector<float> one = run(1, false);
+        EXPECT_EQ(one, run(3, true)) << isa_name(level) << " M=" << s.m << " N=" << s.n << " ta=" << ta;
+        EXPECT_EQ(one, run(3, false)) << isa_name(level) << " M=" << s.m << " N=" << s.n << " ta=" << ta;
+      }
     }
   }
 }

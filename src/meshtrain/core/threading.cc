@@ -1,9 +1,12 @@
 #include "meshtrain/core/threading.h"
 
+#include <unistd.h>
+
 #include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
@@ -11,6 +14,8 @@
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "meshtrain/core/compute_team.h"
 
 namespace meshtrain {
 namespace {
@@ -44,7 +49,58 @@ std::optional<int> v1_limit(const std::filesystem::path& dir) {
   return std::max(1, int(std::ceil(double(quota) / double(period))));
 }
 
+// Runnable threads of the whole machine now, or -1 where /proc/stat says nothing.
+int machine_running() {
+  std::ifstream in("/proc/stat");
+  std::string key;
+  long long value = 0;
+  while (in >> key) {
+    if (key == "procs_running" && in >> value) return int(value);
+    in.ignore(1 << 20, '\n');
+  }
+  return -1;
+}
+
+// This process's threads in state R (running or runnable) now.
+int own_running() {
+  namespace fs = std::filesystem;
+  int n = 0;
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator("/proc/self/task", ec)) {
+    const std::string stat = first_line(task.path() / "stat");
+    const auto close = stat.rfind(')');  // the name may hold spaces and parentheses
+    if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'R') ++n;
+  }
+  return n;
+}
+
+CoreLoad sample_core_load() {
+  constexpr int kSamples = 5;
+  constexpr auto kApart = std::chrono::milliseconds(2);
+  std::vector<int> others;
+  for (int i = 0; i < kSamples; ++i) {
+    if (i) std::this_thread::sleep_for(kApart);
+    const int all = machine_running();
+    if (all < 0) break;
+    others.push_back(std::max(0, all - own_running()));
+  }
+  const int cores = hardware_cores();
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return {cores, busy_cores(others, cores, cpus > 0 ? int(cpus) : cores)};
+}
+
 }  // namespace
+
+double busy_cores(const std::vector<int>& others_running, int cores, int machine_cpus) {
+  if (others_running.empty()) return 0;
+  const int least = *std::min_element(others_running.begin(), others_running.end());
+  return double(least) * double(cores) / double(std::max(cores, machine_cpus));
+}
+
+CoreLoad core_load() {
+  static const CoreLoad load = sample_core_load();
+  return load;
+}
 
 std::optional<int> parse_cgroup_cpu_max(const std::string& line) {
   std::istringstream in(line);
@@ -94,7 +150,15 @@ int hardware_cores() {
 }
 
 void set_compute_threads(int n) { omp_set_num_threads(std::max(1, n)); }
-int compute_threads() { return omp_get_max_threads(); }
-int threads_per_rank(int ranks) { return std::max(1, hardware_cores() / std::max(1, ranks)); }
+int compute_threads() { return team_threads(); }
+
+int threads_for(const CoreLoad& load, int ranks) {
+  ranks = std::max(1, ranks);
+  const double others = std::max(0.0, load.busy - double(ranks - 1));
+  const int idle = std::max(1, load.cores - int(std::lround(others)));
+  return std::max(1, idle / ranks);
+}
+
+int threads_per_rank(int ranks) { return threads_for(core_load(), ranks); }
 
 }  // namespace meshtrain

@@ -42,6 +42,13 @@ void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
                compute_threads(), static_cast<long long>(cfg.training.micro_batch * cfg.training.grad_accum * dp),
                static_cast<long long>(cfg.data.seq_len), static_cast<long long>(cfg.training.grad_accum),
                static_cast<long long>(cfg.training.micro_batch), cfg.data.mode.c_str());
+  if (cfg.training.threads == 0) {
+    const CoreLoad load = core_load();
+    std::fprintf(console,
+                 "compute threads: %d per rank by default: %d core(s), %.1f busy with other processes at start "
+                 "(training.threads sets it; docs/performance.md, \"Shared cores\")\n",
+                 compute_threads(), load.cores, load.busy);
+  }
   if (cfg.parallel.pp > 1) std::fputs(t.pipeline_description().c_str(), console);
   if (const std::string nodes = comm::describe_nodes(t.context().host_of_rank); !nodes.empty())
     std::fprintf(console, "placement: %s (tp and cp inside a node, dp and pp across)\n", nodes.c_str());

@@ -41,7 +41,7 @@ struct TrainingConfig {
   // and the model (gradients in a tree over the global micro-batch index):
   // any dp x grad_accum split of the same window gives the same bits.
   bool reproducible = false;
-  int threads = 0;           // compute threads; 0: all cores (more than the cores: capped, with a warning)
+  int threads = 0;           // compute threads; 0: the cores other work leaves idle at start (more: capped, warned)
   bool check_memory = true;  // refuse to start when the recorded step's peak exceeds what is available
 };
 

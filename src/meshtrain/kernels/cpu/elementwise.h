@@ -1,13 +1,12 @@
 // Vectorized elementwise helpers over n contiguous elements.
 #pragma once
 
-#include <omp.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
 
+#include "meshtrain/core/compute_team.h"
 #include "meshtrain/core/dtype.h"
 
 namespace meshtrain::kernels {
@@ -33,18 +32,23 @@ void convert_bf16_to_f32(const uint16_t* x, float* y, int64_t n);
 // ---- Helpers shared by the CPU kernels (header-only so they inline). ----
 
 // Below this much work (elements touched) a kernel stays on the calling
-// thread: an OpenMP fork/join costs more than it saves.
+// thread: handing out pieces costs more than it saves.
 inline constexpr int64_t kParallelMin = 32768;
+// A range is cut into at most kPiecesPerThread pieces per thread (so the
+// threads that hold a core take over the pieces of one that does not,
+// compute_team.h) and none below kPieceWork elements.
+inline constexpr int64_t kPiecesPerThread = 8;
+inline constexpr int64_t kPieceWork = 8192;
 
-// Whether n items of `work` elements in all are worth a fork/join here.
+// Whether n items of `work` elements in all are worth the team here.
 inline bool worth_a_team(int64_t n, int64_t work) {
-  return work >= kParallelMin && n >= 2 && omp_get_max_threads() > 1 && !omp_in_parallel();
+  return work >= kParallelMin && n >= 2 && team_threads() > 1;
 }
 
-// Calls f(begin, end) on disjoint ranges covering [0, n). `work` is the total
-// element count touched; small work runs f(0, n) inline with no fork/join.
-// Ranges are static and contiguous (so per-item results never depend on the
-// thread count); f must not throw.
+// Calls f(begin, end) on disjoint contiguous ranges covering [0, n), each
+// range a piece of the calling thread's team. `work` is the total element
+// count touched; small work runs f(0, n) inline. Per-item results must not
+// depend on the ranges (they depend on the team size); f must not throw.
 template <typename F>
 inline void parallel_range(int64_t n, int64_t work, F&& f) {
   if (n <= 0) return;
@@ -52,18 +56,14 @@ inline void parallel_range(int64_t n, int64_t work, F&& f) {
     f(int64_t(0), n);
     return;
   }
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t chunk = (n + nt - 1) / nt;
-    const int64_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
-    if (b < e) f(b, e);
-  }
+  const int64_t threads = team_threads();
+  const int64_t pieces = std::min(n, std::max(threads, std::min(threads * kPiecesPerThread, work / kPieceWork)));
+  run_pieces(pieces, [&](int64_t p, int) { f(n * p / pieces, n * (p + 1) / pieces); });
 }
 
 // memcpy / memset split over the team in contiguous 4 KiB-aligned byte
-// ranges [from, to), one per thread (one core's stream is latency-bound
-// well below what two reach together).
+// ranges [from, to) (one core's stream is latency-bound well below what
+// two reach together).
 template <typename F>
 void for_byte_ranges(size_t bytes, F&& f) {
   constexpr int64_t kPiece = 4096;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 #include <string>
 #include <unordered_map>
@@ -164,8 +165,8 @@ void run_matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int
 thread_local bool t_thread_invariant = false;
 
 // Thread-count-invariant GEMM: C in fixed blocks of kInvariantRows rows, each
-// computed whole (all of K) by one thread, so no sum is ever split by team
-// size. Inside the parallel loop oneDNN runs single-threaded.
+// computed whole (all of K) by one thread (a piece of the team, compute_team.h),
+// so no sum is ever split by team size. In a piece oneDNN runs single-threaded.
 constexpr int64_t kInvariantRows = 256;
 
 void invariant_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
@@ -173,17 +174,17 @@ void invariant_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
   const size_t in_size = bf16 ? sizeof(uint16_t) : sizeof(float);
   const int64_t lda = trans_a ? M : K, blocks = (M + kInvariantRows - 1) / kInvariantRows;
   std::exception_ptr failure;
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
+  std::mutex failure_mutex;
+  run_pieces(blocks, [&](int64_t b, int) {
     const int64_t i0 = b * kInvariantRows, rows = std::min(kInvariantRows, M - i0);
     const char* a = static_cast<const char*>(A) + size_t(trans_a ? i0 : i0 * K) * in_size;
     try {
       run_matmul(trans_a, trans_b, rows, N, K, lda, 1, alpha, a, B, beta, C + i0 * N, bf16);
     } catch (...) {
-#pragma omp critical(meshtrain_gemm_failure)
+      std::lock_guard<std::mutex> lock(failure_mutex);
       if (!failure) failure = std::current_exception();
     }
-  }
+  });
   if (failure) std::rethrow_exception(failure);
 }
 

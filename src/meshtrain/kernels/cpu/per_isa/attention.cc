@@ -36,44 +36,45 @@ void softmax_state_init(SoftmaxState<T> st, int64_t rows, int64_t head_dim) {
 // A fully masked side (a = -inf) gets weight exactly 0 instead of e^{-inf - (-inf)}.
 template <typename T>
 void softmax_state_merge(SoftmaxState<T> into, const SoftmaxState<T>& other, int64_t rows, int64_t head_dim) {
-#pragma omp parallel for schedule(static) if (rows * head_dim > (1 << 16))
-  for (int64_t r = 0; r < rows; ++r) {
-    const T a1 = into.a[r], a2 = other.a[r];
-    if (a2 == kNegInf<T>) continue;  // other contributes nothing
-    T* o1 = into.o + r * head_dim;
-    const T* o2 = other.o + r * head_dim;
-    if (a1 == kNegInf<T>) {  // into is empty: take other as is
-      into.a[r] = a2;
-      into.l[r] = other.l[r];
-      std::copy(o2, o2 + head_dim, o1);
-      continue;
-    }
-    const T a = std::max(a1, a2);
-    const T w1 = std::exp(a1 - a), w2 = std::exp(a2 - a);
-    into.a[r] = a;
-    into.l[r] = w1 * into.l[r] + w2 * other.l[r];
+  parallel_range(rows, rows * head_dim, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T a1 = into.a[r], a2 = other.a[r];
+      if (a2 == kNegInf<T>) continue;  // other contributes nothing
+      T* o1 = into.o + r * head_dim;
+      const T* o2 = other.o + r * head_dim;
+      if (a1 == kNegInf<T>) {  // into is empty: take other as is
+        into.a[r] = a2;
+        into.l[r] = other.l[r];
+        std::copy(o2, o2 + head_dim, o1);
+        continue;
+      }
+      const T a = std::max(a1, a2);
+      const T w1 = std::exp(a1 - a), w2 = std::exp(a2 - a);
+      into.a[r] = a;
+      into.l[r] = w1 * into.l[r] + w2 * other.l[r];
 #pragma omp simd
-    for (int64_t d = 0; d < head_dim; ++d) o1[d] = w1 * o1[d] + w2 * o2[d];
-  }
+      for (int64_t d = 0; d < head_dim; ++d) o1[d] = w1 * o1[d] + w2 * o2[d];
+    }
+  });
 }
 
 template <typename T>
 void softmax_state_finalize(const AttentionShape& s, int64_t qs_len, const SoftmaxState<T>& st, T* out, T* lse) {
   check_shape(s);
   const int64_t H = s.q_heads, D = s.head_dim;
-#pragma omp parallel for collapse(2) schedule(static) if (s.batch * H * qs_len * D > (1 << 16))
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < qs_len; ++t) {
-        const int64_t r = (b * H + h) * qs_len + t;
-        T* y = out + ((b * qs_len + t) * H + h) * D;
-        const T l = st.l[r];
-        const T inv = l > T(0) ? T(1) / l : T(0);
-        const T* o = st.o + r * D;
+  // Rows (b, h, t) in the state's order: every (b, h) is qs_len consecutive rows.
+  parallel_range(s.batch * H * qs_len, s.batch * H * qs_len * D, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t t = r % qs_len, bh = r / qs_len, h = bh % H, b = bh / H;
+      T* y = out + ((b * qs_len + t) * H + h) * D;
+      const T l = st.l[r];
+      const T inv = l > T(0) ? T(1) / l : T(0);
+      const T* o = st.o + r * D;
 #pragma omp simd
-        for (int64_t d = 0; d < D; ++d) y[d] = o[d] * inv;
-        lse[r] = l > T(0) ? st.a[r] + std::log(l) : kNegInf<T>;
-      }
+      for (int64_t d = 0; d < D; ++d) y[d] = o[d] * inv;
+      lse[r] = l > T(0) ? st.a[r] + std::log(l) : kNegInf<T>;
+    }
+  });
 }
 
 template <typename T>
@@ -84,14 +85,12 @@ void attention_partial_forward(const AttentionShape& s, const T* q, AttentionSpa
   const int64_t H = s.q_heads, D = s.head_dim, group = s.q_heads / s.kv_heads;
   const int64_t ntiles = (qs.len + kBq - 1) / kBq;
   const bool par = attention_macs(s, qs.len, ks.len) > kParallelMacs;
-#pragma omp parallel for collapse(3) schedule(dynamic) if (par)
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t it = 0; it < ntiles; ++it) {
-        const int64_t r0 = (b * H + h) * qs.len + it * kBq;
-        fold_query_tile(D, query_tile(s, q, qs, b, h, it * kBq), key_range(s, k, v, ks, b, h / group), scale,
-                        state.o + r0 * D, state.a + r0, state.l + r0);
-      }
+  run_pieces_if(par, s.batch * H * ntiles, [&](int64_t tile, int) {  // (b, h, query tile)
+    const int64_t it = tile % ntiles, h = tile / ntiles % H, b = tile / ntiles / H;
+    const int64_t r0 = (b * H + h) * qs.len + it * kBq;
+    fold_query_tile(D, query_tile(s, q, qs, b, h, it * kBq), key_range(s, k, v, ks, b, h / group), scale,
+                    state.o + r0 * D, state.a + r0, state.l + r0);
+  });
 }
 
 template <typename T>
@@ -102,27 +101,25 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
   const int64_t H = s.q_heads, D = s.head_dim, T_ = s.seq, group = s.q_heads / s.kv_heads;
   const int64_t ntiles = (T_ + kBq - 1) / kBq;
   const bool par = attention_macs(s, T_, T_) / 2 > kParallelMacs;
-#pragma omp parallel for collapse(3) schedule(dynamic) if (par)
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t it = 0; it < ntiles; ++it) {
-        const QueryTile<T> qt = query_tile(s, q, sp, b, h, it * kBq);
-        // Per-thread state for this tile; fold_query_tile's scratch sits in another buffer.
-        thread_local std::vector<T> state_buf;
-        if (state_buf.size() < static_cast<size_t>(kBq * (D + 2))) state_buf.resize(kBq * (D + 2));
-        T* o = state_buf.data();
-        T* a = o + kBq * D;
-        T* l = a + kBq;
-        MT_ISA_NS::softmax_state_init(SoftmaxState<T>{o, a, l}, qt.nq, D);
-        fold_query_tile(D, qt, key_range(s, k, v, sp, b, h / group), scale, o, a, l);
-        for (int i = 0; i < qt.nq; ++i) {
-          T* y = out + ((b * T_ + it * kBq + i) * H + h) * D;
-          const T inv = l[i] > T(0) ? T(1) / l[i] : T(0);
+  run_pieces_if(par, s.batch * H * ntiles, [&](int64_t tile, int) {  // (b, h, query tile)
+    const int64_t it = tile % ntiles, h = tile / ntiles % H, b = tile / ntiles / H;
+    const QueryTile<T> qt = query_tile(s, q, sp, b, h, it * kBq);
+    // Per-thread state for this tile; fold_query_tile's scratch sits in another buffer.
+    thread_local std::vector<T> state_buf;
+    if (state_buf.size() < static_cast<size_t>(kBq * (D + 2))) state_buf.resize(kBq * (D + 2));
+    T* o = state_buf.data();
+    T* a = o + kBq * D;
+    T* l = a + kBq;
+    MT_ISA_NS::softmax_state_init(SoftmaxState<T>{o, a, l}, qt.nq, D);
+    fold_query_tile(D, qt, key_range(s, k, v, sp, b, h / group), scale, o, a, l);
+    for (int i = 0; i < qt.nq; ++i) {
+      T* y = out + ((b * T_ + it * kBq + i) * H + h) * D;
+      const T inv = l[i] > T(0) ? T(1) / l[i] : T(0);
 #pragma omp simd
-          for (int64_t d = 0; d < D; ++d) y[d] = o[i * D + d] * inv;
-          lse[(b * H + h) * T_ + it * kBq + i] = l[i] > T(0) ? a[i] + std::log(l[i]) : kNegInf<T>;
-        }
-      }
+      for (int64_t d = 0; d < D; ++d) y[d] = o[i * D + d] * inv;
+      lse[(b * H + h) * T_ + it * kBq + i] = l[i] > T(0) ? a[i] + std::log(l[i]) : kNegInf<T>;
+    }
+  });
 }
 
 // FlashAttention-2 style backward. One task per (batch row, kv head) owns dk,
@@ -228,50 +225,49 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
   const size_t tile_elems = static_cast<size_t>(D) * kBk;
   const size_t group_elems = static_cast<size_t>(group * span_max * D);
   const bool par = attention_macs(s, qs.len, ks.len) > kParallelMacs;
-#pragma omp parallel for collapse(2) schedule(dynamic) if (par)
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t hk = 0; hk < Hk; ++hk) {
-      T* const scratch = thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * span_max);
-      T* qp = scratch + 3 * tile_elems;  // [group, span, D]
-      T* dop = qp + group_elems;
-      T* P = dop + group_elems;
-      T* delta = P + 2 * kBq * kBk;  // [group, span]
-      const BackwardTiles<T> tiles{scratch, scratch + tile_elems, scratch + 2 * tile_elems, P, P + kBq * kBk};
-      const KeyRange<T> kr = key_range(s, k, v, ks, b, hk);
-      T* dk_b = dk + (kr.k - k);
-      T* dv_b = dv + (kr.k - k);
-      for (int64_t s0 = 0; s0 < qs.len; s0 += span_rows) {
-        const int64_t span = std::min(span_rows, qs.len - s0);
-        pack_query_span(s, qs.len, q, out, dout, b, hk, s0, span, qp, dop, delta);
-        for (int64_t j0 = 0; j0 < ks.len; j0 += kBk) {
-          const int nk = static_cast<int>(std::min<int64_t>(kBk, ks.len - j0));
-          const int64_t kp0 = ks.pos0 + j0;
-          if (kp0 > qs.pos0 + s0 + span - 1) break;  // no query of the span sees these keys
-          bool packed = false;
-          for (int64_t g = 0; g < group; ++g) {
-            const int64_t h = hk * group + g;
-            // First query tile of the span that can see key tile j0.
-            const int64_t first = std::max<int64_t>(s0, (kp0 - qs.pos0) / kBq * kBq);
-            for (int64_t i0 = first; i0 < s0 + span; i0 += kBq) {
-              const QueryTile<T> qt = query_tile(s, q, qs, b, h, i0);
-              const TileGeom geo{qt.qp0, qt.nq, qt.qseg, kp0, nk, kr.kseg ? kr.kseg + j0 : nullptr};
-              const TileKind kind = classify(geo);
-              if (kind == TileKind::kSkip) continue;
-              if (!packed) {
-                transpose_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, tiles.kt, kBk);
-                transpose_rows(kr.v + j0 * kr.ldk, kr.ldk, nk, D, tiles.vt, kBk);
-                pack_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, tiles.kp);
-                packed = true;
-              }
-              const int64_t row = g * span + i0 - s0;  // in the span's packed [group, span] rows
-              backward_tile(D, geo, kind, tiles, qp + row * D, dop + row * D, lse + (b * H + h) * qs.len + i0,
-                            delta + row, scale, dq + (qt.q - q), ldq, dk_b + j0 * kr.ldk, dv_b + j0 * kr.ldk,
-                            kr.ldk);
+  run_pieces_if(par, s.batch * Hk, [&](int64_t task, int) {  // (b, kv head): owns its dk, dv and its heads' dq
+    const int64_t b = task / Hk, hk = task % Hk;
+    T* const scratch = thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * span_max);
+    T* qp = scratch + 3 * tile_elems;  // [group, span, D]
+    T* dop = qp + group_elems;
+    T* P = dop + group_elems;
+    T* delta = P + 2 * kBq * kBk;  // [group, span]
+    const BackwardTiles<T> tiles{scratch, scratch + tile_elems, scratch + 2 * tile_elems, P, P + kBq * kBk};
+    const KeyRange<T> kr = key_range(s, k, v, ks, b, hk);
+    T* dk_b = dk + (kr.k - k);
+    T* dv_b = dv + (kr.k - k);
+    for (int64_t s0 = 0; s0 < qs.len; s0 += span_rows) {
+      const int64_t span = std::min(span_rows, qs.len - s0);
+      pack_query_span(s, qs.len, q, out, dout, b, hk, s0, span, qp, dop, delta);
+      for (int64_t j0 = 0; j0 < ks.len; j0 += kBk) {
+        const int nk = static_cast<int>(std::min<int64_t>(kBk, ks.len - j0));
+        const int64_t kp0 = ks.pos0 + j0;
+        if (kp0 > qs.pos0 + s0 + span - 1) break;  // no query of the span sees these keys
+        bool packed = false;
+        for (int64_t g = 0; g < group; ++g) {
+          const int64_t h = hk * group + g;
+          // First query tile of the span that can see key tile j0.
+          const int64_t first = std::max<int64_t>(s0, (kp0 - qs.pos0) / kBq * kBq);
+          for (int64_t i0 = first; i0 < s0 + span; i0 += kBq) {
+            const QueryTile<T> qt = query_tile(s, q, qs, b, h, i0);
+            const TileGeom geo{qt.qp0, qt.nq, qt.qseg, kp0, nk, kr.kseg ? kr.kseg + j0 : nullptr};
+            const TileKind kind = classify(geo);
+            if (kind == TileKind::kSkip) continue;
+            if (!packed) {
+              transpose_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, tiles.kt, kBk);
+              transpose_rows(kr.v + j0 * kr.ldk, kr.ldk, nk, D, tiles.vt, kBk);
+              pack_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, tiles.kp);
+              packed = true;
             }
+            const int64_t row = g * span + i0 - s0;  // in the span's packed [group, span] rows
+            backward_tile(D, geo, kind, tiles, qp + row * D, dop + row * D, lse + (b * H + h) * qs.len + i0,
+                          delta + row, scale, dq + (qt.q - q), ldq, dk_b + j0 * kr.ldk, dv_b + j0 * kr.ldk,
+                          kr.ldk);
           }
         }
       }
     }
+  });
 }
 
 template <typename T>

@@ -69,23 +69,28 @@ GradSums layernorm_grad_sums(const T* w, const T* dy, const T* x, T m, T r, int6
 // a few KiB) stay in L2 between the dx pass and the dw pass.
 constexpr int64_t kBackwardRows = 64;
 
-// rows(r0, r1) over the rows of each block split across the team, then
-// cols(r0, r1, c0, c1) over the block's rows for this thread's columns.
-// Neither depends on the other (dw reads x and dy, not dx), so no barrier;
-// with one thread it is rows then columns, block after block.
+// Lanes of the backward: pieces of the team (compute_team.h), so a thread
+// without a core holds up one lane, not the call.
+constexpr int64_t kBackwardLanes = 8;
+
+// For each lane in [0, lanes): rows(r0, r1) over the lane's part of the
+// rows of each block, then cols(r0, r1, c0, c1) over the block's rows for
+// the lane's columns, block after block. Neither depends on the other (dw
+// reads x and dy, not dx), and a column is summed by one lane in row order,
+// so the lanes need no order among them and the bits none of the split.
 template <typename Rows, typename Cols>
 void backward_by_row_blocks(int64_t n, int64_t d, Rows&& rows, Cols&& cols) {
-#pragma omp parallel if (worth_a_team(n, n * d))
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t c0 = d * t / nt, c1 = d * (t + 1) / nt;
+  const int64_t lanes = worth_a_team(n, n * d) ? std::min(d, kBackwardLanes) : 1;
+  auto lane = [&](int64_t t, int) {
+    const int64_t c0 = d * t / lanes, c1 = d * (t + 1) / lanes;
     for (int64_t b0 = 0; b0 < n; b0 += kBackwardRows) {
       const int64_t b1 = std::min(n, b0 + kBackwardRows), len = b1 - b0;
-      const int64_t r0 = b0 + len * t / nt, r1 = b0 + len * (t + 1) / nt;
+      const int64_t r0 = b0 + len * t / lanes, r1 = b0 + len * (t + 1) / lanes;
       if (r0 < r1) rows(r0, r1);
       if (c0 < c1) cols(b0, b1, c0, c1);
     }
-  }
+  };
+  run_pieces(lanes, lane);
 }
 
 }  // namespace

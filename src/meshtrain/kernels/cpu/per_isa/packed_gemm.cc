@@ -1,11 +1,11 @@
 // The packed GEMMs (packed_gemm.h): f32, and bf16 at the avx512 level, one
 // template of the loops over an element kit (F32Kit, Bf16Kit below; kc
 // counts k values, padded to pairs for bf16). Loops, outermost first:
-//   k blocks pc (kKC, in order) > [pack this thread's rows of op(A)]
+//   k blocks pc (kKC, in order) > [pack op(A)'s rows, shared by the team]
 //   > column blocks jc (nc) > [pack op(B) block, shared by the team]
-//   > this thread's strips ir (kMR) > panels jr (kNR) > register tile.
-// With one column block (N <= nc_whole) a thread packs its rows 16 strips
-// at a time instead, right before their tiles, so its buffer stays small.
+//   > pieces of up to 16 strips ir (kMR) > panels jr (kNR) > register tile.
+// With one column block (N <= nc_whole) a piece packs its own strips
+// instead, right before their tiles, so its buffer stays small.
 // A row-major op(A) is not packed: the tiles read its rows in place
 // (unless they are a multiple of 4 KiB apart).
 // An A strip (kMR x kKC) stays in L1 while the B panels of a block stream
@@ -13,20 +13,25 @@
 // that makes N one block), and successive tiles walk along rows of C, which
 // the hardware prefetchers follow; the next tile's C lines are prefetched
 // while a tile computes.
-// Threads split the rows of C in whole kMR strips; every element is summed
-// over the same k blocks in the same order by whichever thread owns it, so
-// the bits never depend on the team size (reproducible mode needs nothing
+// Each packing step and each column block's tiles are pieces of the team
+// (compute_team.h: whoever is running takes the next, so a descheduled
+// thread holds up one piece, not the GEMM); tile pieces are runs of whole
+// kMR strips of C. Every element is summed over the same k blocks in the
+// same order by whichever thread takes its strip, so the bits never depend
+// on the team size or the hand-out (reproducible mode needs nothing
 // more, docs/math.md, "Reproducible mode: the fixed summation tree"), nor
 // on nc (only kKC shapes a sum). The buffers come from the calling
 // thread's grow-only scratch: repeated shapes touch no fresh pages.
 #include "meshtrain/kernels/cpu/packed_gemm.h"
 
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
+#include "meshtrain/core/compute_team.h"
+#include "meshtrain/kernels/cpu/elementwise.h"
 #include "meshtrain/kernels/cpu/per_isa/isa_target.h"
 #include "meshtrain/kernels/cpu/per_isa/packed_gemm_bf16_tiles.h"
 #include "meshtrain/kernels/cpu/per_isa/packed_gemm_tiles.h"
@@ -188,7 +193,7 @@ void run_rows(bool trans_a, bool trans_b, const PackedGemmRowsOf<typename Kit::I
     most_strips = std::max(most_strips, (rows[s].M + kMR - 1) / kMR);
   }
   if (most_strips == 0) return;
-  const int team = macs < kParallelMinMacs || omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
+  const int team = macs < kParallelMinMacs ? 1 : team_threads();
   const int64_t kc_max = std::min(kKC, K);
   const int64_t nc_max = columns_per_block<Kit>(N);
   const bool one_block = N <= nc_max;
@@ -208,86 +213,96 @@ void run_rows(bool trans_a, bool trans_b, const PackedGemmRowsOf<typename Kit::I
   bool all_in_place = true;
   for (int s = 0; s < count; ++s) all_in_place = all_in_place && in_place(rows[s]);
   // A packed op(A): with one column block each strip is used once per k
-  // block, so a thread packs kChunkStrips at a time right before their
-  // tiles (its buffer stays small whatever M is); with several, its rows
-  // are packed once per k block and reused by every column block, one row
-  // set at a time (each would need its own packed rows).
+  // block, so a piece packs its strips right before their tiles (its
+  // buffer stays small whatever M is); with several, the rows are packed
+  // once per k block into a buffer every column block reads, one row set at
+  // a time (each would need its own packed rows).
   if (!one_block && !all_in_place && count > 1) {
     for (int s = 0; s < count; ++s) run_rows<Kit>(trans_a, trans_b, rows + s, 1, N, K, alpha, B);
     return;
   }
-  const int64_t thread_strips = (most_strips + team - 1) / team;
+  const bool shared_a = !one_block && !all_in_place;  // count == 1
+  // Pieces of kMR-row strips, handed out to whoever of the team is running
+  // (compute_team.h): kPiecesPerThread per thread where the strips allow,
+  // at most kChunkStrips each (a packed piece's strips stay in L2).
+  int64_t all_strips = 0;
+  for (int s = 0; s < count; ++s) all_strips += (rows[s].M + kMR - 1) / kMR;
+  const int64_t piece_strips =
+      team == 1 ? kChunkStrips : std::clamp<int64_t>(all_strips / (team * kPiecesPerThread), 1, kChunkStrips);
+  std::vector<int64_t> first_piece(size_t(count) + 1, 0);  // row set s: pieces [first_piece[s], first_piece[s + 1])
+  for (int s = 0; s < count; ++s)
+    first_piece[size_t(s) + 1] = first_piece[size_t(s)] + ((rows[s].M + kMR - 1) / kMR + piece_strips - 1) / piece_strips;
   const int64_t kcp_max = Kit::padded(kc_max);
   const int64_t b_elements = nc_max * kcp_max + kPackSlack;
-  const int64_t a_strips = all_in_place ? 1 : one_block ? std::min(thread_strips, kChunkStrips) : thread_strips;
+  const int64_t a_strips = all_in_place || shared_a ? 1 : piece_strips;
   const int64_t a_elements = a_strips * kMR * kcp_max + kPackSlack;  // per thread
+  const int64_t shared_elements = shared_a ? most_strips * kMR * kcp_max + kPackSlack : 0;
   thread_local Scratch scratch;
-  In* const b_pack = static_cast<In*>(scratch.get(size_t(b_elements + team * a_elements) * sizeof(In)));
+  In* const b_pack =
+      static_cast<In*>(scratch.get(size_t(b_elements + team * a_elements + shared_elements) * sizeof(In)));
+  In* const a_shared = b_pack + b_elements + team * a_elements;
+  auto share = [&](int64_t pieces, auto&& f) { run_pieces_if(team > 1, pieces, f); };
 
-#pragma omp parallel num_threads(team)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    In* const a_pack = b_pack + b_elements + t * a_elements;
-    // This thread's rows of a row set: strips [ceil(S t / nt), ceil(S (t + 1) / nt)):
-    // an odd strip goes to the lower threads; thread 0 arrives first (the
-    // others wake up to join it).
-    auto rows_begin = [&](const Rows& r) { return ((r.M + kMR - 1) / kMR * t + nt - 1) / nt * kMR; };
-    auto rows_end = [&](const Rows& r) {
-      return std::min(r.M, ((r.M + kMR - 1) / kMR * (t + 1) + nt - 1) / nt * kMR);
+  for (int64_t pc = 0; pc < K; pc += kKC) {
+    const int64_t kc = std::min(kKC, K - pc), kcp = Kit::padded(kc);
+    auto pack_rows = [&](const Rows& r, int64_t i0, int64_t i1, In* out) {
+      const int64_t lda = lda_of(r);
+      Kit::pack_a(trans_a ? r.A + pc * lda + i0 : r.A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, out);
     };
-    for (int64_t pc = 0; pc < K; pc += kKC) {
-      const int64_t kc = std::min(kKC, K - pc), kcp = Kit::padded(kc);
-      auto pack_rows = [&](const Rows& r, int64_t i0, int64_t i1) {
-        const int64_t lda = lda_of(r);
-        Kit::pack_a(trans_a ? r.A + pc * lda + i0 : r.A + i0 * lda + pc, lda, trans_a, i1 - i0, kc, a_pack);
-      };
-      // Several column blocks, one row set (above): packed once per k block.
-      if (!one_block && !in_place(rows[0]) && rows_begin(rows[0]) < rows_end(rows[0]))
-        pack_rows(rows[0], rows_begin(rows[0]), rows_end(rows[0]));
-      for (int64_t jc = 0; jc < N; jc += nc_max) {
-        const int64_t nc = std::min(nc_max, N - jc), panels = (nc + kNR - 1) / kNR;
-        const In* b_block = trans_b ? B + jc * ldb + pc : B + pc * ldb + jc;
-        Kit::pack_b(b_block, ldb, trans_b, kc, nc, panels * t / nt, panels * (t + 1) / nt, b_pack);  // this thread's share
-#pragma omp barrier
-        for (int s = 0; s < count; ++s) {  // every row set against the one packed B block
-          const Rows& r = rows[s];
-          const int64_t row_begin = rows_begin(r), row_end = rows_end(r), lda = lda_of(r);
-          const bool in_place_a = in_place(r);
-          const float beta_k = pc == 0 ? r.beta : 1.0f;  // later k blocks add to the sum so far
-          float* const C = r.C;
-          const float* const C_in = pc == 0 && r.C_in ? r.C_in : C;
-          const int64_t chunk_rows = one_block ? kChunkStrips * kMR : row_end - row_begin;
-          for (int64_t ic = row_begin; ic < row_end; ic += chunk_rows) {
-            const int64_t ic_end = std::min(row_end, ic + chunk_rows), packed_from = one_block ? ic : row_begin;
-            if (one_block && !in_place_a) pack_rows(r, ic, ic_end);
-            for (int64_t ir = ic; ir < ic_end; ir += kMR) {
-              // In place, or packed: a chunk's strip, or an in-place op(A)'s partial last strip.
-              StripA<Kit> strip{a_pack + (ir - packed_from) * kcp, 0};
-              if (in_place_a) {
-                if (ir + kMR <= r.M) {
-                  strip = {r.A + ir * lda + pc, lda};
-                } else {
-                  pack_rows(r, ir, row_end);
-                  strip = {a_pack, 0};
-                }
-              }
-              for (int64_t jr = 0; jr < nc; jr += kNR) {
-                const int64_t next_ir = jr + kNR < nc ? ir : ir + kMR, next_jr = jr + kNR < nc ? jr + kNR : 0;
-                if (next_ir < ic_end) {
-                  const int64_t next = next_ir * N + jc + next_jr;
-                  const int64_t rows_next = std::min<int64_t>(kMR, row_end - next_ir);
-                  prefetch_c_tile(C + next, N, rows_next);
-                  if (C_in != C && beta_k != 0.0f) prefetch_c_tile(C_in + next, N, rows_next);
-                }
-                const int64_t at = ir * N + jc + jr;
-                edge_tile<Kit>(kc, strip, b_pack + jr * kcp, C + at, N, std::min<int64_t>(kMR, row_end - ir),
-                          std::min<int64_t>(kNR, nc - jr), alpha, beta_k, C_in + at);
-              }
+    // Several column blocks, one row set: its rows packed once per k block.
+    if (shared_a) {
+      const Rows& r = rows[0];
+      share(first_piece[1], [&](int64_t p, int) {
+        const int64_t i0 = p * piece_strips * kMR, i1 = std::min(r.M, i0 + piece_strips * kMR);
+        pack_rows(r, i0, i1, a_shared + i0 * kcp);
+      });
+    }
+    for (int64_t jc = 0; jc < N; jc += nc_max) {
+      const int64_t nc = std::min(nc_max, N - jc), panels = (nc + kNR - 1) / kNR;
+      const In* b_block = trans_b ? B + jc * ldb + pc : B + pc * ldb + jc;
+      const int64_t b_pieces = std::min<int64_t>(panels, team * kPiecesPerThread);
+      share(b_pieces, [&](int64_t p, int) {
+        Kit::pack_b(b_block, ldb, trans_b, kc, nc, panels * p / b_pieces, panels * (p + 1) / b_pieces, b_pack);
+      });
+      // Every row set against the one packed B block; a piece is a run of
+      // strips of one row set.
+      share(first_piece[size_t(count)], [&](int64_t p, int slot) {
+        const int s = int(std::upper_bound(first_piece.begin(), first_piece.end(), p) - first_piece.begin()) - 1;
+        const Rows& r = rows[s];
+        const int64_t row_begin = (p - first_piece[size_t(s)]) * piece_strips * kMR;
+        const int64_t row_end = std::min(r.M, row_begin + piece_strips * kMR), lda = lda_of(r);
+        In* const a_pack = b_pack + b_elements + slot * a_elements;
+        const bool in_place_a = in_place(r);
+        const float beta_k = pc == 0 ? r.beta : 1.0f;  // later k blocks add to the sum so far
+        float* const C = r.C;
+        const float* const C_in = pc == 0 && r.C_in ? r.C_in : C;
+        if (!in_place_a && !shared_a) pack_rows(r, row_begin, row_end, a_pack);
+        for (int64_t ir = row_begin; ir < row_end; ir += kMR) {
+          // In place, or packed: this piece's strip, the shared rows' strip,
+          // or an in-place op(A)'s partial last strip.
+          StripA<Kit> strip{shared_a ? a_shared + ir * kcp : a_pack + (ir - row_begin) * kcp, 0};
+          if (in_place_a) {
+            if (ir + kMR <= r.M) {
+              strip = {r.A + ir * lda + pc, lda};
+            } else {
+              pack_rows(r, ir, row_end, a_pack);
+              strip = {a_pack, 0};
             }
           }
+          for (int64_t jr = 0; jr < nc; jr += kNR) {
+            const int64_t next_ir = jr + kNR < nc ? ir : ir + kMR, next_jr = jr + kNR < nc ? jr + kNR : 0;
+            if (next_ir < row_end) {
+              const int64_t next = next_ir * N + jc + next_jr;
+              const int64_t rows_next = std::min<int64_t>(kMR, row_end - next_ir);
+              prefetch_c_tile(C + next, N, rows_next);
+              if (C_in != C && beta_k != 0.0f) prefetch_c_tile(C_in + next, N, rows_next);
+            }
+            const int64_t at = ir * N + jc + jr;
+            edge_tile<Kit>(kc, strip, b_pack + jr * kcp, C + at, N, std::min<int64_t>(kMR, row_end - ir),
+                           std::min<int64_t>(kNR, nc - jr), alpha, beta_k, C_in + at);
+          }
         }
-#pragma omp barrier
-      }
+      });
     }
   }
 }
