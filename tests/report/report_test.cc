@@ -16,6 +16,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/report/html_report.h"
+#include "meshtrain/report/rank_section.h"
 #include "meshtrain/report/run_log.h"
 #include "meshtrain/report/svg_plot.h"
 
@@ -246,10 +247,16 @@ TEST(HtmlReport, RanksSectionShowsEveryRanksComputeAndTheStragglers) {
   EXPECT_NE(html.find("<td>2</td><td>0.5000</td><td>0.3250</td><td>0.1750</td><td>3 of 4 steps</td><td>1 of 4 steps</td>"),
             std::string::npos) << html;
   EXPECT_NE(html.find("<td>2</td><td>node-7</td><td>4 to 4</td><td>1</td><td>3.33x</td>"), std::string::npos);
+  // The page's section is rank_section's, whole.
+  const std::string section = ranks_section({r});
+  ASSERT_NE(section.find("<td>2</td><td>node-7</td>"), std::string::npos) << section;
+  EXPECT_NE(html.find(section), std::string::npos);
 
   // Runs written before per-rank times: the section says so.
   const std::string old = render_report({read_run(kFixtures + "/run_dp2")});
   EXPECT_NE(old.find("No per-rank step times were recorded"), std::string::npos);
+  EXPECT_NE(ranks_section({read_run(kFixtures + "/run_dp2")}).find("No per-rank step times were recorded"),
+            std::string::npos);
 }
 
 }  // namespace
