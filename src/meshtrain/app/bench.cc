@@ -1,10 +1,13 @@
 #include "meshtrain/app/bench.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
+#include "meshtrain/app/training.h"
 #include "meshtrain/checkpoint/fs_util.h"
 #include "meshtrain/comm/bench/comm_bench.h"
 #include "meshtrain/core/dtype.h"
@@ -13,6 +16,7 @@
 #include "meshtrain/plan/machine_bench.h"
 #include "meshtrain/train/memory_estimate.h"
 #include "meshtrain/train/peak_flops.h"
+#include "meshtrain/train/supervisor.h"
 
 namespace meshtrain::app {
 
@@ -51,16 +55,44 @@ void bench_comm(const BenchCommRequest& q) {
   cb::run(o, stdout);
 }
 
+namespace {
+
+// `bench machine --hostfile`: the same command under mpirun on every slot of
+// the hostfile's hosts, through the launch path of `meshtrain launch`.
+void bench_machine_on_hosts(const BenchMachineRequest& q) {
+  MT_REQUIRE(ConfigError, q.ranks == 0, "bench machine: --ranks ", q.ranks,
+             " sets the ranks on this machine; with --hostfile every slot of the hostfile runs one");
+  train::LaunchJob job;
+  job.mpirun = {"mpirun"};
+  const int slots = place_on_hosts(q.hostfile, q.rsh_agent, 1, job);
+  job.mpirun.insert(job.mpirun.begin() + 1, {"-np", std::to_string(slots)});
+  job.command = {this_executable(), "bench", "machine", "--max-bytes", q.max_bytes};
+  if (!q.out.empty()) job.command.insert(job.command.end(), {"--out", std::filesystem::absolute(q.out).string()});
+  const std::filesystem::path stop = std::filesystem::temp_directory_path() /
+                                     ("meshtrain-bench-machine-" + std::to_string(::getpid()) + ".stop");
+  job.stop_file = stop.string();
+  allow_mpirun_as_root("meshtrain bench machine");
+  const int code = train::relaunch_mpi(job);
+  MT_REQUIRE(CommError, code == 0, "bench machine --hostfile ", q.hostfile, ": mpirun exited with code ", code,
+             " (its ranks' messages are above)");
+}
+
+}  // namespace
+
 std::string bench_machine(const BenchMachineRequest& q) {
+  if (!q.hostfile.empty() || !q.rsh_agent.empty()) {
+    bench_machine_on_hosts(q);
+    return "";
+  }
   plan::MachineBenchOptions o;
   o.ranks = q.ranks;
   o.max_bytes = comm::bench::parse_size(q.max_bytes);
   const std::string toml = plan::bench_machine(o);
-  if (!q.out.empty()) {
-    const std::filesystem::path out = std::filesystem::absolute(q.out);
-    checkpoint::atomic_write_file(out.parent_path(), out.filename().string(), toml);
-  }
-  return toml;
+  if (toml.empty()) return "";  // another rank of the job writes it
+  if (q.out.empty()) return toml;
+  const std::filesystem::path out = std::filesystem::absolute(q.out);
+  checkpoint::atomic_write_file(out.parent_path(), out.filename().string(), toml);
+  return "wrote " + q.out + "\n";
 }
 
 std::string bench_peak(const BenchPeakRequest& q) {

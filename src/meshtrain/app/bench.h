@@ -26,11 +26,18 @@ void bench_comm(const BenchCommRequest& request);
 struct BenchMachineRequest {
   std::string out;                // "": the profile on stdout
   int ranks = 0;                  // collectives over this many ranks; 0: the cores (at least 2)
-  std::string max_bytes = "64M";  // largest collective message
+  std::string max_bytes = "16M";  // largest collective message
+  // A cluster (docs/multi-node.md): the command starts itself under mpirun
+  // on every slot of this Open MPI hostfile's hosts, as `meshtrain launch
+  // --hostfile` starts a job, through `rsh_agent` (ssh by default).
+  std::string hostfile, rsh_agent;
 };
 // Measures GEMM rates, copy bandwidth and collectives (plan/machine_bench.h)
-// and writes the profile as TOML to `out` (replaced whole, never torn) or
-// returns it when `out` is empty. Returns the TOML text.
+// on this machine, or on the hosts of `hostfile`, and writes the profile as
+// TOML to `out` (replaced whole, never torn; on a file system every host
+// shares). Returns what to print: the profile when `out` is empty, else
+// "wrote OUT"; "" on the ranks of an mpirun job other than rank 0, and in
+// the process that started the job on a hostfile (its rank 0 printed it).
 std::string bench_machine(const BenchMachineRequest& request);
 
 struct BenchPeakRequest {

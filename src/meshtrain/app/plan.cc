@@ -38,6 +38,8 @@ std::string seed_report(const PlanRequest& q, const std::optional<plan::Hardware
 }  // namespace
 
 std::string plan(const PlanRequest& q) {
+  MT_REQUIRE(ConfigError, q.nodes == 0 || (!q.config.empty() && q.published.empty()), "--nodes ", q.nodes,
+             " splits a CONFIG's layouts over nodes: give a CONFIG (not --published or the closed forms)");
   std::optional<plan::HardwareProfile> hw;
   if (!q.hardware.empty()) hw = plan::load_hardware(q.hardware);
   const plan::HardwareProfile* profile = hw ? &*hw : nullptr;
@@ -59,11 +61,17 @@ std::string plan(const PlanRequest& q) {
     check_devices(layout, q);
   }
   if (q.devices > 0 && q.layout.empty()) {
-    const auto candidates = plan::search_meshes(train::step_inputs(cfg), q.devices, profile, train::meta_step_recorder());
+    plan::StepInputs base = train::step_inputs(cfg);
+    base.nodes = q.nodes;
+    MT_REQUIRE(ConfigError, q.devices % std::max(1, q.nodes) == 0, "--nodes ", q.nodes, ": ", q.devices,
+               " devices do not split evenly over ", q.nodes, " nodes");
+    const auto candidates = plan::search_meshes(base, q.devices, profile, train::meta_step_recorder());
     return plan::render_search(candidates, q.devices, profile);
   }
   cfg = train::with_layout(cfg, layout);
-  const plan::Prediction prediction = plan::predict(train::step_inputs(cfg, layout), train::meta_step_recorder(), profile);
+  plan::StepInputs inputs = train::step_inputs(cfg, layout);
+  inputs.nodes = q.nodes;
+  const plan::Prediction prediction = plan::predict(inputs, train::meta_step_recorder(), profile);
   if (q.json) return plan::render_json(prediction).dump(2) + "\n";
   // The options a run of this layout uses: pipeline chunks from the cost
   // model (or parallel.pp_layers) and the schedule's placement.

@@ -25,6 +25,7 @@ struct PlanRequest {
   std::string hardware;   // a machine profile (configs/hardware/*.toml); "": no step time
   bool json = false;      // the prediction as JSON instead of the tables
   int devices = 0;        // > 0: every mesh of this many devices (with --layout: checks the count)
+  int nodes = 0;          // > 0: the devices split over this many nodes (plan/step_inputs.h)
   std::string published;  // megatron-2021 | megatron-core-175b
   // Config-free options (--params ...), already parsed; sizes in bytes.
   plan::SeedTerms seed;

@@ -47,18 +47,19 @@ std::string agent_path(const std::string& agent) {
   return std::filesystem::absolute(agent).string();
 }
 
-// mpirun's arguments for a hostfile job, and how its failure is explained.
-void place_on_hosts(const LaunchRequest& r, train::LaunchJob& job) {
-  MT_REQUIRE(ConfigError, !r.hostfile.empty() || r.rsh_agent.empty(),
+}  // namespace
+
+int place_on_hosts(const std::string& hostfile_arg, const std::string& rsh_agent, int np, train::LaunchJob& job) {
+  MT_REQUIRE(ConfigError, !hostfile_arg.empty() || rsh_agent.empty(),
              "--rsh-agent starts ranks on the hosts of a hostfile; give --hostfile FILE too");
-  if (r.hostfile.empty()) return;
-  const std::string hostfile = std::filesystem::absolute(r.hostfile).string();
+  if (hostfile_arg.empty()) return 0;
+  const std::string hostfile = std::filesystem::absolute(hostfile_arg).string();
   const std::vector<train::HostfileEntry> hosts = train::read_hostfile(hostfile);
   int slots = 0;
   for (const auto& h : hosts) slots += h.slots;
-  MT_REQUIRE(ConfigError, r.np <= slots, "-n ", r.np, " ranks but the hostfile '", r.hostfile, "' has ", slots,
+  MT_REQUIRE(ConfigError, np <= slots, "-n ", np, " ranks but the hostfile '", hostfile_arg, "' has ", slots,
              " slots on ", hosts.size(), " host(s): lower -n or give the hosts more slots (`node0 slots=4`)");
-  const std::string agent = agent_path(r.rsh_agent);
+  const std::string agent = agent_path(rsh_agent);
   job.mpirun.insert(job.mpirun.end(), {"--hostfile", hostfile});
   if (!agent.empty()) job.mpirun.insert(job.mpirun.end(), {"--mca", "plm_rsh_agent", agent});
   job.export_environment = true;
@@ -85,9 +86,24 @@ void place_on_hosts(const LaunchRequest& r, train::LaunchJob& job) {
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
   };
+  return slots;
 }
 
-}  // namespace
+std::string this_executable() {
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  MT_REQUIRE(ConfigError, n > 0, "cannot find this executable (/proc/self/exe)");
+  return std::string(self, size_t(n));
+}
+
+void allow_mpirun_as_root(const char* command) {
+  for (const auto& [var, value] : mpirun_root_environment(::geteuid() == 0)) {
+    if (std::getenv(var.c_str())) continue;  // the user's own setting stands
+    std::fprintf(stderr, "%s: running as root: setting %s=%s so that Open MPI's mpirun starts\n", command,
+                 var.c_str(), value.c_str());
+    ::setenv(var.c_str(), value.c_str(), 1);
+  }
+}
 
 int launch(const LaunchRequest& r) {
   std::vector<std::string> overrides = train_overrides(r.train);
@@ -101,12 +117,9 @@ int launch(const LaunchRequest& r) {
   train::LaunchJob job;
   job.max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
   job.mpirun = {r.mpirun, "-np", std::to_string(r.np)};
-  place_on_hosts(r, job);
+  place_on_hosts(r.hostfile, r.rsh_agent, r.np, job);
   job.mpirun.insert(job.mpirun.end(), r.mpirun_args.begin(), r.mpirun_args.end());
-  char self[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  MT_REQUIRE(ConfigError, n > 0, "cannot find this executable (/proc/self/exe)");
-  job.command = {std::string(self, size_t(n)), "train", r.train.config};
+  job.command = {this_executable(), "train", r.train.config};
   job.stop_file = (std::filesystem::absolute(cfg.metrics.run_dir) / train::kRunStopFile).string();
   job.abort_file = (std::filesystem::absolute(cfg.metrics.run_dir) / train::kRunAbortFile).string();
   for (const auto& o : overrides) {
@@ -116,12 +129,7 @@ int launch(const LaunchRequest& r) {
   // The ranks print as this command was asked to (mpirun gives them a pseudo-terminal).
   if (progress_mode() != ProgressMode::Auto)
     job.command.insert(job.command.begin() + 1, {"--progress", progress_mode_name(progress_mode())});
-  for (const auto& [var, value] : mpirun_root_environment(::geteuid() == 0)) {
-    if (std::getenv(var.c_str())) continue;  // the user's own setting stands
-    std::fprintf(stderr, "meshtrain launch: running as root: setting %s=%s so that Open MPI's mpirun starts\n",
-                 var.c_str(), value.c_str());
-    ::setenv(var.c_str(), value.c_str(), 1);
-  }
+  allow_mpirun_as_root("meshtrain launch");
   return train::relaunch_mpi(job);
 }
 

@@ -6,6 +6,10 @@
 #include <utility>
 #include <vector>
 
+namespace meshtrain::train {
+struct LaunchJob;
+}
+
 namespace meshtrain::app {
 
 struct TrainRequest {
@@ -43,6 +47,18 @@ int launch(const LaunchRequest& request);
 // (OMPI_ALLOW_RUN_AS_ROOT and _CONFIRM); nothing for another user. launch()
 // sets those the user has not set and says so.
 std::vector<std::pair<std::string, std::string>> mpirun_root_environment(bool as_root);
+// Sets those mpirun_root_environment names that the user has not set, saying
+// so on stderr as `command` ("meshtrain launch").
+void allow_mpirun_as_root(const char* command);
+
+// A job on the hosts of an Open MPI hostfile ("" : this host, and then no
+// rsh agent): mpirun's --hostfile and rsh agent, every MESHTRAIN_* variable
+// exported, the probe that names a lost host after a failure and the wait
+// for it before a restart. ConfigError when `np` exceeds the slots.
+// Returns the hosts' slots together (0 without a hostfile).
+int place_on_hosts(const std::string& hostfile, const std::string& rsh_agent, int np, train::LaunchJob& job);
+// The path of the running meshtrain binary (what mpirun starts on every host).
+std::string this_executable();
 
 struct VerifyRequest {
   std::string config, layout;  // layout: "dp=4,zero=3"

@@ -1,5 +1,5 @@
 // meshtrain bench comm [--backend threads|mpi] [--ranks N] [--min-bytes 4K] [--max-bytes 256M] [--iters N] [--ops ...]
-// meshtrain bench machine [--out FILE.toml] [--ranks N] [--max-bytes 64M]
+// meshtrain bench machine [--out FILE.toml] [--ranks N] [--max-bytes 16M] [--hostfile FILE [--rsh-agent AGENT]]
 // meshtrain bench peak [--dtypes f32,bf16] [--cores N]
 #include <cstdio>
 
@@ -33,18 +33,24 @@ void setup(CLI::App& root, Action& action) {
   });
 
   auto* machine = add_command(*bench, "machine",
-                              "this machine's profile for plan --hardware: GEMM rates, copy bandwidth, collectives",
-                              "meshtrain bench machine --out configs/hardware/cpu-this-machine.toml");
+                              "this machine's profile for plan --hardware: GEMM rates, copy bandwidth, collectives "
+                              "inside and across nodes",
+                              "meshtrain bench machine --out configs/hardware/cpu-this-machine.toml\n"
+                              "  meshtrain bench machine --hostfile hosts --out cluster.toml");
   auto m = std::make_shared<app::BenchMachineRequest>();
   machine->add_option("--out", m->out, "write the profile here (TOML); default: stdout");
-  machine->add_option("--ranks", m->ranks, "ranks of the collectives; 0: the cores (at least 2)")
+  machine->add_option("--ranks", m->ranks, "ranks of the collectives on this machine; 0: the cores (at least 2)")
       ->check(CLI::Range(0, 1024));
   machine->add_option("--max-bytes", m->max_bytes, "largest collective message")->check(size);
+  machine->add_option("--hostfile", m->hostfile,
+                      "measure a cluster: one rank on every slot of this Open MPI hostfile's hosts, under mpirun "
+                      "(as meshtrain launch --hostfile)");
+  machine->add_option("--rsh-agent", m->rsh_agent,
+                      "how mpirun starts ranks on the hostfile's hosts (default ssh; the emulated cluster's "
+                      "scripts/cluster-rsh.sh)");
   machine->callback([m, &action] {
     action = [m] {
-      const std::string toml = app::bench_machine(*m);
-      if (m->out.empty()) std::fputs(toml.c_str(), stdout);
-      else std::printf("wrote %s\n", m->out.c_str());
+      std::fputs(app::bench_machine(*m).c_str(), stdout);
       return 0;
     };
   });

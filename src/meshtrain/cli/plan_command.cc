@@ -1,5 +1,5 @@
 // meshtrain plan CONFIG.toml [--layout dp=2,zero=1,tp=2,pp=2,...] [--set k=v ...] [--hardware FILE] [--json]
-//                            [--devices D]
+//                            [--devices D] [--nodes N]
 // meshtrain plan --params N --precision fp32|bf16|fp16-mixed [--layout dp=R,zero=S] [--activations B] ...
 // meshtrain plan --published megatron-2021|megatron-core-175b --hardware FILE
 #include <cstdio>
@@ -69,6 +69,11 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("--devices", q->devices, "list every mesh of D devices ranked by predicted step time")
       ->type_name("D")
       ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--nodes", q->nodes,
+                  "split the devices over N nodes (D/N each, numbered node by node): groups inside a node priced "
+                  "on the profile's [link.intra], across nodes on [link.inter]")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--published", q->published, "published runs modelled on --hardware, side by side")
       ->check(CLI::IsMember({"megatron-2021", "megatron-core-175b"}));
   const auto size = [](const char* option) { return parsed_by(app::parse_bytes, option, "SIZE"); };

@@ -1,15 +1,23 @@
 #include "meshtrain/plan/machine_bench.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
-#include <unistd.h>
-
 #include "meshtrain/comm/bench/comm_bench.h"
+#include "meshtrain/comm/launch.h"
+#include "meshtrain/comm/mpi_world.h"
+#include "meshtrain/core/error.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/kernels/cpu/gemm_peak.h"
+#include "meshtrain/plan/link_bench.h"
 
 namespace meshtrain::plan {
 
@@ -21,41 +29,178 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-}  // namespace
+// Every rank's `mine` (the same length everywhere), rank by rank.
+std::vector<std::vector<double>> gather(comm::ProcessGroup& world, const std::vector<double>& mine) {
+  const size_t k = mine.size(), R = size_t(world.size());
+  std::vector<double> all(k * R, 0.0);
+  std::copy(mine.begin(), mine.end(), all.begin() + long(k * size_t(world.rank())));
+  world.all_gather(all.data() + k * size_t(world.rank()), all.data(), all.size(), DType::F64);
+  std::vector<std::vector<double>> out(R);
+  for (size_t r = 0; r < R; ++r) out[r].assign(all.begin() + long(k * r), all.begin() + long(k * (r + 1)));
+  return out;
+}
 
-std::string bench_machine(const MachineBenchOptions& o) {
-  const int cores = hardware_cores();
-  // One core is one device: GEMM and copy run on one thread (a shared,
-  // busy machine also stalls multi-threaded kernels at their barriers).
-  set_compute_threads(1);
-  std::ostringstream os;
-  os << "# This machine, measured by `meshtrain bench machine` (" << cores << " cores).\n"
-     << "# A CPU \"device\" is one core; the ranks of a run share the node's cores (node.shared).\n"
-     << "name = \"this machine (" << cores << " cores, measured)\"\n"
-     << "source = \"meshtrain bench machine: GEMM of the kernel table and a STREAM-like copy on one core, alpha-beta "
-        "fits of the threads backend's collectives\"\n\n";
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
 
-  // GEMM classes: the smallest dimension (the reduction k here) sets the
-  // class; m = 1024 tokens, n at least 256 like the layers' projections.
-  const int64_t dims[] = {16, 32, 64, 128, 256, 512, 1024};
+// The running kernel's boot id as a number: nodes that share it share one
+// machine's cores (an emulated cluster's namespaces).
+double machine_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return double(std::hash<std::string>{}(id) & ((uint64_t(1) << 52) - 1));
+}
+
+// Where the job's ranks are: nodes in node-major order, each with the same
+// number of ranks (a node's ranks are mesh ranks node * per_node ...).
+struct Placement {
+  std::vector<std::string> nodes;
+  int per_node = 1, node = 0, local = 0;
+};
+
+Placement placement(const std::vector<std::string>& host_of_rank, int rank) {
+  Placement p;
+  std::map<std::string, int> count;
+  for (const std::string& h : host_of_rank)
+    if (count[h]++ == 0) p.nodes.push_back(h);
+  p.per_node = count[p.nodes.front()];
+  for (const auto& [host, n] : count)
+    MT_REQUIRE(ConfigError, n == p.per_node, "bench machine: host ", host, " runs ", n, " ranks and ",
+               p.nodes.front(), " ", p.per_node, ": give every host of the hostfile the same slots");
+  p.node = rank / p.per_node;
+  p.local = rank % p.per_node;
+  return p;
+}
+
+// Cores of one node: the cores this process may use, split between the
+// nodes that run on the same machine (their ranks report one boot id).
+int cores_per_node(comm::ProcessGroup& world, const Placement& p, std::string& note) {
+  const double cpus = double(sysconf(_SC_NPROCESSORS_ONLN));
+  const auto facts = gather(world, {double(hardware_cores()), machine_id(), cpus});
+  int cores = 1 << 30;
+  for (int node = 0; node < int(p.nodes.size()); ++node) {
+    const std::vector<double>& f = facts[size_t(node * p.per_node)];
+    std::set<int> sharing;
+    for (int other = 0; other < int(p.nodes.size()); ++other)
+      if (facts[size_t(other * p.per_node)][1] == f[1]) sharing.insert(other);
+    const int share = std::max(1, std::min(int(f[0]), int(f[2]) / int(sharing.size())));
+    cores = std::min(cores, share);
+    if (sharing.size() > 1 && node == 0)
+      note = std::to_string(sharing.size()) + " nodes share one machine of " + std::to_string(int(f[2])) +
+             " cores (one kernel boot id): " + std::to_string(share) + " per node";
+  }
+  return cores;
+}
+
+// GEMM classes and the copy bandwidth on one core, every rank at once:
+// the smallest dimension (the reduction k here) sets the class; m = 1024
+// tokens, n at least 256 like the layers' projections. The median over
+// ranks of each figure.
+struct Compute {
   std::vector<std::pair<int64_t, double>> f32, bf16;
+  double copy = 0;
+};
+
+Compute measure_compute(comm::ProcessGroup& world, const MachineBenchOptions& o) {
+  set_compute_threads(1);
+  const int64_t dims[] = {16, 32, 64, 128, 256, 512, 1024};
+  std::vector<double> mine;
+  world.barrier();
   for (int64_t d : dims) {
     const int64_t n = std::max<int64_t>(d, 256);
-    f32.push_back({d, kernels::measure_gemm_core_flops(DType::F32, 1024, n, d, o.seconds_per_gemm)});
-    bf16.push_back({d, kernels::measure_gemm_core_flops(DType::BF16, 1024, n, d, o.seconds_per_gemm)});
+    mine.push_back(kernels::measure_gemm_core_flops(DType::F32, 1024, n, d, o.seconds_per_gemm));
+    mine.push_back(kernels::measure_gemm_core_flops(DType::BF16, 1024, n, d, o.seconds_per_gemm));
   }
+  world.barrier();
+  mine.push_back(comm::bench::copy_bandwidth(size_t(64) << 20, 1));  // read + written bytes per second
+  const auto all = gather(world, mine);
+  auto med = [&](size_t i) {
+    std::vector<double> v;
+    for (const auto& r : all) v.push_back(r[i]);
+    return median(v);
+  };
+  Compute c;
+  for (size_t i = 0; i < std::size(dims); ++i) {
+    c.f32.push_back({dims[i], med(2 * i)});
+    c.bf16.push_back({dims[i], med(2 * i + 1)});
+  }
+  c.copy = med(mine.size() - 1);
+  return c;
+}
+
+std::string link_section(const char* name, const std::vector<LinkSample>& samples, int R, const std::string& how) {
+  std::ostringstream os;
+  os << "[link." << name << "]   # " << how << "\n";
+  const std::map<comm::OpKind, const char*> keys = {{comm::OpKind::AllReduce, "all_reduce"},
+                                                    {comm::OpKind::ReduceScatter, "reduce_scatter"},
+                                                    {comm::OpKind::AllGather, "all_gather"},
+                                                    {comm::OpKind::Send, "send"}};
+  auto figures = [](const AlphaBeta& ab) {
+    return "alpha_us = " + fixed(ab.alpha_s * 1e6, 3) + ", bandwidth_gbps = " + fixed(ab.bytes_per_s / 1e9, 4);
+  };
+  const AlphaBeta base = fit_link(comm::OpKind::AllGather, R, samples);  // one exchange per round
+  os << "alpha_us = " << fixed(base.alpha_s * 1e6, 3) << "\nbandwidth_gbps = " << fixed(base.bytes_per_s / 1e9, 4)
+     << "\n";
+  for (comm::OpKind op : priced_ops()) {
+    os << keys.at(op) << " = { " << figures(fit_link(op, R, samples)) << " }\n#   measured:";
+    for (const LinkSample& s : samples)
+      if (s.op == op) os << " " << (s.bytes >> 10) << "K " << fixed(s.seconds * 1e6, 0) << "us";
+    os << "\n";
+  }
+  return os.str() + "\n";
+}
+
+std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
+  comm::ProcessGroup& world = *ctx.world;
+  const Placement p = placement(ctx.host_of_rank, ctx.rank);
+  std::string sharing;
+  const int cores = cores_per_node(world, p, sharing);
+  const Compute c = measure_compute(world, o);
+
+  // Links: every node's ranks at once, then every place's ranks across the
+  // nodes at once (the groups of a step run side by side).
+  LinkBenchOptions lo;
+  lo.max_bytes = o.max_bytes;
+  lo.iters = o.iters;
+  const auto intra = world.split(p.node, p.local, comm::SplitPlace{p.per_node, p.local}, "node");
+  const auto inter = world.split(p.local, p.node, comm::SplitPlace{int(p.nodes.size()), p.node}, "across");
+  std::vector<LinkSample> in_node, across;
+  if (p.per_node > 1) in_node = time_link(*intra, world, lo);
+  world.barrier();
+  if (p.nodes.size() > 1) across = time_link(*inter, world, lo);
+  if (ctx.rank != 0) return "";
+
+  const int N = int(p.nodes.size());
+  std::string hosts;
+  for (const std::string& h : p.nodes) hosts += (hosts.empty() ? "" : ", ") + h;
+  std::ostringstream os;
+  os << "# Measured by `meshtrain bench machine`: " << N << " node(s) (" << hosts << ") x " << p.per_node
+     << " rank(s), " << hardware_cores() << " cores visible to each rank.\n"
+     << "# A CPU \"device\" is one core; the ranks of a run share their node's cores (node.shared).\n"
+     << "# Collectives: f32 messages of " << (lo.min_bytes >> 10) << " KiB to " << (lo.max_bytes >> 10)
+     << " KiB, x4 apart; per size the median of at least " << lo.iters
+     << " repetitions (after a warm-up) of the slowest member's time;\n"
+     << "# alpha: the smallest message's time per round; beta: least squares of the rest against the bytes each\n"
+     << "# rank sends (docs/math.md (M.20), plan/link_bench.h).\n"
+     << "name = \"" << (N > 1 ? std::to_string(N) + " nodes (" + hosts + ")" : "this machine") << ", "
+     << cores << " core(s) per node, measured\"\n"
+     << "source = \"meshtrain bench machine: GEMM of the kernel table and a STREAM-like copy on one core with every "
+        "rank measuring at once, alpha-beta fits of the collectives inside and across nodes\"\n\n";
+
   auto best = [](const auto& v) {
     double b = 0;
     for (const auto& [d, r] : v) b = std::max(b, r);
     return b;
   };
-  const size_t copy_bytes = size_t(256) << 20;
-  const double copy = comm::bench::copy_bandwidth(copy_bytes, 1);  // read + written bytes per second, one core
   const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   os << "[device]\n"
-     << "memory = \"" << fixed(memory / cores / (1 << 20), 0) << "MiB\"   # physical memory / cores\n"
-     << "memory_bandwidth_gbps = " << fixed(copy / 1e9, 2) << "   # STREAM-like copy on one core\n"
-     << "peak_tflops = { fp32 = " << fixed(best(f32) / 1e12, 5) << ", bf16 = " << fixed(best(bf16) / 1e12, 5)
+     << "memory = \"" << fixed(memory / double(hardware_cores()) / (1 << 20), 0) << "MiB\"   # physical memory / cores\n"
+     << "memory_bandwidth_gbps = " << fixed(c.copy / 1e9, 2) << "   # STREAM-like copy on one core, median of "
+     << ctx.world_size << " ranks\n"
+     << "peak_tflops = { fp32 = " << fixed(best(c.f32) / 1e12, 5) << ", bf16 = " << fixed(best(c.bf16) / 1e12, 5)
      << " }   # best GEMM rate measured on one core\n\n";
   auto classes = [&](const char* name, const auto& v) {
     os << name << " = [";
@@ -63,42 +208,44 @@ std::string bench_machine(const MachineBenchOptions& o) {
       os << (i ? ", " : "") << "{ min_dim = " << v[i].first << ", tflops = " << fixed(v[i].second / 1e12, 5) << " }";
     os << "]\n";
   };
-  os << "[gemm]   # one core, by the smallest of m, n, k (m = 1024, n = max(256, k))\n";
-  classes("fp32", f32);
-  classes("bf16", bf16);
-  os << "\n[node]\ndevices = " << cores << "\nshared = true\n\n";
+  os << "[gemm]   # one core (its thread's CPU time), by the smallest of m, n, k (m = 1024, n = max(256, k)); "
+        "median of "
+     << ctx.world_size << " ranks\n";
+  classes("fp32", c.f32);
+  classes("bf16", c.bf16);
+  os << "\n[node]   # cores per node" << (sharing.empty() ? "" : ": " + sharing) << "\ndevices = " << cores
+     << "\nshared = true\n\n";
 
-  set_compute_threads(cores);
-  // Collectives on the threads backend: alpha-beta per op (docs/math.md (M.20), (M.23)).
-  comm::bench::BenchOptions bo;
-  bo.ranks = o.ranks > 0 ? o.ranks : std::max(2, cores);
-  bo.max_bytes = o.max_bytes;
-  bo.iters = o.iters;
-  bo.ops = {comm::OpKind::AllReduce, comm::OpKind::ReduceScatter, comm::OpKind::AllGather};
-  int R = 0;
-  const auto ms = comm::bench::measure(bo, &R);
-  std::vector<std::pair<const char*, comm::bench::AlphaBeta>> fits;
-  for (comm::OpKind op : bo.ops) {
-    comm::bench::AlphaBeta ab = comm::bench::fit_alpha_beta(op, R, ms);
-    ab.alpha_s = std::max(ab.alpha_s, 1e-7);  // a fit can land at or below zero latency
-    fits.push_back({op == comm::OpKind::AllReduce ? "all_reduce" : op == comm::OpKind::ReduceScatter ? "reduce_scatter"
-                                                                                                       : "all_gather",
-                    ab});
-  }
-  auto line = [&](const comm::bench::AlphaBeta& ab) {
-    const double gbps = ab.beta_s_per_byte > 0 ? 1e-9 / ab.beta_s_per_byte : copy / 1e9;
-    return "alpha_us = " + fixed(ab.alpha_s * 1e6, 3) + ", bandwidth_gbps = " + fixed(gbps, 3);
-  };
-  for (const char* link : {"intra", "inter"}) {
-    os << "[link." << link << "]   # threads backend, " << R << " ranks, alpha-beta fit of docs/math.md (M.20), (M.23)"
-       << (std::string(link) == "inter" ? "; no second node here: the same figures" : "") << "\n";
-    const comm::bench::AlphaBeta& base = fits.back().second;  // all_gather: one exchange per round
-    os << "alpha_us = " << fixed(base.alpha_s * 1e6, 3) << "\nbandwidth_gbps = "
-       << fixed(base.beta_s_per_byte > 0 ? 1e-9 / base.beta_s_per_byte : copy / 1e9, 3) << "\n";
-    for (const auto& [name, ab] : fits) os << name << " = { " << line(ab) << " }\n";
-    os << "\n";
+  const std::string within = std::to_string(p.per_node) + " ranks of a node, every node at once";
+  const std::string between = std::to_string(N) + " nodes, one rank of each, every rank of a node at once";
+  if (!in_node.empty() && !across.empty()) {
+    os << link_section("intra", in_node, p.per_node, within);
+    os << link_section("inter", across, N, between);
+  } else if (!in_node.empty()) {
+    os << link_section("intra", in_node, p.per_node, within);
+    os << link_section("inter", in_node, p.per_node, within + "; no second node here: the same figures");
+  } else if (!across.empty()) {
+    os << link_section("intra", across, N, between + "; one rank per node, nothing inside a node: the same figures");
+    os << link_section("inter", across, N, between);
+  } else {
+    MT_THROW(ConfigError, "bench machine: one rank measures no collective: give --ranks 2 or more, or a hostfile "
+                          "with two slots or two hosts");
   }
   return os.str();
+}
+
+}  // namespace
+
+std::string bench_machine(const MachineBenchOptions& o) {
+  comm::LaunchOptions lo;
+  lo.backend = comm::launched_by_mpirun() ? comm::Backend::Mpi : comm::Backend::Threads;
+  lo.world_size = o.ranks > 0 ? o.ranks : std::max(2, hardware_cores());
+  std::string toml;
+  comm::launch(lo, [&](comm::ParallelContext& ctx) {
+    std::string mine = measure(ctx, o);
+    if (ctx.rank == 0) toml = std::move(mine);
+  });
+  return toml;
 }
 
 }  // namespace meshtrain::plan

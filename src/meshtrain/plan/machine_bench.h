@@ -1,16 +1,27 @@
-// `meshtrain bench machine`: measures this machine and writes its
-// profile (hardware.h) as TOML: GEMM rates per shape class in f32 and
-// bf16 (the kernel table's GEMM on one core: a CPU "device" is a core
-// and the ranks of a run share the node's cores), the copy bandwidth
-// of one core, and alpha-beta fits of docs/math.md (M.20), (M.23) per
-// collective on the threads backend (intra-node; the same figures
-// stand for inter-node, since the machine has no second node, and the
-// file says so). peak_tflops is the best GEMM rate measured per
-// dtype: a CPU has no vendor figure to quote, and MFU against it
-// reads as a fraction of what this machine's GEMM reaches (training's
-// MFU divides by the same figure: train/peak_flops.h). Each GEMM is
-// timed by the thread's CPU time (kernels/cpu/gemm_peak.h), so other
-// load on the core does not lower it.
+// `meshtrain bench machine`: measures the machine a job runs on and writes
+// its profile (hardware.h) as TOML. Every rank of the job measures at the
+// same time, as a training step's ranks run: on this machine `ranks`
+// threads (one node); under mpirun (`bench machine --hostfile`, which starts
+// itself on every slot of the hostfile's hosts) the job's ranks, numbered
+// node by node (comm/node_placement.h). Measured:
+//   - GEMM rates per shape class in f32 and bf16 and the copy bandwidth of
+//     one core (a CPU "device" is a core; the ranks of a run share their
+//     node's cores: node.shared), each rank on one thread, the median over
+//     ranks. Each GEMM is timed by the thread's CPU time
+//     (kernels/cpu/gemm_peak.h), so a core that other processes share does
+//     not lower it; the sharing is node.devices: the cores this process may
+//     use, split between nodes that run on one machine (the same kernel
+//     boot id, as an emulated cluster's namespaces do).
+//   - alpha and beta of docs/math.md (M.20) per collective (link_bench.h):
+//     [link.intra] over the ranks of each node, [link.inter] over one rank
+//     of each node (every rank of a node crossing at once, in groups by
+//     their place on the node); with one node the inter-node figures repeat
+//     the intra-node ones, with one rank per node the other way round, and
+//     the file says so.
+// peak_tflops is the best GEMM rate measured per dtype: a CPU has no vendor
+// figure to quote, and MFU against it reads as a fraction of what this
+// machine's GEMM reaches (training's MFU divides by the same figure:
+// train/peak_flops.h).
 #pragma once
 
 #include <cstddef>
@@ -19,13 +30,14 @@
 namespace meshtrain::plan {
 
 struct MachineBenchOptions {
-  int ranks = 0;                          // collectives over this many ranks; 0: the cores (at least 2)
-  size_t max_bytes = size_t(64) << 20;    // largest collective message
-  int iters = 5;                          // medians of at least this many runs
-  double seconds_per_gemm = 0.3;          // time spent on each GEMM shape
+  int ranks = 0;                          // threads backend: this many ranks; 0: the cores (at least 2)
+  size_t max_bytes = size_t(16) << 20;    // largest collective message
+  int iters = 5;                          // medians of at least this many repetitions
+  double seconds_per_gemm = 0.3;          // CPU time spent on each GEMM shape
 };
 
-// The profile as TOML text (comments say how each figure was measured).
+// The profile as TOML text (comments say how each figure was measured) on
+// rank 0 of the job; "" on the other ranks of an mpirun job.
 std::string bench_machine(const MachineBenchOptions& options);
 
 }  // namespace meshtrain::plan

@@ -27,6 +27,19 @@ std::string describe_groups(const comm::MeshShape& mesh) {
   return out.empty() ? "one rank" : out;
 }
 
+namespace {
+
+// "; tp across nodes" where the mesh's tp or cp groups span the nodes of
+// --nodes.
+std::string across_nodes(const StepInputs& in, const HardwareProfile* hw) {
+  std::string out;
+  if (in.nodes == 0) return out;
+  for (const std::string& axis : axes_across_nodes(in, hw)) out += (out.empty() ? "; " : "+") + axis;
+  return out.empty() ? out : out + " across nodes";
+}
+
+}  // namespace
+
 std::vector<MeshCandidate> search_meshes(const StepInputs& base, int devices, const HardwareProfile* hw,
                                          const StepRecorder& record) {
   MT_REQUIRE(ConfigError, devices >= 1, "--devices ", devices, ": needs at least one device");
@@ -78,6 +91,11 @@ std::string render_search(const std::vector<MeshCandidate>& candidates, int devi
   std::ostringstream os;
   const int64_t rows = candidates.empty() ? 0 : candidates.front().global_rows;
   os << "meshes of " << devices << " devices (D = pp x dp x cp x tp; ep carved out of dp x cp), global batch fixed at " << rows << " rows";
+  const int nodes = candidates.empty() ? 0 : candidates.front().inputs.nodes;
+  if (nodes > 0)
+    os << ", on " << nodes << " node(s) of " << devices / nodes
+       << " ranks (numbered node by node, tp innermost, then cp; a group within a node priced on [link.intra], one "
+          "across nodes on [link.inter])";
   if (hw) os << ", ranked by predicted step time on " << hw->name << " among those fitting " << gib(hw->memory_bytes);
   else os << ", ranked by peak memory (give --hardware FILE for step times)";
   os << "\n";
@@ -108,7 +126,7 @@ std::string render_search(const std::vector<MeshCandidate>& candidates, int devi
     std::snprintf(bg, sizeof bg, "%lldx%lld", (long long)c.inputs.micro_batch, (long long)c.inputs.grad_accum);
     std::snprintf(line, sizeof line, "  %-4d %-28s %-5d %7s %11s %5s %11s %12s %7s  %s\n", ++n, mesh,
                   c.inputs.layout.zero_stage, bg, gib(double(p.peak_bytes())).c_str(),
-                  hw ? (p.fits() ? "yes" : "NO") : "-", step, tps, mfu, describe_groups(m).c_str());
+                  hw ? (p.fits() ? "yes" : "NO") : "-", step, tps, mfu, (describe_groups(m) + across_nodes(c.inputs, hw)).c_str());
     os << line;
   }
   if (n == 0)

@@ -42,6 +42,17 @@ struct CommRow {
   double wire = 0;  // bytes each rank sends on a ring (docs/math.md (M.20))
 };
 
+// The mesh's axes whose rank-0 group spans nodes (plan --nodes).
+std::vector<std::string> groups_across_nodes(const Prediction& p) {
+  const HardwareProfile* hw = p.hardware ? &*p.hardware : nullptr;
+  std::vector<std::string> out;
+  for (comm::Axis axis : comm::kWorldAxes) {
+    const std::string name(comm::axis_name(axis));
+    if (p.inputs.mesh.size(axis) > 1 && crosses_nodes(p.inputs, 0, name, hw)) out.push_back(name);
+  }
+  return out;
+}
+
 std::vector<CommRow> comm_rows(const comm::CommLedger& ledger) {
   std::vector<CommRow> rows;
   std::map<std::string, size_t> index;
@@ -129,6 +140,18 @@ std::string render_text(const Prediction& p) {
   os << "\nFLOPs per step: model " << flops_str(p.model_flops_per_step) << " (6N + 12 L d s per token x "
      << in.global_rows() * in.seq_len << " tokens); executed " << flops_str(p.executed_flops_per_step)
      << " (causal attention computes half the scores" << (in.recompute ? "; recomputation included" : "") << ")\n";
+  if (in.nodes > 0) {
+    const int per_node = ranks_per_node(in, p.hardware ? &*p.hardware : nullptr);
+    os << "\nplacement: " << in.nodes << " node(s) x " << per_node
+       << " ranks, numbered node by node (tp innermost, then cp); groups across nodes, priced on [link.inter]:";
+    const std::vector<std::string> across = groups_across_nodes(p);
+    for (const std::string& a : across) os << " " << a;
+    if (across.empty()) os << " none";
+    for (const std::string& a : axes_across_nodes(in, p.hardware ? &*p.hardware : nullptr))
+      os << "\n  " << a << " ACROSS NODES: every layer's " << a
+         << " collectives cross the link (meshtrain launch --allow-cross-node-tp runs it)";
+    os << "\n";
+  }
   if (p.time) {
     const StepTime& t = *p.time;
     os << "\npredicted step on " << p.hardware->name << " (" << p.hardware->path << "):\n";
@@ -188,6 +211,9 @@ nlohmann::json render_json(const Prediction& p) {
   }
   j["flops"] = {{"model", p.model_flops_per_step}, {"executed", p.executed_flops_per_step}};
   j["peak_bytes"] = p.peak_bytes();
+  if (in.nodes > 0)
+    j["placement"] = {{"nodes", in.nodes}, {"ranks_per_node", ranks_per_node(in, p.hardware ? &*p.hardware : nullptr)},
+                      {"groups_across_nodes", groups_across_nodes(p)}};
   if (p.hardware) {
     j["hardware"] = {{"name", p.hardware->name}, {"file", p.hardware->path}, {"memory", p.hardware->memory_bytes},
                      {"fits", p.fits()}};

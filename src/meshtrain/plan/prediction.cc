@@ -44,9 +44,10 @@ int64_t Prediction::peak_bytes() const {
 
 bool Prediction::fits() const {
   if (!hardware) return true;
-  // CPU ranks share one node's memory; a GPU rank has its device's.
+  // CPU ranks share their node's memory; a GPU rank has its device's.
   if (hardware->shared_node)
-    return double(peak_bytes()) * inputs.world() <= hardware->memory_bytes * hardware->devices_per_node;
+    return double(peak_bytes()) * ranks_per_node(inputs, &*hardware) <=
+           hardware->memory_bytes * hardware->devices_per_node;
   return double(peak_bytes()) <= hardware->memory_bytes;
 }
 

@@ -15,6 +15,9 @@ void StepInputs::validate() const {
   MT_REQUIRE(ConfigError, layout.zero_stage >= 0 && layout.zero_stage <= 3, "zero stage ", layout.zero_stage,
              ": expected 0, 1, 2 or 3");
   mesh.validate(mesh.world_size());
+  MT_REQUIRE(ConfigError, nodes >= 0 && (nodes == 0 || mesh.world_size() % nodes == 0), "--nodes ", nodes, ": the ",
+             mesh.world_size(), " ranks of ", mesh.str(), " do not split evenly over ", nodes,
+             " nodes (give a node count dividing the devices)");
   // Before any schedule of pp stages is built and validated (quadratic in pp).
   const int64_t chunks = int64_t(mesh.pp) * std::max(1, layout.virtual_stages);
   MT_REQUIRE(ConfigError, chunks <= model.n_layers, "pipeline of pp = ", mesh.pp, " x v = ", layout.virtual_stages,

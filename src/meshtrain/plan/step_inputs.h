@@ -31,6 +31,11 @@ struct StepInputs {
   // CPU runs (a shared node): compute threads per rank (training.threads);
   // 0: the node's cores split over the ranks.
   int threads_per_rank = 0;
+  // The nodes the mesh's ranks are split over (`meshtrain plan --nodes`),
+  // world / nodes on each, numbered node by node (docs/multi-node.md); 0:
+  // nodes of the machine profile's node.devices, and for a shared node (CPU
+  // ranks on one machine) one node.
+  int nodes = 0;
   // Published runs of another framework (published_runs.h): interleaved
   // 1F1B with this many chunks per rank, priced by the makespan
   // (m + (p - 1) / v)(f + b) (docs/math.md (M.46)) while memory and communication

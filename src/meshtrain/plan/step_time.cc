@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "meshtrain/core/error.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/plan/compute_cost.h"
 #include "meshtrain/plan/formulas.h"
@@ -29,19 +30,36 @@ std::vector<int> group_members(const comm::MeshShape& mesh, int rank, const std:
 }
 
 // Devices (cores) one rank computes on: a GPU rank has one; CPU ranks share
-// the node's cores unless their thread count is fixed.
+// their node's cores unless their thread count is fixed.
 double rank_speed(const HardwareProfile& hw, const StepInputs& in) {
   if (!hw.shared_node) return 1.0;
-  const double share = double(hw.devices_per_node) / double(in.world());
+  const double share = double(hw.devices_per_node) / double(ranks_per_node(in, &hw));
   return in.threads_per_rank > 0 ? std::min<double>(in.threads_per_rank, share) : share;
 }
 
 }  // namespace
 
-bool crosses_nodes(const comm::MeshShape& mesh, int rank, const std::string& group, const HardwareProfile& hw) {
-  const std::vector<int> members = group_members(mesh, rank, group);
-  const int node = members.front() / hw.devices_per_node;
-  return std::any_of(members.begin(), members.end(), [&](int r) { return r / hw.devices_per_node != node; });
+int ranks_per_node(const StepInputs& in, const HardwareProfile* hw) {
+  if (in.nodes == 0) return hw && !hw->shared_node ? hw->devices_per_node : in.world();
+  const int per_node = in.world() / in.nodes;
+  MT_REQUIRE(ConfigError, !hw || hw->shared_node || per_node <= hw->devices_per_node, "--nodes ", in.nodes, " puts ",
+             per_node, " ranks of ", in.mesh.str(), " on each node, but a node of ", hw ? hw->path : "",
+             " has node.devices = ", hw ? hw->devices_per_node : 0, ": give more nodes");
+  return per_node;
+}
+
+bool crosses_nodes(const StepInputs& in, int rank, const std::string& group, const HardwareProfile* hw) {
+  const int per_node = ranks_per_node(in, hw);
+  const std::vector<int> members = group_members(in.mesh, rank, group);
+  const int node = members.front() / per_node;
+  return std::any_of(members.begin(), members.end(), [&](int r) { return r / per_node != node; });
+}
+
+std::vector<std::string> axes_across_nodes(const StepInputs& in, const HardwareProfile* hw) {
+  std::vector<std::string> out;
+  for (const char* axis : {"tp", "cp"})
+    if (crosses_nodes(in, 0, axis, hw)) out.push_back(axis);
+  return out;
 }
 
 double op_seconds(const comm::PlannedOp& op, bool inter_node, const HardwareProfile& hw) {
@@ -98,7 +116,7 @@ class RankWalk {
   }
   double seconds(const comm::PlannedOp& op) {
     auto it = inter_.find(op.group);
-    if (it == inter_.end()) it = inter_.emplace(op.group, crosses_nodes(in_.mesh, rep_.rank, op.group, hw_)).first;
+    if (it == inter_.end()) it = inter_.emplace(op.group, crosses_nodes(in_, rep_.rank, op.group, &hw_)).first;
     if (op.group != "tp" && op.group != "pp") return op_seconds(op, it->second, hw_);
     comm::PlannedOp scaled = op;
     scaled.bytes = int64_t(double(op.bytes) * wire_);
@@ -193,7 +211,8 @@ void schedule_span(const StepInputs& in, double f, double b, double w, StepTime&
 void utilization(const StepInputs& in, const HardwareProfile& hw, StepTime& out) {
   const double tokens = double(in.global_rows()) * double(in.seq_len);
   out.model_flops = model::model_flops_per_token(in.model, in.seq_len) * tokens;
-  const double devices = hw.shared_node ? std::min(double(hw.devices_per_node), rank_speed(hw, in) * in.world())
+  const double nodes = double(in.world() / ranks_per_node(in, &hw));
+  const double devices = hw.shared_node ? std::min(hw.devices_per_node * nodes, rank_speed(hw, in) * in.world())
                                         : double(in.world());
   const double peak = hw.peak(in.precision.compute) * devices;
   out.mfu = out.model_flops / (out.step_s * peak);

@@ -47,9 +47,19 @@ struct StepTime {
   std::vector<RankTime> ranks;
 };
 
+// Ranks on each node (docs/planning.md, "Nodes and links"): world / nodes
+// with in.nodes; else the profile's node.devices, or every rank for a shared
+// node (CPU ranks on one machine) and without a profile. ConfigError when
+// more ranks than a GPU node's devices would sit on a node.
+int ranks_per_node(const StepInputs& in, const HardwareProfile* hw);
 // Whether `rank`'s group (a mesh group key or "world") has members on more
-// than one node (ranks fill nodes in order, tp innermost).
-bool crosses_nodes(const comm::MeshShape& mesh, int rank, const std::string& group, const HardwareProfile& hw);
+// than one node: the mesh's ranks fill the nodes in order (node by node,
+// tp innermost, then cp: comm/mesh.h, comm/node_placement.h).
+bool crosses_nodes(const StepInputs& in, int rank, const std::string& group, const HardwareProfile* hw);
+// The tensor- and context-parallel axes whose groups span nodes ("tp",
+// "cp"): allowed (launch --allow-cross-node-tp) and priced on the
+// inter-node link, every layer's collectives crossing it.
+std::vector<std::string> axes_across_nodes(const StepInputs& in, const HardwareProfile* hw);
 // Alpha-beta time of one planned collective (docs/math.md (M.20)) on the intra- or
 // inter-node link.
 double op_seconds(const comm::PlannedOp& op, bool inter_node, const HardwareProfile& hw);

@@ -1,0 +1,86 @@
+#include "meshtrain/plan/link_bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/plan/formulas.h"
+
+namespace meshtrain::plan {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One call of `op` with M = bytes of f32 on `g`.
+void call(comm::ProcessGroup& g, comm::OpKind op, size_t bytes, float* a, float* b) {
+  const size_t n = bytes / sizeof(float);
+  const int R = g.size(), me = g.rank();
+  switch (op) {
+    case comm::OpKind::AllReduce: g.all_reduce(a, b, n, DType::F32); break;
+    case comm::OpKind::ReduceScatter: g.reduce_scatter(a, b, n, DType::F32); break;
+    case comm::OpKind::AllGather: g.all_gather(a, b, n, DType::F32); break;
+    case comm::OpKind::Send: {
+      comm::Work out = g.isend(a, n, DType::F32, (me + 1) % R);
+      comm::Work in = g.irecv(b, n, DType::F32, (me + R - 1) % R);
+      out.wait();
+      in.wait();
+      break;
+    }
+    default: MT_THROW(ConfigError, "time_link: ", comm::op_kind_name(op), " is not priced per link");
+  }
+}
+
+}  // namespace
+
+const std::vector<comm::OpKind>& priced_ops() {
+  static const std::vector<comm::OpKind> ops = {comm::OpKind::AllReduce, comm::OpKind::ReduceScatter,
+                                                comm::OpKind::AllGather, comm::OpKind::Send};
+  return ops;
+}
+
+std::vector<LinkSample> time_link(comm::ProcessGroup& g, comm::ProcessGroup& start, const LinkBenchOptions& o) {
+  std::vector<float> a(o.max_bytes / sizeof(float), 1.0f), b(o.max_bytes / sizeof(float), 0.0f);
+  std::vector<LinkSample> out;
+  for (comm::OpKind op : priced_ops())
+    for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
+      const int reps = std::clamp(int(o.bytes_per_size / bytes), o.iters, 200);
+      std::vector<double> times;
+      for (int it = 0; it <= reps; ++it) {
+        start.barrier();
+        const auto t0 = Clock::now();
+        call(g, op, bytes, a.data(), b.data());
+        double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        g.all_reduce(&dt, 1, DType::F64, comm::ReduceOp::Max);
+        if (it > 0) times.push_back(dt);  // the first call warms up
+      }
+      std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
+      out.push_back({op, bytes, times[times.size() / 2]});
+    }
+  return out;
+}
+
+AlphaBeta fit_link(comm::OpKind op, int R, const std::vector<LinkSample>& samples) {
+  const LinkSample* smallest = nullptr;
+  for (const LinkSample& s : samples)
+    if (s.op == op && s.seconds > 0 && (!smallest || s.bytes < smallest->bytes)) smallest = &s;
+  AlphaBeta ab;
+  if (!smallest || R < 2) return ab;
+  // alpha: the smallest message's time per round; beta: plain least squares
+  // of what is left against the bytes each rank sends.
+  ab.alpha_s = std::max(smallest->seconds / ring_rounds(op, R), 1e-7);
+  double sxx = 0, sxy = 0;
+  for (const LinkSample& s : samples) {
+    if (s.op != op || s.seconds <= 0) continue;
+    const double x = ring_wire_bytes(op, R, double(s.bytes));
+    sxx += x * x;
+    sxy += x * (s.seconds - ring_rounds(op, R) * ab.alpha_s);
+  }
+  MT_REQUIRE(ConfigError, sxy > 0, "bench machine: the ", comm::op_kind_name(op),
+             " times do not grow with the message size (at most ", smallest->bytes,
+             " bytes measured?): give a larger --max-bytes");
+  ab.bytes_per_s = sxx / sxy;
+  return ab;
+}
+
+}  // namespace meshtrain::plan
