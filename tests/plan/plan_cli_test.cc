@@ -89,6 +89,30 @@ TEST(PlanCli, DevicesListsEveryMesh) {
   EXPECT_TRUE(contains(out, "cannot run")) << out;
 }
 
+// --nodes: the devices split over nodes; a tp group across them is listed
+// and marked, the placement printed, and a node count that does not divide
+// the devices (or a mode without a config) named.
+TEST(PlanCli, NodesMarkGroupsAcrossNodes) {
+  TempDir dir;
+  const std::string cfg = config(dir);
+  const std::string listed = printed({cfg, "--devices", "4", "--nodes", "2", "--hardware", hardware()});
+  EXPECT_TRUE(contains(listed, "on 2 node(s) of 2 ranks")) << listed;
+  EXPECT_TRUE(contains(listed, "tp {0,1,2,3}; tp across nodes")) << listed;
+  EXPECT_TRUE(contains(listed, "dp {0,2} tp {0,1}\n")) << listed;  // tp inside: no mark
+  const std::string one = printed({cfg, "--layout", "tp=4", "--nodes", "2", "--hardware", hardware()});
+  EXPECT_TRUE(contains(one, "placement: 2 node(s) x 2 ranks")) << one;
+  EXPECT_TRUE(contains(one, "tp ACROSS NODES")) << one;
+  EXPECT_FALSE(contains(printed({cfg, "--layout", "tp=4", "--hardware", hardware()}), "placement:"));
+  const nlohmann::json j =
+      nlohmann::json::parse(printed({cfg, "--layout", "pp=2,dp=2", "--nodes", "2", "--json"}));
+  EXPECT_EQ(j["placement"]["ranks_per_node"], 2);
+  EXPECT_EQ(j["placement"]["groups_across_nodes"], nlohmann::json::array({"pp"}));
+  expect_failure({"plan", cfg, "--devices", "4", "--nodes", "3"}, "--nodes 3");
+  expect_failure({"plan", cfg, "--layout", "dp=4", "--nodes", "3"}, "--nodes 3");
+  expect_failure({"plan", "--published", "megatron-2021", "--hardware", hardware(), "--nodes", "2"}, "--nodes 2");
+  expect_usage_error({"plan", cfg, "--nodes", "0"}, "--nodes", kPlanUsage);
+}
+
 TEST(PlanCli, ConfigFreeWorkedExample) {
   const std::string out = printed({"--params", "6442450944", "--precision", "bf16", "--layout", "dp=8,zero=3",
                                    "--activations", "10GiB", "--workspace", "6GiB", "--gathered", "4GiB",
@@ -132,7 +156,7 @@ TEST(PlanCli, BadInputIsNamed) {
 // (small sizes: the figures are not the point here).
 TEST(PlanCli, BenchMachineWritesAReadableProfile) {
   plan::MachineBenchOptions o;
-  o.max_bytes = 64 << 10;
+  o.max_bytes = 256 << 10;
   o.iters = 1;
   o.seconds_per_gemm = 0.01;
   const plan::HardwareProfile hw = plan::parse_hardware(plan::bench_machine(o), "bench");
@@ -140,6 +164,10 @@ TEST(PlanCli, BenchMachineWritesAReadableProfile) {
   EXPECT_GT(hw.peak(DType::F32), 0);
   EXPECT_GT(hw.gemm_rate(DType::BF16, 1024, 1024, 1024), 0);
   EXPECT_GT(hw.intra.for_op(comm::OpKind::AllReduce).bytes_per_s, 0);
+  EXPECT_TRUE(hw.intra.per_op.count(comm::OpKind::Send));
+  // One machine, one node: the inter-node figures repeat the intra-node ones.
+  EXPECT_EQ(hw.inter.for_op(comm::OpKind::Send).bytes_per_s, hw.intra.for_op(comm::OpKind::Send).bytes_per_s);
+  EXPECT_EQ(hw.inter.shared_by, 0);
   EXPECT_GT(hw.memory_bytes_per_s, 0);
   expect_usage_error({"bench", "machine", "--max-bytes", "lots"}, "lots", "meshtrain bench machine [OPTIONS]");
 }

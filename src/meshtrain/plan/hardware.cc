@@ -86,6 +86,11 @@ AlphaBeta read_alpha_beta(Section& s) {
 LinkProfile link(Section s) {
   LinkProfile l;
   l.base = read_alpha_beta(s);
+  if (s.find("shared_by")) {
+    l.shared_by = int(s.number("shared_by"));
+    MT_REQUIRE(ConfigError, l.shared_by >= 1 && double(l.shared_by) == s.number("shared_by"), s.file(), ": ",
+               s.where("shared_by"), " must be a whole number of streams, at least 1");
+  }
   const std::pair<const char*, comm::OpKind> ops[] = {{"all_reduce", comm::OpKind::AllReduce},
                                                       {"reduce_scatter", comm::OpKind::ReduceScatter},
                                                       {"all_gather", comm::OpKind::AllGather},

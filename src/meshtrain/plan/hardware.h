@@ -13,6 +13,9 @@
 //   [link.intra] / [link.inter]   alpha_us = 8.0   bandwidth_gbps = 235
 //             optional per collective: all_reduce = { alpha_us = .., bandwidth_gbps = .. },
 //             reduce_scatter, all_gather, send
+//             optional shared_by = 2: the figures are one of that many streams
+//             sharing a node's link at once (bench machine --hostfile: every
+//             rank of a node crossing); absent, every device has a link of its own
 //   [overheads] (optional) step_us = 0   per launch of a kernel, layer_us = 0
 #pragma once
 
@@ -33,6 +36,10 @@ struct AlphaBeta {
 struct LinkProfile {
   AlphaBeta base;
   std::map<comm::OpKind, AlphaBeta> per_op;  // measured per collective where known
+  // > 0: the figures are one of this many streams sharing a node's link at
+  // once; S streams each get shared_by / S of the bandwidth. 0: a link per
+  // device (a GPU's own network adapter), whatever else crosses.
+  int shared_by = 0;
   const AlphaBeta& for_op(comm::OpKind k) const;
 };
 

@@ -66,20 +66,23 @@ AlphaBeta fit_link(comm::OpKind op, int R, const std::vector<LinkSample>& sample
     if (s.op == op && s.seconds > 0 && (!smallest || s.bytes < smallest->bytes)) smallest = &s;
   AlphaBeta ab;
   if (!smallest || R < 2) return ab;
-  // alpha: the smallest message's time per round; beta: plain least squares
-  // of what is left against the bytes each rank sends.
-  ab.alpha_s = std::max(smallest->seconds / ring_rounds(op, R), 1e-7);
-  double sxx = 0, sxy = 0;
+  // The line t = rounds alpha + wire beta through the smallest message's
+  // time, its slope the least squares fit of the others (which the largest
+  // messages decide).
+  const double x0 = ring_wire_bytes(op, R, double(smallest->bytes)), t0 = smallest->seconds;
+  double sxx = 0, sxt = 0;
   for (const LinkSample& s : samples) {
     if (s.op != op || s.seconds <= 0) continue;
-    const double x = ring_wire_bytes(op, R, double(s.bytes));
+    const double x = ring_wire_bytes(op, R, double(s.bytes)) - x0;
     sxx += x * x;
-    sxy += x * (s.seconds - ring_rounds(op, R) * ab.alpha_s);
+    sxt += x * (s.seconds - t0);
   }
-  MT_REQUIRE(ConfigError, sxy > 0, "bench machine: the ", comm::op_kind_name(op),
-             " times do not grow with the message size (at most ", smallest->bytes,
-             " bytes measured?): give a larger --max-bytes");
-  ab.bytes_per_s = sxx / sxy;
+  MT_REQUIRE(ConfigError, sxt > 0, "bench machine: the ", comm::op_kind_name(op),
+             " times do not grow with the message size (", smallest->bytes,
+             " bytes the smallest): give a larger --max-bytes");
+  const double beta = sxt / sxx;
+  ab.bytes_per_s = 1.0 / beta;
+  ab.alpha_s = std::max((t0 - beta * x0) / ring_rounds(op, R), 1e-7);
   return ab;
 }
 

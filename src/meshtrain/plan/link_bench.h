@@ -23,7 +23,7 @@ struct LinkSample {
 };
 
 struct LinkBenchOptions {
-  size_t min_bytes = size_t(4) << 10, max_bytes = size_t(16) << 20;
+  size_t min_bytes = 256, max_bytes = size_t(16) << 20;
   int iters = 5;                  // repetitions per size at least (more for small ones), after one warm-up
   size_t bytes_per_size = size_t(32) << 20;  // small sizes repeat until about this much has moved
 };
@@ -40,11 +40,12 @@ const std::vector<comm::OpKind>& priced_ops();
 std::vector<LinkSample> time_link(comm::ProcessGroup& group, comm::ProcessGroup& start,
                                   const LinkBenchOptions& options);
 
-// alpha and beta of `op` over R ranks: alpha is the smallest message's time
-// per round (at least 0.1 us); beta the plain least squares slope of the
-// remaining time (t - rounds alpha) against the bytes each rank sends,
-// which the largest messages decide (a link's sustained rate, not a burst).
-// ConfigError when the times do not grow with the size.
+// alpha and beta of `op` over R ranks: the line t = rounds alpha + wire
+// beta (wire: the bytes each rank sends) through the smallest message's
+// time, with the least squares slope of the others, which the largest
+// messages decide (a link's sustained rate, not a burst a shaper lets
+// through); alpha at least 0.1 us. ConfigError when the times do not grow
+// with the size.
 AlphaBeta fit_link(comm::OpKind op, int R, const std::vector<LinkSample>& samples);
 
 }  // namespace meshtrain::plan

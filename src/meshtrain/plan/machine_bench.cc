@@ -131,9 +131,13 @@ Compute measure_compute(comm::ProcessGroup& world, const MachineBenchOptions& o)
   return c;
 }
 
-std::string link_section(const char* name, const std::vector<LinkSample>& samples, int R, const std::string& how) {
+// shared_by > 0: the figures are one of that many streams through a node's
+// link at once (hardware.h).
+std::string link_section(const char* name, const std::vector<LinkSample>& samples, int R, const std::string& how,
+                         int shared_by = 0) {
   std::ostringstream os;
   os << "[link." << name << "]   # " << how << "\n";
+  if (shared_by > 0) os << "shared_by = " << shared_by << "   # the node's ranks crossed its link at once\n";
   const std::map<comm::OpKind, const char*> keys = {{comm::OpKind::AllReduce, "all_reduce"},
                                                     {comm::OpKind::ReduceScatter, "reduce_scatter"},
                                                     {comm::OpKind::AllGather, "all_gather"},
@@ -147,7 +151,7 @@ std::string link_section(const char* name, const std::vector<LinkSample>& sample
   for (comm::OpKind op : priced_ops()) {
     os << keys.at(op) << " = { " << figures(fit_link(op, R, samples)) << " }\n#   measured:";
     for (const LinkSample& s : samples)
-      if (s.op == op) os << " " << (s.bytes >> 10) << "K " << fixed(s.seconds * 1e6, 0) << "us";
+      if (s.op == op) os << " " << s.bytes << "B " << fixed(s.seconds * 1e6, 0) << "us";
     os << "\n";
   }
   return os.str() + "\n";
@@ -180,7 +184,7 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
   os << "# Measured by `meshtrain bench machine`: " << N << " node(s) (" << hosts << ") x " << p.per_node
      << " rank(s), " << hardware_cores() << " cores visible to each rank.\n"
      << "# A CPU \"device\" is one core; the ranks of a run share their node's cores (node.shared).\n"
-     << "# Collectives: f32 messages of " << (lo.min_bytes >> 10) << " KiB to " << (lo.max_bytes >> 10)
+     << "# Collectives: f32 messages of " << lo.min_bytes << " bytes to " << (lo.max_bytes >> 10)
      << " KiB, x4 apart; per size the median of at least " << lo.iters
      << " repetitions (after a warm-up) of the slowest member's time;\n"
      << "# alpha: the smallest message's time per round; beta: least squares of the rest against the bytes each\n"
@@ -220,13 +224,13 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
   const std::string between = std::to_string(N) + " nodes, one rank of each, every rank of a node at once";
   if (!in_node.empty() && !across.empty()) {
     os << link_section("intra", in_node, p.per_node, within);
-    os << link_section("inter", across, N, between);
+    os << link_section("inter", across, N, between, p.per_node);
   } else if (!in_node.empty()) {
     os << link_section("intra", in_node, p.per_node, within);
     os << link_section("inter", in_node, p.per_node, within + "; no second node here: the same figures");
   } else if (!across.empty()) {
     os << link_section("intra", across, N, between + "; one rank per node, nothing inside a node: the same figures");
-    os << link_section("inter", across, N, between);
+    os << link_section("inter", across, N, between, p.per_node);
   } else {
     MT_THROW(ConfigError, "bench machine: one rank measures no collective: give --ranks 2 or more, or a hostfile "
                           "with two slots or two hosts");

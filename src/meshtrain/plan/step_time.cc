@@ -55,6 +55,15 @@ bool crosses_nodes(const StepInputs& in, int rank, const std::string& group, con
   return std::any_of(members.begin(), members.end(), [&](int r) { return r / per_node != node; });
 }
 
+double link_share(const StepInputs& in, int rank, const std::string& group, const HardwareProfile& hw) {
+  if (hw.inter.shared_by == 0 || !crosses_nodes(in, rank, group, &hw)) return 1.0;
+  const int per_node = ranks_per_node(in, &hw);
+  const std::vector<int> members = group_members(in.mesh, rank, group);
+  const double here = double(std::count_if(members.begin(), members.end(),
+                                           [&](int r) { return r / per_node == rank / per_node; }));
+  return double(hw.inter.shared_by) / (double(per_node) / here);
+}
+
 std::vector<std::string> axes_across_nodes(const StepInputs& in, const HardwareProfile* hw) {
   std::vector<std::string> out;
   for (const char* axis : {"tp", "cp"})
@@ -114,13 +123,23 @@ class RankWalk {
     if (it == seg_.end()) it = seg_.emplace(s, cm_.segment(s, batch_, in_.recompute)).first;
     return it->second;
   }
+  // The link a group crosses: inter-node or not, and the part of its
+  // bandwidth the group's stream gets (link_share): a part p moves the
+  // bytes 1 / p times as long.
+  struct Link {
+    bool inter = false;
+    double share = 1;
+  };
   double seconds(const comm::PlannedOp& op) {
-    auto it = inter_.find(op.group);
-    if (it == inter_.end()) it = inter_.emplace(op.group, crosses_nodes(in_, rep_.rank, op.group, &hw_)).first;
-    if (op.group != "tp" && op.group != "pp") return op_seconds(op, it->second, hw_);
+    auto it = links_.find(op.group);
+    if (it == links_.end())
+      it = links_.emplace(op.group, Link{crosses_nodes(in_, rep_.rank, op.group, &hw_),
+                                         link_share(in_, rep_.rank, op.group, hw_)}).first;
+    const double wire = op.group == "tp" || op.group == "pp" ? wire_ : 1.0;
+    if (wire == 1.0 && it->second.share == 1.0) return op_seconds(op, it->second.inter, hw_);
     comm::PlannedOp scaled = op;
-    scaled.bytes = int64_t(double(op.bytes) * wire_);
-    return op_seconds(scaled, it->second, hw_);
+    scaled.bytes = int64_t(double(op.bytes) * wire / it->second.share);
+    return op_seconds(scaled, it->second.inter, hw_);
   }
   void wait_until(double t) {
     if (t <= clock_) return;
@@ -170,7 +189,7 @@ class RankWalk {
   const double wire_;
   std::map<int, SegmentCost> seg_;
   std::map<int, std::vector<const comm::PlannedOp*>> by_action_;
-  std::map<std::string, bool> inter_;   // per group: crosses nodes
+  std::map<std::string, Link> links_;     // per group
   std::map<std::string, double> stream_;  // a group's operations run in order
   std::map<int, double> gathered_at_;     // unit -> when its gather completes
   RankTime rt_;

@@ -56,6 +56,14 @@ int ranks_per_node(const StepInputs& in, const HardwareProfile* hw);
 // than one node: the mesh's ranks fill the nodes in order (node by node,
 // tp innermost, then cp: comm/mesh.h, comm/node_placement.h).
 bool crosses_nodes(const StepInputs& in, int rank, const std::string& group, const HardwareProfile* hw);
+// The part of the link's bandwidth in the profile that a collective of
+// `rank`'s group gets when the group crosses nodes over a shared link
+// (LinkProfile::shared_by > 0): the node's ranks form ranks_per_node / k
+// such groups (k: the group's members on the rank's node), all crossing at
+// once, each one stream through the node's link (a ring crosses a node's
+// boundary once each way), so each gets shared_by / (ranks_per_node / k).
+// 1 for a group inside a node or a link per device.
+double link_share(const StepInputs& in, int rank, const std::string& group, const HardwareProfile& hw);
 // The tensor- and context-parallel axes whose groups span nodes ("tp",
 // "cp"): allowed (launch --allow-cross-node-tp) and priced on the
 // inter-node link, every layer's collectives crossing it.

@@ -1,0 +1,141 @@
+// Covers src/meshtrain/plan/link_bench.cc (the alpha-beta fit) and the
+// node placement and link pricing of plan/step_time.cc (ranks_per_node,
+// crosses_nodes, link_share): the mesh's ranks fill the nodes in order, tp
+// innermost, and a group's collectives are priced on the link it crosses
+// (docs/planning.md, "Nodes and links").
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/plan/formulas.h"
+#include "meshtrain/plan/hardware.h"
+#include "meshtrain/plan/link_bench.h"
+#include "meshtrain/plan/prediction.h"
+#include "meshtrain/train/equivalence.h"
+#include "meshtrain/train/meta_step.h"
+#include "meshtrain/train/plan_inputs.h"
+#include "train/train_fixtures.h"
+
+using namespace meshtrain;
+using namespace meshtrain::testing;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+namespace {
+
+// Samples of docs/math.md (M.20) itself at 256 B to 16 MiB.
+std::vector<plan::LinkSample> formula_samples(comm::OpKind op, int R, double alpha, double bytes_per_s) {
+  std::vector<plan::LinkSample> out;
+  for (size_t bytes = 256; bytes <= (size_t(16) << 20); bytes *= 4)
+    out.push_back({op, bytes, plan::ring_time(op, R, double(bytes), alpha, 1.0 / bytes_per_s)});
+  return out;
+}
+
+plan::StepInputs inputs(const std::string& layout, int nodes) {
+  plan::StepInputs in = train::step_inputs(train::with_layout(tiny_train_config(), train::parse_layout(layout)));
+  in.nodes = nodes;
+  return in;
+}
+
+// Two devices a node; the inter-node link ten times slower than the one
+// inside, no latency, so a collective's time is its bytes over the rate.
+plan::HardwareProfile two_links(const std::string& inter_extra = "") {
+  return plan::parse_hardware(R"(
+name = "two links"
+source = "a test machine"
+[device]
+memory = "64GiB"
+memory_bandwidth_gbps = 100
+peak_tflops = { fp32 = 1.0 }
+[gemm]
+fp32 = [{ min_dim = 1, tflops = 1.0 }]
+[node]
+devices = 2
+[link.intra]
+alpha_us = 0
+bandwidth_gbps = 10
+[link.inter]
+alpha_us = 0
+bandwidth_gbps = 1
+)" + inter_extra,
+                              "two-links.toml");
+}
+
+double tp_seconds(const std::string& layout, int nodes, const plan::HardwareProfile& hw) {
+  const plan::Prediction p = plan::predict(inputs(layout, nodes), train::meta_step_recorder(), &hw, false);
+  return p.time->ranks.front().tp_comm_s;
+}
+
+}  // namespace
+
+// Noise-free times of the formula give back its alpha and beta, for every
+// collective the planner prices and two group sizes.
+TEST(LinkFit, RecoversTheFormulasAlphaAndBeta) {
+  for (comm::OpKind op : plan::priced_ops())
+    for (int R : {2, 4}) {
+      const plan::AlphaBeta ab = plan::fit_link(op, R, formula_samples(op, R, 30e-6, 1e8));
+      EXPECT_NEAR(ab.alpha_s, 30e-6, 1e-12) << comm::op_kind_name(op) << " R=" << R;
+      EXPECT_NEAR(ab.bytes_per_s / 1e8, 1.0, 1e-9) << comm::op_kind_name(op) << " R=" << R;
+    }
+}
+
+// A shaper's burst lets small messages through faster than the sustained
+// rate: the slope stays the large messages', and alpha cannot fall below
+// 0.1 us. Times that do not grow with the size are refused.
+TEST(LinkFit, LargeMessagesSetTheRateAndBadSamplesAreNamed) {
+  auto samples = formula_samples(comm::OpKind::AllReduce, 2, 50e-6, 5e7);
+  samples.front().seconds = 1e-6;  // far below the line
+  const plan::AlphaBeta ab = plan::fit_link(comm::OpKind::AllReduce, 2, samples);
+  EXPECT_EQ(ab.alpha_s, 1e-7);
+  EXPECT_NEAR(ab.bytes_per_s / 5e7, 1.0, 0.01);
+  std::vector<plan::LinkSample> flat = {{comm::OpKind::Send, 256, 1e-3}, {comm::OpKind::Send, 1024, 1e-3}};
+  EXPECT_THAT([&] { plan::fit_link(comm::OpKind::Send, 2, flat); },
+              ThrowsMessage<ConfigError>(HasSubstr("do not grow with the message size")));
+}
+
+// Numbered node by node with tp innermost: dp=2 x tp=2 on 2 nodes keeps tp
+// inside a node and dp across; tp=2 on 2 nodes of one rank spans them.
+TEST(NodePlacement, RanksFillTheNodesInMeshOrder) {
+  const plan::StepInputs dp_tp = inputs("dp=2,tp=2", 2);
+  EXPECT_EQ(plan::ranks_per_node(dp_tp, nullptr), 2);
+  EXPECT_FALSE(plan::crosses_nodes(dp_tp, 0, "tp", nullptr));
+  EXPECT_TRUE(plan::crosses_nodes(dp_tp, 0, "dp", nullptr));
+  EXPECT_TRUE(plan::axes_across_nodes(dp_tp, nullptr).empty());
+  const plan::StepInputs tp = inputs("tp=2", 2);
+  EXPECT_TRUE(plan::crosses_nodes(tp, 0, "tp", nullptr));
+  EXPECT_EQ(plan::axes_across_nodes(tp, nullptr), std::vector<std::string>{"tp"});
+  // pp=2 x dp=2: dp {0,1} inside, pp {0,2} across.
+  const plan::StepInputs pp_dp = inputs("pp=2,dp=2", 2);
+  EXPECT_FALSE(plan::crosses_nodes(pp_dp, 1, "dp", nullptr));
+  EXPECT_TRUE(plan::crosses_nodes(pp_dp, 1, "pp", nullptr));
+  // Without --nodes: nodes of the profile's devices (a GPU node), or one.
+  const plan::HardwareProfile hw = two_links();
+  EXPECT_EQ(plan::ranks_per_node(inputs("dp=4", 0), &hw), 2);
+  EXPECT_EQ(plan::ranks_per_node(inputs("dp=4", 0), nullptr), 4);
+  EXPECT_THAT([&] { plan::ranks_per_node(inputs("dp=4", 1), &hw); },
+              ThrowsMessage<ConfigError>(HasSubstr("--nodes 1 puts 4 ranks")));
+  EXPECT_THAT([&] { inputs("dp=4", 3).validate(); }, ThrowsMessage<ConfigError>(HasSubstr("--nodes 3")));
+}
+
+// A tp group across nodes is priced on the inter-node link: ten times the
+// time of the same group inside a node on this profile.
+TEST(LinkPricing, CrossNodeTensorParallelismIsPricedOnTheInterNodeLink) {
+  const plan::HardwareProfile hw = two_links();
+  const double inside = tp_seconds("tp=2", 1, hw), across = tp_seconds("tp=2", 2, hw);
+  EXPECT_GT(inside, 0);
+  EXPECT_NEAR(across / inside, 10.0, 1e-6);
+}
+
+// A shared link (shared_by = 2: measured with both ranks of a node
+// crossing): a group with one rank per node shares it with the other place's
+// group, one with both ranks of each node has it alone.
+TEST(LinkPricing, ASharedLinkIsSplitBetweenTheGroupsCrossingIt) {
+  const plan::HardwareProfile shared = two_links("shared_by = 2\n"), own = two_links();
+  EXPECT_EQ(plan::link_share(inputs("dp=2,tp=2", 2), 0, "dp", shared), 1.0);
+  EXPECT_EQ(plan::link_share(inputs("pp=2,tp=2", 2), 1, "pp", shared), 1.0);
+  EXPECT_EQ(plan::link_share(inputs("dp=4", 2), 0, "dp", shared), 2.0);
+  EXPECT_EQ(plan::link_share(inputs("dp=2,tp=2", 2), 0, "tp", shared), 1.0);  // inside a node
+  EXPECT_EQ(plan::link_share(inputs("dp=4", 2), 0, "dp", own), 1.0);          // a link per device
+  EXPECT_NEAR(tp_seconds("tp=2", 2, own) / tp_seconds("tp=2", 2, two_links("shared_by = 4\n")), 4.0, 1e-3);
+  EXPECT_THAT([] { two_links("shared_by = 0.5\n"); }, ThrowsMessage<ConfigError>(HasSubstr("link.inter.shared_by")));
+}
