@@ -21,6 +21,12 @@
 #     node-restart with --max-restarts, a crashed node that comes back: the
 #                  job resumes on the hostfile and ends bitwise equal to
 #                  the uninterrupted run
+#     plan-link    bench machine --hostfile measures the nodes' link apart
+#                  from the shared memory inside a node (both in the
+#                  profile), and plan --nodes 2 prices a tp group across
+#                  the nodes on it: slower than inside one (the mechanics,
+#                  not the measured speed: bench/cluster-plan.sh compares
+#                  predicted and measured steps)
 set -u  # no pipefail: `... | grep -q` closes pipes early
 bin="$(realpath "$1")"
 case_name="$2"
@@ -199,6 +205,34 @@ case "$case_name" in
       grep -q IDENTICAL "$work/restart-diff.log" ||
       { cat "$work/restart-diff.log"; fail "the resumed job's final checkpoint differs from the uninterrupted run"; }
     echo "node-restart: node1 lost after step 2, back, job resumed: $(grep -o 'resumed from .*' "$dir.log" | head -1)"
+    ;;
+  plan-link)
+    up 2 --link-gbit 1
+    profile="$work/cluster.toml"
+    on_node node0 "$bin" bench machine --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --max-bytes 1M \
+      --out "$profile" > "$work/bench.log" 2>&1 || { cat "$work/bench.log"; fail "bench machine --hostfile failed"; }
+    grep -q '^name = "2 nodes (node0, node1)' "$profile" || { cat "$profile"; fail "the profile names no 2 nodes"; }
+    # The namespaces share this machine's cores: a node gets its share.
+    grep -q "2 nodes share one machine of $(nproc) cores" "$profile" || { cat "$profile"; fail "no shared machine"; }
+    grep -q '^shared_by = 2 ' "$profile" || { cat "$profile"; fail "[link.inter] has no shared_by = 2"; }
+    section() { sed -n "/^\[link.$1\]/,/^\$/p" "$profile" | grep -E '^(all_reduce|reduce_scatter|all_gather|send) = '; }
+    [ "$(section intra | wc -l)" -eq 4 ] && [ "$(section inter | wc -l)" -eq 4 ] ||
+      { cat "$profile"; fail "not every collective in both links"; }
+    [ "$(section intra)" != "$(section inter)" ] || { cat "$profile"; fail "[link.inter] repeats [link.intra]"; }
+    # tp=2 on 2 nodes of one rank each: the tp group spans them, marked
+    # and priced on the inter-node link.
+    tp_time() {  # NODES: rank 0's tensor-parallel collectives, and the axes across nodes
+      "$bin" plan "${demo[@]}" --layout tp=2 --hardware "$profile" --nodes "$1" --json |
+        jq -r '"\(.time.ranks[0].tp_comm_s) \(.placement.groups_across_nodes | join(","))"'
+    }
+    read -r inside inside_axes <<< "$(tp_time 1)"
+    read -r across across_axes <<< "$(tp_time 2)"
+    echo "plan-link: tp=2 collectives inside a node $inside s, across nodes $across s ($across_axes)"
+    [ -z "$inside_axes" ] && [ "$across_axes" = tp ] || fail "groups across nodes: '$inside_axes' and '$across_axes'"
+    awk -v a="$across" -v i="$inside" 'BEGIN { exit !(a > i && i > 0) }' ||
+      fail "tp across nodes predicted no slower ($across s) than inside one ($inside s)"
+    "$bin" plan "${demo[@]}" --layout tp=2 --hardware "$profile" --nodes 2 | grep -q "tp ACROSS NODES" ||
+      fail "the plan does not mark tp across nodes"
     ;;
   *) fail "unknown case" ;;
 esac

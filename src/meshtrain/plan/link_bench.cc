@@ -44,7 +44,7 @@ std::vector<LinkSample> time_link(comm::ProcessGroup& g, comm::ProcessGroup& sta
   std::vector<LinkSample> out;
   for (comm::OpKind op : priced_ops())
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
-      const int reps = std::clamp(int(o.bytes_per_size / bytes), o.iters, 200);
+      const int reps = std::clamp(int(o.bytes_per_size / bytes), o.iters, 30);
       std::vector<double> times;
       for (int it = 0; it <= reps; ++it) {
         start.barrier();
@@ -61,26 +61,30 @@ std::vector<LinkSample> time_link(comm::ProcessGroup& g, comm::ProcessGroup& sta
 }
 
 AlphaBeta fit_link(comm::OpKind op, int R, const std::vector<LinkSample>& samples) {
-  const LinkSample* smallest = nullptr;
+  std::vector<const LinkSample*> mine;
   for (const LinkSample& s : samples)
-    if (s.op == op && s.seconds > 0 && (!smallest || s.bytes < smallest->bytes)) smallest = &s;
+    if (s.op == op && s.seconds > 0) mine.push_back(&s);
   AlphaBeta ab;
-  if (!smallest || R < 2) return ab;
-  // The line t = rounds alpha + wire beta through the smallest message's
-  // time, its slope the least squares fit of the others (which the largest
-  // messages decide).
-  const double x0 = ring_wire_bytes(op, R, double(smallest->bytes)), t0 = smallest->seconds;
+  if (mine.empty() || R < 2) return ab;
+  std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->bytes < b->bytes; });
+  // The line t = rounds alpha + wire beta through the fastest of the three
+  // smallest messages (whose bytes take next to nothing: a busy machine's
+  // delay of one cannot set the latency), its slope the least squares fit
+  // of the others, which the largest decide.
+  const LinkSample* anchor = *std::min_element(mine.begin(), mine.begin() + long(std::min<size_t>(3, mine.size())),
+                                               [](auto* a, auto* b) { return a->seconds < b->seconds; });
+  const double x0 = ring_wire_bytes(op, R, double(anchor->bytes)), t0 = anchor->seconds;
   double sxx = 0, sxt = 0;
-  for (const LinkSample& s : samples) {
-    if (s.op != op || s.seconds <= 0) continue;
-    const double x = ring_wire_bytes(op, R, double(s.bytes)) - x0;
+  for (const LinkSample* s : mine) {
+    const double x = ring_wire_bytes(op, R, double(s->bytes)) - x0;
     sxx += x * x;
-    sxt += x * (s.seconds - t0);
+    sxt += x * (s->seconds - t0);
   }
-  MT_REQUIRE(ConfigError, sxt > 0, "bench machine: the ", comm::op_kind_name(op),
-             " times do not grow with the message size (", smallest->bytes,
-             " bytes the smallest): give a larger --max-bytes");
-  const double beta = sxt / sxx;
+  // Noise larger than the sizes' differences (a fast link measured to small
+  // sizes): the largest message's bytes over its time.
+  const LinkSample& largest = *mine.back();
+  const double beta = sxx > 0 && sxt > 0 ? sxt / sxx
+                                         : largest.seconds / ring_wire_bytes(op, R, double(largest.bytes));
   ab.bytes_per_s = 1.0 / beta;
   ab.alpha_s = std::max((t0 - beta * x0) / ring_rounds(op, R), 1e-7);
   return ab;

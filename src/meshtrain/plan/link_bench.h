@@ -24,8 +24,8 @@ struct LinkSample {
 
 struct LinkBenchOptions {
   size_t min_bytes = 256, max_bytes = size_t(16) << 20;
-  int iters = 5;                  // repetitions per size at least (more for small ones), after one warm-up
-  size_t bytes_per_size = size_t(32) << 20;  // small sizes repeat until about this much has moved
+  int iters = 5;                  // repetitions per size at least, after one warm-up
+  size_t bytes_per_size = size_t(8) << 20;  // smaller sizes repeat until about this much has moved (at most 30 times)
 };
 
 // The ops the planner prices per link, in the order of the profile's keys.
@@ -41,11 +41,12 @@ std::vector<LinkSample> time_link(comm::ProcessGroup& group, comm::ProcessGroup&
                                   const LinkBenchOptions& options);
 
 // alpha and beta of `op` over R ranks: the line t = rounds alpha + wire
-// beta (wire: the bytes each rank sends) through the smallest message's
-// time, with the least squares slope of the others, which the largest
-// messages decide (a link's sustained rate, not a burst a shaper lets
-// through); alpha at least 0.1 us. ConfigError when the times do not grow
-// with the size.
+// beta (wire: the bytes each rank sends) through the fastest of the three
+// smallest messages, with the least squares
+// slope of the others, which the largest messages decide (a link's
+// sustained rate, not a burst a shaper lets through); alpha at least
+// 0.1 us. Where noise hides the slope, the largest message's bytes over
+// its time.
 AlphaBeta fit_link(comm::OpKind op, int R, const std::vector<LinkSample>& samples);
 
 }  // namespace meshtrain::plan

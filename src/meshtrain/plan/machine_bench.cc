@@ -187,8 +187,8 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
      << "# Collectives: f32 messages of " << lo.min_bytes << " bytes to " << (lo.max_bytes >> 10)
      << " KiB, x4 apart; per size the median of at least " << lo.iters
      << " repetitions (after a warm-up) of the slowest member's time;\n"
-     << "# alpha: the smallest message's time per round; beta: least squares of the rest against the bytes each\n"
-     << "# rank sends (docs/math.md (M.20), plan/link_bench.h).\n"
+     << "# fitted to docs/math.md (M.20): the line through the fastest of the three smallest messages, its slope the\n"
+     << "# least squares fit of the others against the bytes each rank sends (plan/link_bench.h).\n"
      << "name = \"" << (N > 1 ? std::to_string(N) + " nodes (" + hosts + ")" : "this machine") << ", "
      << cores << " core(s) per node, measured\"\n"
      << "source = \"meshtrain bench machine: GEMM of the kernel table and a STREAM-like copy on one core with every "

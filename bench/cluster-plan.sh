@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The planner on a cluster (docs/performance.md, "The planner on the
+# emulated cluster"): brings up the emulated 2-node cluster
+# (scripts/emulated-cluster.sh, 2 slots a node, the link shaped to
+# --link-gbit), measures it with `meshtrain bench machine --hostfile`, ranks
+# the meshes of 4 devices with `meshtrain plan --devices 4 --nodes 2`, then
+# trains each layout on the cluster (`meshtrain launch --hostfile`) and
+# prints the predicted step beside the measured median step, their ratio,
+# and both rankings. The model is the demo's with 8 query heads (so that tp=4
+# splits them), micro-batches of 4 rows, one compute thread a rank and the
+# global batch held at 32 rows (grad_accum = 32 / (4 dp)). Needs root (the
+# cluster's namespaces).
+#   bench/cluster-plan.sh [BUILD_DIR] [--link-gbit G] [--steps N] [--name NAME] [--keep DIR]
+# Defaults: build, 1 Gbit/s, 8 steps (the median of steps 2..N), cluster
+# name plan$$. --keep DIR leaves the profile, plans and run logs there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+build=build
+gbit=1
+steps=8
+name="plan$$"
+keep=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --link-gbit) gbit="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --name) name="$2"; shift 2 ;;
+    --keep) keep="$2"; shift 2 ;;
+    -*) echo "cluster-plan: unknown option $1" >&2; exit 2 ;;
+    *) build="$1"; shift ;;
+  esac
+done
+meshtrain=$(realpath "$build/bin/meshtrain")
+[ -x "$meshtrain" ] || { echo "cluster-plan: $meshtrain not built (make build)" >&2; exit 2; }
+[ "$steps" -ge 3 ] || { echo "cluster-plan: --steps $steps: at least 3 (the first step warms up)" >&2; exit 2; }
+cluster="$repo/scripts/emulated-cluster.sh"
+agent="$repo/scripts/cluster-rsh.sh"
+work=${keep:-$(mktemp -d)}
+mkdir -p "$work"
+export MESHTRAIN_CLUSTER="$name"
+cleanup() {
+  "$cluster" --name "$name" --dir "$work/cluster" down > /dev/null 2>&1 || true
+  [ -n "$keep" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The layouts: dp across nodes, tp inside, tp across (allowed), pp across
+# with tp inside, pp across with dp inside.
+layouts=("dp=4" "dp=2,tp=2" "tp=4" "pp=2,tp=2" "pp=2,dp=2")
+model=(--set model.n_heads=8 --set training.micro_batch=4 --set training.grad_accum=8 --set training.threads=1)
+accum() {  # the grad_accum of a layout at 32 rows of 4
+  local dp
+  dp=$(echo "$1" | sed -n 's/.*dp=\([0-9]*\).*/\1/p')
+  echo $((8 / ${dp:-1}))
+}
+
+echo "# cluster-plan: $(date -u +%FT%TZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)," \
+     "link $gbit Gbit/s, $steps steps per layout"
+"$cluster" --name "$name" --dir "$work/cluster" up 2 --link-gbit "$gbit"
+on_node0() { "$agent" node0 "$@"; }
+
+# The profile, measured on every slot of the cluster.
+on_node0 "$meshtrain" bench machine --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" \
+  --out "$work/cluster.toml" > "$work/bench.log" 2>&1 || { cat "$work/bench.log"; exit 1; }
+grep -E '^(name|devices|shared_by|\[link|all_reduce|send) ' "$work/cluster.toml" | sed 's/^/#   /'
+
+echo "# meshtrain plan configs/demo.toml ${model[*]} --hardware cluster.toml --devices 4 --nodes 2"
+"$meshtrain" plan configs/demo.toml "${model[@]}" --hardware "$work/cluster.toml" --devices 4 --nodes 2 > "$work/plan.txt"
+head -12 "$work/plan.txt"
+
+printf '%-12s %12s %12s %8s\n' layout predicted measured ratio
+results="$work/results.txt"
+: > "$results"
+for layout in "${layouts[@]}"; do
+  G=$(accum "$layout")
+  predicted=$("$meshtrain" plan configs/demo.toml "${model[@]}" --set training.grad_accum="$G" --layout "$layout" \
+    --hardware "$work/cluster.toml" --nodes 2 --json | jq '.time.step_s')
+  dir="$work/run-${layout//[=,]/-}"
+  sets=()
+  for axis in $(echo "$layout" | tr ',' ' '); do sets+=(--set "parallel.$axis"); done
+  on_node0 "$meshtrain" launch -n 4 --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --allow-cross-node-tp \
+    configs/demo.toml "${model[@]}" --set training.grad_accum="$G" "${sets[@]}" --set data.path="$work/data" \
+    --set training.steps="$steps" --set training.eval_every=0 --set checkpoint.every=0 --set metrics.log_every=1 \
+    --set metrics.run_dir="$dir" > "$dir.log" 2>&1 || { tail -20 "$dir.log"; exit 1; }
+  measured=$(jq -s '[.[] | select(.seconds != null and .step > 1) | .seconds] | sort |
+                    if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end' \
+             "$dir/metrics.jsonl")
+  ratio=$(awk -v p="$predicted" -v m="$measured" 'BEGIN { printf "%.3f", p / m }')
+  printf '%-12s %10.3f s %10.3f s %8s\n' "$layout" "$predicted" "$measured" "$ratio"
+  echo "$layout $predicted $measured" >> "$results"
+done
+echo "# predicted ranking: $(sort -k2 -g "$results" | awk '{ printf "%s ", $1 }')"
+echo "# measured ranking:  $(sort -k3 -g "$results" | awk '{ printf "%s ", $1 }')"
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
