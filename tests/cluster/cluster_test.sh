@@ -24,9 +24,10 @@
 #     plan-link    bench machine --hostfile measures the nodes' link apart
 #                  from the shared memory inside a node (both in the
 #                  profile), and plan --nodes 2 prices a tp group across
-#                  the nodes on it: slower than inside one (the mechanics,
-#                  not the measured speed: bench/cluster-plan.sh compares
-#                  predicted and measured steps)
+#                  the nodes on the inter-node link, one inside a node on
+#                  the intra-node link (the mechanics, not the measured
+#                  speeds: bench/cluster-plan.sh compares predicted and
+#                  measured steps)
 set -u  # no pipefail: `... | grep -q` closes pipes early
 bin="$(realpath "$1")"
 case_name="$2"
@@ -219,18 +220,30 @@ case "$case_name" in
     [ "$(section intra | wc -l)" -eq 4 ] && [ "$(section inter | wc -l)" -eq 4 ] ||
       { cat "$profile"; fail "not every collective in both links"; }
     [ "$(section intra)" != "$(section inter)" ] || { cat "$profile"; fail "[link.inter] repeats [link.intra]"; }
-    # tp=2 on 2 nodes of one rank each: the tp group spans them, marked
-    # and priced on the inter-node link.
-    tp_time() {  # NODES: rank 0's tensor-parallel collectives, and the axes across nodes
-      "$bin" plan "${demo[@]}" --layout tp=2 --hardware "$profile" --nodes "$1" --json |
+    # tp=2 on 2 nodes of one rank each: the tp group spans them, marked and
+    # priced on the inter-node link; on one node, on the intra-node link. A
+    # copy of the profile whose inter-node link is 100 times slower shows
+    # which link prices what, whatever the measured speeds.
+    slow="$work/slow-inter.toml"
+    awk '/^\[link\./ { inter = ($0 ~ /^\[link\.inter\]/) }
+         inter { while (match($0, /bandwidth_gbps = [0-9.]+/)) {
+                   v = substr($0, RSTART + 17, RLENGTH - 17) / 100
+                   $0 = substr($0, 1, RSTART - 1) "bandwidth_gbps=" v substr($0, RSTART + RLENGTH) } }
+         { print }' "$profile" > "$slow"
+    tp_time() {  # PROFILE NODES: rank 0's tensor-parallel collectives, and the axes across nodes
+      "$bin" plan "${demo[@]}" --layout tp=2 --hardware "$1" --nodes "$2" --json |
         jq -r '"\(.time.ranks[0].tp_comm_s) \(.placement.groups_across_nodes | join(","))"'
     }
-    read -r inside inside_axes <<< "$(tp_time 1)"
-    read -r across across_axes <<< "$(tp_time 2)"
-    echo "plan-link: tp=2 collectives inside a node $inside s, across nodes $across s ($across_axes)"
+    read -r inside inside_axes <<< "$(tp_time "$profile" 1)"
+    read -r inside_slow _ <<< "$(tp_time "$slow" 1)"
+    read -r across across_axes <<< "$(tp_time "$profile" 2)"
+    read -r across_slow _ <<< "$(tp_time "$slow" 2)"
+    echo "plan-link: tp=2 collectives inside a node $inside s, across nodes $across s ($across_axes);" \
+         "with the inter-node link 100 times slower: $inside_slow s and $across_slow s"
     [ -z "$inside_axes" ] && [ "$across_axes" = tp ] || fail "groups across nodes: '$inside_axes' and '$across_axes'"
-    awk -v a="$across" -v i="$inside" 'BEGIN { exit !(a > i && i > 0) }' ||
-      fail "tp across nodes predicted no slower ($across s) than inside one ($inside s)"
+    [ "$inside" = "$inside_slow" ] || fail "tp inside a node priced on the inter-node link"
+    awk -v a="$across" -v s="$across_slow" 'BEGIN { exit !(s > 10 * a) }' ||
+      fail "tp across nodes not priced on the inter-node link ($across s, $across_slow s with it 100 times slower)"
     "$bin" plan "${demo[@]}" --layout tp=2 --hardware "$profile" --nodes 2 | grep -q "tp ACROSS NODES" ||
       fail "the plan does not mark tp across nodes"
     ;;
