@@ -22,6 +22,7 @@
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/meta_step.h"
 #include "meshtrain/train/plan_inputs.h"
+#include "plan/flat_machine.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -78,30 +79,6 @@ double balanced_expert_rows(const train::TrainConfig& cfg) {
   const double s = double(cfg.data.seq_len), per = s * double(m.experts_top_k) / double(m.n_experts);
   const double cap = m.moe_capacity_factor > 0 ? std::ceil(m.moe_capacity_factor * per) : per;
   return double(cfg.training.micro_batch) * double(m.n_experts) * std::min(cap, per);
-}
-
-// A machine whose every GEMM runs at one rate, with no fixed costs, so a
-// rank's compute time is its FLOPs and bytes over two rates.
-plan::HardwareProfile flat_machine() {
-  return plan::parse_hardware(R"(
-name = "flat"
-source = "a test machine"
-[device]
-memory = "64GiB"
-memory_bandwidth_gbps = 100
-peak_tflops = { fp32 = 1.0 }
-[gemm]
-fp32 = [{ min_dim = 1, tflops = 1.0 }]
-[node]
-devices = 8
-[link.intra]
-alpha_us = 1
-bandwidth_gbps = 100
-[link.inter]
-alpha_us = 1
-bandwidth_gbps = 100
-)",
-                              "flat.toml");
 }
 
 }  // namespace

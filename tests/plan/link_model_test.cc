@@ -14,6 +14,7 @@
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/meta_step.h"
 #include "meshtrain/train/plan_inputs.h"
+#include "plan/flat_machine.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -40,25 +41,7 @@ plan::StepInputs inputs(const std::string& layout, int nodes) {
 // Two devices a node; the inter-node link ten times slower than the one
 // inside, no latency, so a collective's time is its bytes over the rate.
 plan::HardwareProfile two_links(const std::string& inter_extra = "") {
-  return plan::parse_hardware(R"(
-name = "two links"
-source = "a test machine"
-[device]
-memory = "64GiB"
-memory_bandwidth_gbps = 100
-peak_tflops = { fp32 = 1.0 }
-[gemm]
-fp32 = [{ min_dim = 1, tflops = 1.0 }]
-[node]
-devices = 2
-[link.intra]
-alpha_us = 0
-bandwidth_gbps = 10
-[link.inter]
-alpha_us = 0
-bandwidth_gbps = 1
-)" + inter_extra,
-                              "two-links.toml");
+  return flat_machine(2, "alpha_us = 0\nbandwidth_gbps = 10\n", "alpha_us = 0\nbandwidth_gbps = 1\n" + inter_extra);
 }
 
 double tp_seconds(const std::string& layout, int nodes, const plan::HardwareProfile& hw) {
