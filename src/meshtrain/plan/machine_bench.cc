@@ -95,13 +95,15 @@ int cores_per_node(comm::ProcessGroup& world, const Placement& p, std::string& n
   return cores;
 }
 
-// GEMM classes and the copy bandwidth on one core, every rank at once:
-// the smallest dimension (the reduction k here) sets the class; m = 1024
-// tokens, n at least 256 like the layers' projections. The median over
-// ranks of each figure.
+// GEMM classes and the copy bandwidth on one core, every rank at once.
+// A class is a linear layer of `in` = d inputs and out = max(256, d)
+// outputs over 1024 tokens (the smallest dimension, d, sets the class), at
+// the rate of its three products with operands from beyond the caches, as a
+// step runs them (kernels/cpu/gemm_peak.h); the peak is the best single
+// product of the classes, cache-hot. The median over ranks of each figure.
 struct Compute {
   std::vector<std::pair<int64_t, double>> f32, bf16;
-  double copy = 0;
+  double peak_f32 = 0, peak_bf16 = 0, copy = 0;
 };
 
 Compute measure_compute(comm::ProcessGroup& world, const MachineBenchOptions& o) {
@@ -109,11 +111,15 @@ Compute measure_compute(comm::ProcessGroup& world, const MachineBenchOptions& o)
   const int64_t dims[] = {16, 32, 64, 128, 256, 512, 1024};
   std::vector<double> mine;
   world.barrier();
+  double peak_f32 = 0, peak_bf16 = 0;
   for (int64_t d : dims) {
-    const int64_t n = std::max<int64_t>(d, 256);
-    mine.push_back(kernels::measure_gemm_core_flops(DType::F32, 1024, n, d, o.seconds_per_gemm));
-    mine.push_back(kernels::measure_gemm_core_flops(DType::BF16, 1024, n, d, o.seconds_per_gemm));
+    const int64_t out = std::max<int64_t>(d, 256);
+    mine.push_back(kernels::measure_linear_core_flops(DType::F32, 1024, out, d, o.seconds_per_gemm));
+    mine.push_back(kernels::measure_linear_core_flops(DType::BF16, 1024, out, d, o.seconds_per_gemm));
+    peak_f32 = std::max(peak_f32, kernels::measure_gemm_core_flops(DType::F32, 1024, out, d, o.seconds_per_gemm / 4));
+    peak_bf16 = std::max(peak_bf16, kernels::measure_gemm_core_flops(DType::BF16, 1024, out, d, o.seconds_per_gemm / 4));
   }
+  mine.insert(mine.end(), {peak_f32, peak_bf16});
   world.barrier();
   mine.push_back(comm::bench::copy_bandwidth(size_t(64) << 20, 1));  // read + written bytes per second
   const auto all = gather(world, mine);
@@ -127,6 +133,8 @@ Compute measure_compute(comm::ProcessGroup& world, const MachineBenchOptions& o)
     c.f32.push_back({dims[i], med(2 * i)});
     c.bf16.push_back({dims[i], med(2 * i + 1)});
   }
+  c.peak_f32 = med(mine.size() - 3);
+  c.peak_bf16 = med(mine.size() - 2);
   c.copy = med(mine.size() - 1);
   return c;
 }
@@ -194,27 +202,22 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
      << "source = \"meshtrain bench machine: GEMM of the kernel table and a STREAM-like copy on one core with every "
         "rank measuring at once, alpha-beta fits of the collectives inside and across nodes\"\n\n";
 
-  auto best = [](const auto& v) {
-    double b = 0;
-    for (const auto& [d, r] : v) b = std::max(b, r);
-    return b;
-  };
   const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   os << "[device]\n"
      << "memory = \"" << fixed(memory / double(hardware_cores()) / (1 << 20), 0) << "MiB\"   # physical memory / cores\n"
      << "memory_bandwidth_gbps = " << fixed(c.copy / 1e9, 2) << "   # STREAM-like copy on one core, median of "
      << ctx.world_size << " ranks\n"
-     << "peak_tflops = { fp32 = " << fixed(best(c.f32) / 1e12, 5) << ", bf16 = " << fixed(best(c.bf16) / 1e12, 5)
-     << " }   # best GEMM rate measured on one core\n\n";
+     << "peak_tflops = { fp32 = " << fixed(c.peak_f32 / 1e12, 5) << ", bf16 = " << fixed(c.peak_bf16 / 1e12, 5)
+     << " }   # best GEMM rate measured on one core (a product repeated, cache-hot)\n\n";
   auto classes = [&](const char* name, const auto& v) {
     os << name << " = [";
     for (size_t i = 0; i < v.size(); ++i)
       os << (i ? ", " : "") << "{ min_dim = " << v[i].first << ", tflops = " << fixed(v[i].second / 1e12, 5) << " }";
     os << "]\n";
   };
-  os << "[gemm]   # one core (its thread's CPU time), by the smallest of m, n, k (m = 1024, n = max(256, k)); "
-        "median of "
-     << ctx.world_size << " ranks\n";
+  os << "[gemm]   # one core (its thread's CPU time), by the smallest of m, n, k: a linear layer of d inputs and\n"
+     << "# max(256, d) outputs over 1024 tokens, its forward, input-gradient and weight-gradient products over\n"
+     << "# operands from beyond the caches (kernels/cpu/gemm_peak.h); median of " << ctx.world_size << " ranks\n";
   classes("fp32", c.f32);
   classes("bf16", c.bf16);
   os << "\n[node]   # cores per node" << (sharing.empty() ? "" : ": " + sharing) << "\ndevices = " << cores

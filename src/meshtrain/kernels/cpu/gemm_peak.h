@@ -16,4 +16,13 @@ namespace meshtrain::kernels {
 // its CPU time. The caller sets the thread's compute threads (one core: 1).
 double measure_gemm_core_flops(DType dtype, int64_t m, int64_t n, int64_t k, double budget_s);
 
+// What a training step's linear layer (`out` x `in` over `tokens` rows)
+// achieves on the calling thread: its three products, y = x W^T, dx = dy W
+// and dW = dy^T x, one after another over sets of operands that together
+// hold at least 64 MiB, so that each product reads operands from beyond the
+// core's caches as a step's layers follow one another; FLOP/s of all the
+// products over their CPU time (a mean, not the best) for about `budget_s`
+// seconds. The caller sets the thread's compute threads.
+double measure_linear_core_flops(DType dtype, int64_t tokens, int64_t out, int64_t in, double budget_s);
+
 }  // namespace meshtrain::kernels
