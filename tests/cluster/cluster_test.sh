@@ -217,15 +217,15 @@ case "$case_name" in
     grep -q "2 nodes share one machine of $(nproc) cores" "$profile" || { cat "$profile"; fail "no shared machine"; }
     grep -q '^shared_by = 2 ' "$profile" || { cat "$profile"; fail "[link.inter] has no shared_by = 2"; }
     section() { sed -n "/^\[link.$1\]/,/^\$/p" "$profile" | grep -E '^(all_reduce|reduce_scatter|all_gather|send) = '; }
-    [ "$(section intra | wc -l)" -eq 4 ] && [ "$(section inter | wc -l)" -eq 4 ] ||
-      { cat "$profile"; fail "not every collective in both links"; }
+    [ "$(section intra | wc -l)" -eq 4 ] && [ "$(section inter | wc -l)" -eq 4 ] &&
+      [ "$(section inter.whole_nodes | wc -l)" -eq 4 ] || { cat "$profile"; fail "not every collective in every link"; }
     [ "$(section intra)" != "$(section inter)" ] || { cat "$profile"; fail "[link.inter] repeats [link.intra]"; }
     # tp=2 on 2 nodes of one rank each: the tp group spans them, marked and
     # priced on the inter-node link; on one node, on the intra-node link. A
     # copy of the profile whose inter-node link is 100 times slower shows
     # which link prices what, whatever the measured speeds.
     slow="$work/slow-inter.toml"
-    awk '/^\[link\./ { inter = ($0 ~ /^\[link\.inter\]/) }
+    awk '/^\[link\./ { inter = ($0 ~ /^\[link\.inter[].]/) }
          inter { while (match($0, /bandwidth_gbps = [0-9.]+/)) {
                    v = substr($0, RSTART + 17, RLENGTH - 17) / 100
                    $0 = substr($0, 1, RSTART - 1) "bandwidth_gbps=" v substr($0, RSTART + RLENGTH) } }

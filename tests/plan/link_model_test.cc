@@ -1,6 +1,6 @@
 // Covers src/meshtrain/plan/link_bench.cc (the alpha-beta fit) and the
 // node placement and link pricing of plan/step_time.cc (ranks_per_node,
-// crosses_nodes, link_share): the mesh's ranks fill the nodes in order, tp
+// crosses_nodes, group_link): the mesh's ranks fill the nodes in order, tp
 // innermost, and a group's collectives are priced on the link it crosses
 // (docs/planning.md, "Nodes and links").
 #include <gtest/gtest.h>
@@ -120,11 +120,28 @@ TEST(LinkPricing, CrossNodeTensorParallelismIsPricedOnTheInterNodeLink) {
 // group, one with both ranks of each node has it alone.
 TEST(LinkPricing, ASharedLinkIsSplitBetweenTheGroupsCrossingIt) {
   const plan::HardwareProfile shared = two_links("shared_by = 2\n"), own = two_links();
-  EXPECT_EQ(plan::link_share(inputs("dp=2,tp=2", 2), 0, "dp", shared), 1.0);
-  EXPECT_EQ(plan::link_share(inputs("pp=2,tp=2", 2), 1, "pp", shared), 1.0);
-  EXPECT_EQ(plan::link_share(inputs("dp=4", 2), 0, "dp", shared), 2.0);
-  EXPECT_EQ(plan::link_share(inputs("dp=2,tp=2", 2), 0, "tp", shared), 1.0);  // inside a node
-  EXPECT_EQ(plan::link_share(inputs("dp=4", 2), 0, "dp", own), 1.0);          // a link per device
+  EXPECT_EQ(plan::group_link(inputs("dp=2,tp=2", 2), 0, "dp", shared).share, 1.0);
+  EXPECT_EQ(plan::group_link(inputs("pp=2,tp=2", 2), 1, "pp", shared).share, 1.0);
+  EXPECT_EQ(plan::group_link(inputs("dp=4", 2), 0, "dp", shared).share, 2.0);
+  EXPECT_EQ(plan::group_link(inputs("dp=2,tp=2", 2), 0, "tp", shared).share, 1.0);  // inside a node
+  EXPECT_EQ(plan::group_link(inputs("dp=4", 2), 0, "dp", own).share, 1.0);          // a link per device
   EXPECT_NEAR(tp_seconds("tp=2", 2, own) / tp_seconds("tp=2", 2, two_links("shared_by = 4\n")), 4.0, 1e-3);
   EXPECT_THAT([] { two_links("shared_by = 0.5\n"); }, ThrowsMessage<ConfigError>(HasSubstr("link.inter.shared_by")));
+}
+
+// A group holding every rank of each node it spans (dp=4 on 2 nodes of 2;
+// tp=2 on 2 nodes of 1) is priced on [link.inter.whole_nodes] where the
+// profile has it, whole; a group of one rank a node on [link.inter], shared.
+TEST(LinkPricing, WholeNodeGroupsHaveFiguresOfTheirOwn) {
+  const plan::HardwareProfile hw =
+      two_links("shared_by = 2\n[link.inter.whole_nodes]\nalpha_us = 0\nbandwidth_gbps = 0.5\n");
+  ASSERT_TRUE(hw.inter.whole_nodes);
+  const plan::GroupLink whole = plan::group_link(inputs("dp=4", 2), 0, "dp", hw);
+  EXPECT_EQ(whole.link, hw.inter.whole_nodes.get());
+  EXPECT_EQ(whole.share, 1.0);
+  const plan::GroupLink one = plan::group_link(inputs("dp=2,tp=2", 2), 0, "dp", hw);
+  EXPECT_EQ(one.link, &hw.inter);
+  EXPECT_EQ(plan::group_link(inputs("dp=2,tp=2", 2), 0, "tp", hw).link, &hw.intra);
+  // 0.5 GB/s against the shared 1 GB/s link's 2 streams of tp=2 on 2 nodes of one rank.
+  EXPECT_NEAR(tp_seconds("tp=2", 2, hw) / tp_seconds("tp=2", 2, two_links("shared_by = 2\n")), 4.0, 1e-3);
 }

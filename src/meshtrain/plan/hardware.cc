@@ -102,6 +102,8 @@ LinkProfile link(Section s) {
     l.per_op[kind] = read_alpha_beta(op);
     op.finish();
   }
+  if (Section whole = s.table("whole_nodes", /*required=*/false); whole.present())
+    l.whole_nodes = std::make_shared<const LinkProfile>(link(whole));
   s.finish();
   return l;
 }

@@ -16,10 +16,13 @@
 //             optional shared_by = 2: the figures are one of that many streams
 //             sharing a node's link at once (bench machine --hostfile: every
 //             rank of a node crossing); absent, every device has a link of its own
+//             optional [link.inter.whole_nodes], the same keys: a group holding
+//             every rank of each node it spans (bench machine --hostfile: the job)
 //   [overheads] (optional) step_us = 0   per launch of a kernel, layer_us = 0
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,9 @@ struct LinkProfile {
   // once; S streams each get shared_by / S of the bandwidth. 0: a link per
   // device (a GPU's own network adapter), whatever else crosses.
   int shared_by = 0;
+  // Measured for a group holding every rank of each node it spans (its own
+  // collective algorithm and no stream beside it); null: the figures above.
+  std::shared_ptr<const LinkProfile> whole_nodes;
   const AlphaBeta& for_op(comm::OpKind k) const;
 };
 

@@ -141,8 +141,8 @@ Compute measure_compute(comm::ProcessGroup& world, const MachineBenchOptions& o)
 
 // shared_by > 0: the figures are one of that many streams through a node's
 // link at once (hardware.h).
-std::string link_section(const char* name, const std::vector<LinkSample>& samples, int R, const std::string& how,
-                         int shared_by = 0) {
+std::string link_section(const std::string& name, const std::vector<LinkSample>& samples, int R,
+                         const std::string& how, int shared_by = 0) {
   std::ostringstream os;
   os << "[link." << name << "]   # " << how << "\n";
   if (shared_by > 0) os << "shared_by = " << shared_by << "   # the node's ranks crossed its link at once\n";
@@ -179,10 +179,13 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
   lo.iters = o.iters;
   const auto intra = world.split(p.node, p.local, comm::SplitPlace{p.per_node, p.local}, "node");
   const auto inter = world.split(p.local, p.node, comm::SplitPlace{int(p.nodes.size()), p.node}, "across");
-  std::vector<LinkSample> in_node, across;
+  std::vector<LinkSample> in_node, across, whole;
   if (p.per_node > 1) in_node = time_link(*intra, world, lo);
   world.barrier();
   if (p.nodes.size() > 1) across = time_link(*inter, world, lo);
+  // The whole job as one group: every rank of each node (its own algorithm,
+  // one group crossing the links).
+  if (p.nodes.size() > 1 && p.per_node > 1) whole = time_link(world, world, lo);
   if (ctx.rank != 0) return "";
 
   const int N = int(p.nodes.size());
@@ -228,6 +231,8 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
   if (!in_node.empty() && !across.empty()) {
     os << link_section("intra", in_node, p.per_node, within);
     os << link_section("inter", across, N, between, p.per_node);
+    os << link_section("inter.whole_nodes", whole, ctx.world_size,
+                       "the " + std::to_string(ctx.world_size) + " ranks as one group: every rank of each node");
   } else if (!in_node.empty()) {
     os << link_section("intra", in_node, p.per_node, within);
     os << link_section("inter", in_node, p.per_node, within + "; no second node here: the same figures");

@@ -55,13 +55,15 @@ bool crosses_nodes(const StepInputs& in, int rank, const std::string& group, con
   return std::any_of(members.begin(), members.end(), [&](int r) { return r / per_node != node; });
 }
 
-double link_share(const StepInputs& in, int rank, const std::string& group, const HardwareProfile& hw) {
-  if (hw.inter.shared_by == 0 || !crosses_nodes(in, rank, group, &hw)) return 1.0;
+GroupLink group_link(const StepInputs& in, int rank, const std::string& group, const HardwareProfile& hw) {
+  if (!crosses_nodes(in, rank, group, &hw)) return {&hw.intra, false, 1.0};
   const int per_node = ranks_per_node(in, &hw);
   const std::vector<int> members = group_members(in.mesh, rank, group);
-  const double here = double(std::count_if(members.begin(), members.end(),
-                                           [&](int r) { return r / per_node == rank / per_node; }));
-  return double(hw.inter.shared_by) / (double(per_node) / here);
+  const int here = int(std::count_if(members.begin(), members.end(),
+                                     [&](int r) { return r / per_node == rank / per_node; }));
+  if (hw.inter.whole_nodes && here == per_node) return {hw.inter.whole_nodes.get(), true, 1.0};
+  if (hw.inter.shared_by == 0) return {&hw.inter, true, 1.0};
+  return {&hw.inter, true, double(hw.inter.shared_by) / (double(per_node) / double(here))};
 }
 
 std::vector<std::string> axes_across_nodes(const StepInputs& in, const HardwareProfile* hw) {
@@ -72,8 +74,12 @@ std::vector<std::string> axes_across_nodes(const StepInputs& in, const HardwareP
 }
 
 double op_seconds(const comm::PlannedOp& op, bool inter_node, const HardwareProfile& hw) {
+  return op_seconds(op, inter_node ? hw.inter : hw.intra);
+}
+
+double op_seconds(const comm::PlannedOp& op, const LinkProfile& link) {
   if (op.group_size <= 1) return 0;
-  const AlphaBeta& ab = (inter_node ? hw.inter : hw.intra).for_op(op.kind);
+  const AlphaBeta& ab = link.for_op(op.kind);
   return ring_time(op.kind, op.group_size, double(op.bytes), ab.alpha_s, 1.0 / ab.bytes_per_s);
 }
 
@@ -123,23 +129,16 @@ class RankWalk {
     if (it == seg_.end()) it = seg_.emplace(s, cm_.segment(s, batch_, in_.recompute)).first;
     return it->second;
   }
-  // The link a group crosses: inter-node or not, and the part of its
-  // bandwidth the group's stream gets (link_share): a part p moves the
-  // bytes 1 / p times as long.
-  struct Link {
-    bool inter = false;
-    double share = 1;
-  };
+  // On the link the group crosses (group_link); a part p of its bandwidth
+  // moves the bytes 1 / p times as long.
   double seconds(const comm::PlannedOp& op) {
     auto it = links_.find(op.group);
-    if (it == links_.end())
-      it = links_.emplace(op.group, Link{crosses_nodes(in_, rep_.rank, op.group, &hw_),
-                                         link_share(in_, rep_.rank, op.group, hw_)}).first;
+    if (it == links_.end()) it = links_.emplace(op.group, group_link(in_, rep_.rank, op.group, hw_)).first;
     const double wire = op.group == "tp" || op.group == "pp" ? wire_ : 1.0;
-    if (wire == 1.0 && it->second.share == 1.0) return op_seconds(op, it->second.inter, hw_);
+    if (wire == 1.0 && it->second.share == 1.0) return op_seconds(op, *it->second.link);
     comm::PlannedOp scaled = op;
     scaled.bytes = int64_t(double(op.bytes) * wire / it->second.share);
-    return op_seconds(scaled, it->second.inter, hw_);
+    return op_seconds(scaled, *it->second.link);
   }
   void wait_until(double t) {
     if (t <= clock_) return;
@@ -189,7 +188,7 @@ class RankWalk {
   const double wire_;
   std::map<int, SegmentCost> seg_;
   std::map<int, std::vector<const comm::PlannedOp*>> by_action_;
-  std::map<std::string, Link> links_;     // per group
+  std::map<std::string, GroupLink> links_;  // per group
   std::map<std::string, double> stream_;  // a group's operations run in order
   std::map<int, double> gathered_at_;     // unit -> when its gather completes
   RankTime rt_;

@@ -56,21 +56,30 @@ int ranks_per_node(const StepInputs& in, const HardwareProfile* hw);
 // than one node: the mesh's ranks fill the nodes in order (node by node,
 // tp innermost, then cp: comm/mesh.h, comm/node_placement.h).
 bool crosses_nodes(const StepInputs& in, int rank, const std::string& group, const HardwareProfile* hw);
-// The part of the link's bandwidth in the profile that a collective of
-// `rank`'s group gets when the group crosses nodes over a shared link
+// The link that prices a collective of `rank`'s group (docs/planning.md,
+// "Nodes and links"): [link.intra] inside a node; across nodes
+// [link.inter.whole_nodes] for a group holding every rank of each node it
+// spans, where the profile has it, else [link.inter] with the part of its
+// bandwidth the group's stream gets (`share`). A shared link
 // (LinkProfile::shared_by > 0): the node's ranks form ranks_per_node / k
 // such groups (k: the group's members on the rank's node), all crossing at
 // once, each one stream through the node's link (a ring crosses a node's
-// boundary once each way), so each gets shared_by / (ranks_per_node / k).
-// 1 for a group inside a node or a link per device.
-double link_share(const StepInputs& in, int rank, const std::string& group, const HardwareProfile& hw);
+// boundary once each way), so each gets shared_by / (ranks_per_node / k);
+// share 1 for a link per device.
+struct GroupLink {
+  const LinkProfile* link = nullptr;
+  bool inter = false;
+  double share = 1;
+};
+GroupLink group_link(const StepInputs& in, int rank, const std::string& group, const HardwareProfile& hw);
 // The tensor- and context-parallel axes whose groups span nodes ("tp",
 // "cp"): allowed (launch --allow-cross-node-tp) and priced on the
 // inter-node link, every layer's collectives crossing it.
 std::vector<std::string> axes_across_nodes(const StepInputs& in, const HardwareProfile* hw);
 // Alpha-beta time of one planned collective (docs/math.md (M.20)) on the intra- or
-// inter-node link.
+// inter-node link, or on `link`.
 double op_seconds(const comm::PlannedOp& op, bool inter_node, const HardwareProfile& hw);
+double op_seconds(const comm::PlannedOp& op, const LinkProfile& link);
 
 // steps: one per rank class, each with the number of ranks it stands for
 // (prediction.h); the step is set by the slowest.
