@@ -210,7 +210,7 @@ case "$case_name" in
   plan-link)
     up 2 --link-gbit 1
     profile="$work/cluster.toml"
-    on_node node0 "$bin" bench machine --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --max-bytes 1M \
+    on_node node0 "$bin" bench machine --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --max-bytes 16K \
       --out "$profile" > "$work/bench.log" 2>&1 || { cat "$work/bench.log"; fail "bench machine --hostfile failed"; }
     grep -q '^name = "2 nodes (node0, node1)' "$profile" || { cat "$profile"; fail "the profile names no 2 nodes"; }
     # The namespaces share this machine's cores: a node gets its share.

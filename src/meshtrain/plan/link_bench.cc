@@ -44,7 +44,7 @@ std::vector<LinkSample> time_link(comm::ProcessGroup& g, comm::ProcessGroup& sta
   std::vector<LinkSample> out;
   for (comm::OpKind op : priced_ops())
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
-      const int reps = std::clamp(int(o.bytes_per_size / bytes), o.iters, 30);
+      const int reps = std::clamp(int(o.bytes_per_size / bytes), o.iters, 20);
       std::vector<double> times;
       for (int it = 0; it <= reps; ++it) {
         start.barrier();

@@ -25,7 +25,7 @@ struct LinkSample {
 struct LinkBenchOptions {
   size_t min_bytes = 256, max_bytes = size_t(16) << 20;
   int iters = 5;                  // repetitions per size at least, after one warm-up
-  size_t bytes_per_size = size_t(8) << 20;  // smaller sizes repeat until about this much has moved (at most 30 times)
+  size_t bytes_per_size = size_t(8) << 20;  // smaller sizes repeat until about this much has moved (at most 20 times)
 };
 
 // The ops the planner prices per link, in the order of the profile's keys.
