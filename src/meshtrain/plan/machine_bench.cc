@@ -172,19 +172,22 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
   const int cores = cores_per_node(world, p, sharing);
   const Compute c = measure_compute(world, o);
 
-  // Links: every node's ranks at once, then every place's ranks across the
-  // nodes at once (the groups of a step run side by side).
+  // Links: each node's ranks, one node after another (nodes of one
+  // machine, as an emulated cluster's, would otherwise take each other's
+  // cores), then every place's ranks across the nodes at once (the groups
+  // of a step run side by side and share the nodes' links), then the
+  // whole job as one group.
   LinkBenchOptions lo;
   lo.max_bytes = o.max_bytes;
   lo.iters = o.iters;
   const auto intra = world.split(p.node, p.local, comm::SplitPlace{p.per_node, p.local}, "node");
   const auto inter = world.split(p.local, p.node, comm::SplitPlace{int(p.nodes.size()), p.node}, "across");
   std::vector<LinkSample> in_node, across, whole;
-  if (p.per_node > 1) in_node = time_link(*intra, world, lo);
-  world.barrier();
+  for (int node = 0; node < int(p.nodes.size()); ++node) {
+    if (node == p.node && p.per_node > 1) in_node = time_link(*intra, *intra, lo);
+    world.barrier();
+  }
   if (p.nodes.size() > 1) across = time_link(*inter, world, lo);
-  // The whole job as one group: every rank of each node (its own algorithm,
-  // one group crossing the links).
   if (p.nodes.size() > 1 && p.per_node > 1) whole = time_link(world, world, lo);
   if (ctx.rank != 0) return "";
 
@@ -226,7 +229,7 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
   os << "\n[node]   # cores per node" << (sharing.empty() ? "" : ": " + sharing) << "\ndevices = " << cores
      << "\nshared = true\n\n";
 
-  const std::string within = std::to_string(p.per_node) + " ranks of a node, every node at once";
+  const std::string within = std::to_string(p.per_node) + " ranks of a node, one node after another";
   const std::string between = std::to_string(N) + " nodes, one rank of each, every rank of a node at once";
   if (!in_node.empty() && !across.empty()) {
     os << link_section("intra", in_node, p.per_node, within);

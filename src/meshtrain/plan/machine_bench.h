@@ -16,7 +16,8 @@
 //     machine (the same kernel boot id, as an emulated cluster's namespaces
 //     do).
 //   - alpha and beta of docs/math.md (M.20) per collective (link_bench.h):
-//     [link.intra] over the ranks of each node, [link.inter] over one rank
+//     [link.intra] over the ranks of each node (one node after another:
+//     the nodes of an emulated cluster share one machine's cores), [link.inter] over one rank
 //     of each node (every rank of a node crossing at once, in groups by
 //     their place on the node), [link.inter.whole_nodes] over the whole job
 //     as one group; with one node the inter-node figures repeat
