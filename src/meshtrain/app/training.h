@@ -19,22 +19,30 @@ std::vector<std::string> train_overrides(const TrainRequest& request);
 // code: 0, or 128 + signal when SIGINT/SIGTERM stopped it after a save.
 int train(const TrainRequest& request);
 
-// `meshtrain launch`: the job under mpirun (MPI backend), run again from its
-// latest checkpoint when it fails, at most max_restarts times (default: the
-// config's comm.max_restarts when comm.restart_on_failure). The config is
-// validated before mpirun starts. Returns mpirun's last exit code.
+// `meshtrain launch`: the job under mpirun, or under srun inside a Slurm
+// allocation (MPI backend), run again from its latest checkpoint when it
+// fails, at most max_restarts times (default: the config's
+// comm.max_restarts when comm.restart_on_failure). The config is
+// validated before the launcher starts. Returns the launcher's last exit
+// code.
 // With a hostfile the ranks go to its hosts (docs/multi-node.md): mpirun
 // starts them through the rsh agent (ssh by default; the emulated
 // cluster's scripts/cluster-rsh.sh), TCP between nodes and shared memory
-// inside one; tp and cp groups that would span nodes are refused unless
-// allow_cross_node_tp. When the job fails, the hosts are probed and a lost
-// one is named.
+// inside one. Inside a Slurm allocation (SLURM_JOB_ID set; launcher
+// "auto" or "srun") `srun --mpi=pmix` starts them on the allocation's
+// nodes, filled in order as mpirun fills a hostfile's slots. Either way tp
+// and cp groups that would span nodes are refused unless
+// allow_cross_node_tp, and when the job fails the nodes are probed (the rsh
+// agent, or srun on each node) and a lost one is named.
 struct LaunchRequest {
   int np = 0;
+  std::string launcher = "auto";  // auto | mpirun | srun
   std::string mpirun = "mpirun";
   std::vector<std::string> mpirun_args;
   std::string hostfile;    // "": every rank on this host
   std::string rsh_agent;   // "": mpirun's own (ssh); with a hostfile only
+  std::string srun = "srun";
+  std::vector<std::string> srun_args;
   bool allow_cross_node_tp = false;
   TrainRequest train;
 };

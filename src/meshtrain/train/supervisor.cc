@@ -68,6 +68,12 @@ void write_stop_file(const std::string& path, int sig) {
   }
 }
 
+// "mpirun" or "srun": what the job's messages call its launcher.
+std::string launcher_name(const std::vector<std::string>& argv) {
+  const std::string& path = argv.front();
+  return path.substr(path.rfind('/') + 1);
+}
+
 // Starts argv in a process group of its own (see relaunch_mpi), waits for
 // it and relays signals; 128 + signal when it was killed. Ends the group
 // when a rank's abort record is older than the grace.
@@ -76,6 +82,8 @@ int run_once(const std::vector<std::string>& argv, const std::string& stop_file,
   std::vector<char*> args;
   for (auto& a : copy) args.push_back(a.data());
   args.push_back(nullptr);
+  const std::string name = launcher_name(argv);
+  const std::string cannot_run = "meshtrain launch: cannot run " + name + "\n";
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   MT_REQUIRE(ConfigError, pid >= 0, "cannot start ", argv[0], ": ", std::strerror(errno));
@@ -87,8 +95,7 @@ int run_once(const std::vector<std::string>& argv, const std::string& stop_file,
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, 0);
     ::execvp(args[0], args.data());
-    const char msg[] = "meshtrain launch: cannot run mpirun\n";
-    [[maybe_unused]] const ssize_t n = ::write(2, msg, sizeof msg - 1);
+    [[maybe_unused]] const ssize_t n = ::write(2, cannot_run.data(), cannot_run.size());
     ::_exit(127);
   }
   int status = 0, relayed = 0;
@@ -100,8 +107,8 @@ int run_once(const std::vector<std::string>& argv, const std::string& stop_file,
     const auto now = std::chrono::steady_clock::now();
     if (!aborted && !abort_file.empty() && ::access(abort_file.c_str(), F_OK) == 0) aborted = now;
     if (aborted && now - *aborted > std::chrono::seconds(kAbortGraceSeconds)) {
-      std::fprintf(stderr, "meshtrain launch: a rank aborted the job %d s ago and mpirun has not ended it (a node "
-                   "that stops answering holds it): ending mpirun\n", kAbortGraceSeconds);
+      std::fprintf(stderr, "meshtrain launch: a rank aborted the job %d s ago and %s has not ended it (a node "
+                   "that stops answering holds it): ending %s\n", kAbortGraceSeconds, name.c_str(), name.c_str());
       ::kill(-pid, SIGKILL);
       aborted = now + std::chrono::hours(24);  // once
     }
@@ -113,7 +120,7 @@ int run_once(const std::vector<std::string>& argv, const std::string& stop_file,
                    "to end the job at once)\n", g_signal == SIGINT ? "SIGINT" : "SIGTERM");
     } else {
       std::fprintf(stderr, "meshtrain launch: second signal: ending the job now without saving\n");
-      ::kill(pid, SIGTERM);  // mpirun ends its ranks
+      ::kill(pid, SIGTERM);  // mpirun (srun) ends its ranks
     }
     relayed = g_count;
   }
@@ -155,7 +162,7 @@ int relaunch_mpi(const LaunchJob& job) {
     }
     // 130/143: the job was stopped by a signal of its own, which saved and exited.
     if (code == 128 + SIGINT || code == 128 + SIGTERM) return code;
-    std::string reason = "mpirun exited with code " + std::to_string(code);
+    std::string reason = launcher_name(job.mpirun) + " exited with code " + std::to_string(code);
     if (job.diagnose) {
       const std::string cause = job.diagnose();
       if (!cause.empty()) {

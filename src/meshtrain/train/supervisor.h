@@ -4,7 +4,7 @@
 // every rank stops with the named error; with comm.restart_on_failure
 // the job then starts again, at most comm.max_restarts times:
 //   - threads backend: in this process (train_main loops over launches);
-//   - mpirun: the job is gone, so `meshtrain launch` runs mpirun again
+//   - mpirun (srun): the job is gone, so `meshtrain launch` runs it again
 //     (relaunch_mpi) and tells the new job which restart it is through the
 //     environment (MESHTRAIN_RESTART, MESHTRAIN_RESTART_REASON).
 // Each restart is logged on the console and as a metrics event with the
@@ -34,7 +34,7 @@ RestartInfo restart_info_from_environment();
 bool restartable(const std::exception& e);
 
 struct LaunchJob {
-  std::vector<std::string> mpirun;  // e.g. {"mpirun", "-np", "2"}
+  std::vector<std::string> mpirun;  // the launcher: {"mpirun", "-np", "2"}, {"srun", "--mpi=pmix", ...}
   std::vector<std::string> command;  // the job: {self, "train", CONFIG, ...}
   int max_restarts = 0;
   std::string stop_file;  // absolute; where SIGINT/SIGTERM are relayed to the job
