@@ -21,6 +21,20 @@
 #     node-restart with --max-restarts, a crashed node that comes back: the
 #                  job resumes on the hostfile and ends bitwise equal to
 #                  the uninterrupted run
+#   Slurm (Debian's slurm-wlm and munge; scripts/emulated-slurm.sh: a slurmd
+#   on each of the 2 nodes, in its own namespaces; skipped, exit 77, when the
+#   programs are missing):
+#     slurm        configs/slurm/train.sbatch submitted with sbatch, dp=2 x
+#                  tp=2, ZeRO-3: `meshtrain launch` runs the ranks with
+#                  srun --mpi=pmix, placed node by node, and the final
+#                  checkpoint equals the threads backend's; -n 2 in the
+#                  2 x 2 allocation fills node0 (tp=2 inside it)
+#     slurm-restart a rank on node1 killed after the checkpoint of step 2:
+#                  srun is run again in the allocation (--max-restarts),
+#                  the ranks see MESHTRAIN_RESTART, and the job ends
+#                  bitwise equal to the uninterrupted run
+#     slurm-node-loss node1 lost mid-job: the launcher names it, probing the
+#                  allocation's nodes with srun
 set -u  # no pipefail: `... | grep -q` closes pipes early
 bin="$(realpath "$1")"
 case_name="$2"
@@ -57,6 +71,34 @@ cluster_launch() {  # RUN_DIR NP OVERRIDES... (from node0, as on a cluster's fir
   shift 2
   on_node node0 "$bin" launch -n "$np" --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" "${demo[@]}" \
     --set metrics.run_dir="$dir" "$@"
+}
+# Slurm on the cluster (after up), or exit 77 with the script's own message.
+slurm_up() {
+  local out code
+  out="$("$repo/scripts/emulated-slurm.sh" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" up 2>&1)"
+  code=$?
+  [ "$code" -eq 77 ] && { echo "SKIP: $out"; exit 77; }
+  [ "$code" -eq 0 ] || fail "emulated-slurm.sh up: $out"
+  export SLURM_CONF="$work/cluster/slurm/slurm.conf"
+  trap '"$repo/scripts/emulated-slurm.sh" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" down > /dev/null 2>&1;
+        down; rm -rf "$work"' EXIT
+}
+# configs/slurm/train.sbatch on 2 nodes x 2 tasks: its job id; LOG gets the
+# launcher's and rank 0's output.
+submit() {  # LOG ARGS...
+  local log="$1"
+  shift
+  (cd "$work" && MESHTRAIN="$bin" on_node node0 sbatch --parsable --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 \
+     --output="$log" "$repo/configs/slurm/train.sbatch" "${demo[@]}" "$@") || fail "sbatch refused the job"
+}
+job_state() { on_node node0 scontrol show job --oneliner "$1" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+wait_job() {  # ID LOG: until it has ended; fails unless COMPLETED
+  local state
+  for _ in $(seq 1200); do
+    state="$(job_state "$1")"
+    case "$state" in PENDING | CONFIGURING | RUNNING | COMPLETING | "") sleep 0.1 ;; *) break ;; esac
+  done
+  [ "$state" = COMPLETED ] || { tail -30 "$2"; fail "Slurm job $1 ended $state"; }
 }
 link_bytes() { ip netns exec "$MESHTRAIN_CLUSTER-node$1" tc -s qdisc show dev eth0 | awk '/Sent/ {print $2; exit}'; }
 
@@ -199,6 +241,69 @@ case "$case_name" in
       grep -q IDENTICAL "$work/restart-diff.log" ||
       { cat "$work/restart-diff.log"; fail "the resumed job's final checkpoint differs from the uninterrupted run"; }
     echo "node-restart: node1 lost after step 2, back, job resumed: $(grep -o 'resumed from .*' "$dir.log" | head -1)"
+    ;;
+  slurm)
+    up 2
+    slurm_up
+    layout=(--set parallel.tp=2 --set parallel.zero_stage=3)  # dp: the ranks left (train.sbatch: dp = 0)
+    threads_run "$work/slurm-threads" --set parallel.dp=2 "${layout[@]}"
+    before=$(link_bytes 0)
+    id="$(submit "$work/slurm.log" --set metrics.run_dir="$work/slurm-job" "${layout[@]}")"
+    wait_job "$id" "$work/slurm.log"
+    after=$(link_bytes 0)
+    grep -q "^meshtrain launch: Slurm job $id: 4 rank(s) on node0,node1 with srun --mpi=pmix" "$work/slurm.log" ||
+      { cat "$work/slurm.log"; fail "the launcher did not start the ranks with srun"; }
+    grep -q "^placement: 2 nodes: node0 ranks 0-1, node1 ranks 2-3" "$work/slurm.log" || fail "no placement line"
+    "$bin" ckpt diff "$work/slurm-threads/checkpoints" "$work/slurm-job/checkpoints" > "$work/slurm-diff.log" 2>&1 &&
+      grep -q IDENTICAL "$work/slurm-diff.log" || { cat "$work/slurm-diff.log"; fail "the sbatch job differs from threads"; }
+    [ $((after - before)) -gt 100000 ] || fail "only $((after - before)) bytes crossed node0's link"
+    echo "slurm: sbatch job $id, 2 nodes x 2 ranks under srun --mpi=pmix, bitwise equal to the threads backend;" \
+         "$((after - before)) bytes left node0 over its link"
+    # -n 2 in the 2 x 2 allocation: the ranks fill node0, so tp=2 stays inside it.
+    on_node node0 salloc --quiet --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 "$bin" launch -n 2 "${demo[@]}" \
+      --set metrics.run_dir="$work/slurm-fill" --set parallel.tp=2 --set training.steps=1 > "$work/fill.log" 2>&1 ||
+      { tail -20 "$work/fill.log"; fail "-n 2 with tp=2 in a 2 x 2 allocation failed"; }
+    grep -q "Slurm job [0-9]*: 2 rank(s) on node0 with srun" "$work/fill.log" || { cat "$work/fill.log"; fail "-n 2 not on node0"; }
+    echo "slurm: -n 2 in a 2 x 2 allocation runs on node0 alone"
+    ;;
+  slurm-restart)
+    up 2
+    slurm_up
+    layout=(--set parallel.tp=2 --set training.steps=6 --set checkpoint.every=2)
+    threads_run "$work/restart-threads" --set parallel.dp=2 "${layout[@]}"
+    log="$work/restart.log"
+    id="$(submit "$log" --set metrics.run_dir="$work/restart" "${layout[@]}")"
+    for _ in $(seq 1200); do grep -q "^checkpoint step 2 " "$log" 2> /dev/null && break; sleep 0.1; done
+    grep -q "^checkpoint step 2 " "$log" || { cat "$log"; fail "the job never saved step 2"; }
+    # A rank on node1 dies (as a crash or the OOM killer would end it).
+    victim="$(ip netns pids "$MESHTRAIN_CLUSTER-node1" | while read -r p; do
+                [ "$(cat /proc/"$p"/comm 2> /dev/null)" = meshtrain ] && echo "$p"; done | head -1)"
+    [ -n "$victim" ] || fail "no rank on node1"
+    kill -KILL "$victim"
+    wait_job "$id" "$log"
+    grep -q "meshtrain launch: srun exited with code .*; restart 1 of 2 from the latest complete checkpoint" "$log" ||
+      { tail -30 "$log"; fail "the launcher did not run srun again"; }
+    grep -q "^restart 1 of 2: resumed at step [2-6]" "$log" || { tail -30 "$log"; fail "the ranks did not see MESHTRAIN_RESTART"; }
+    "$bin" ckpt diff "$work/restart-threads/checkpoints" "$work/restart/checkpoints" > "$work/restart-diff.log" 2>&1 &&
+      grep -q IDENTICAL "$work/restart-diff.log" || { cat "$work/restart-diff.log"; fail "the restarted job differs"; }
+    echo "slurm-restart: $(grep -o '^restart 1 of 2: resumed at step [0-9]*' "$log"), bitwise equal to the uninterrupted run"
+    ;;
+  slurm-node-loss)
+    up 2
+    slurm_up
+    log="$work/loss.log"
+    id="$(submit "$log" --set metrics.run_dir="$work/loss" --set parallel.tp=2 --set training.steps=100000 \
+          --set comm.timeout_s=6 --set comm.max_restarts=0)"
+    for _ in $(seq 1200); do grep -q "^step *2/" "$log" 2> /dev/null && break; sleep 0.1; done
+    grep -q "^step *2/" "$log" || { cat "$log"; fail "the job never reached step 2"; }
+    lost_at=$(date +%s%N)
+    "$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" kill-node node1 || fail "kill-node node1 failed"
+    for _ in $(seq 900); do grep -q "lost node(s) of" "$log" && break; sleep 0.1; done
+    ended_ms=$(( ($(date +%s%N) - lost_at) / 1000000 ))
+    grep -q "meshtrain launch: the job failed: srun exited with code [0-9]*; lost node(s) of Slurm job $id: node1 (" "$log" ||
+      { tail -20 "$log"; fail "the launcher did not name node1"; }
+    grep -q "node0 (" "$log" && fail "node0 named lost too: $(grep -o 'lost node(s).*' "$log")"
+    echo "slurm-node-loss: named $ended_ms ms after node1 was lost: $(grep -o 'lost node(s).*' "$log")"
     ;;
   *) fail "unknown case" ;;
 esac

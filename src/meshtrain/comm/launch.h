@@ -39,4 +39,8 @@ void launch_threads(const LaunchOptions& options, const RankFn& fn);
 void launch_mpi(const LaunchOptions& options, const RankFn& fn);
 void launch(const LaunchOptions& options, const RankFn& fn);
 
+// The ranks of ctx's job on this rank's node, this one included (from the
+// host names every rank gathered at launch).
+int local_ranks(const ParallelContext& ctx);
+
 }  // namespace meshtrain::comm

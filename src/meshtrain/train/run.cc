@@ -253,14 +253,6 @@ comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
 
 namespace {
 
-// Ranks of this job that share this machine's memory and cores.
-int local_ranks(const comm::ParallelContext& ctx, comm::Backend backend) {
-  if (backend == comm::Backend::Threads) return ctx.world_size;
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
-    if (const char* v = std::getenv(var)) return std::max(1, std::atoi(v));
-  return 1;
-}
-
 // One launch of the job's ranks; the end of rank 0's run.
 RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const RestartInfo& restart) {
   RunEnd end = RunEnd::Finished;
@@ -268,7 +260,7 @@ RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const R
     TrainConfig rank_cfg = cfg;
     rank_cfg.parallel.dp = ctx.mesh.shape().dp;
     std::FILE* console = ctx.rank == 0 ? stdout : nullptr;
-    const int here = local_ranks(ctx, o.backend);
+    const int here = comm::local_ranks(ctx);  // ranks sharing this machine's memory and cores
     if (o.backend == comm::Backend::Mpi) check_rank_memory(rank_cfg, ctx.rank, here, console);
     if (cfg.training.threads > 0) {
       // More threads than the cores this process may use only slow it down.
