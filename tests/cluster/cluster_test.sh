@@ -21,9 +21,9 @@
 #     node-restart with --max-restarts, a crashed node that comes back: the
 #                  job resumes on the hostfile and ends bitwise equal to
 #                  the uninterrupted run
-#   Slurm (Debian's slurm-wlm and munge; scripts/emulated-slurm.sh: a slurmd
-#   on each of the 2 nodes, in its own namespaces; skipped, exit 77, when the
-#   programs are missing):
+#   Slurm (Debian's slurm-wlm and munge; emulated-cluster.sh slurm up: a
+#   slurmd on each of the 2 nodes, in its own namespaces; skipped, exit 77,
+#   when the programs are missing):
 #     slurm        configs/slurm/train.sbatch submitted with sbatch, dp=2 x
 #                  tp=2, ZeRO-3: `meshtrain launch` runs the ranks with
 #                  srun --mpi=pmix, placed node by node, and the final
@@ -72,16 +72,15 @@ cluster_launch() {  # RUN_DIR NP OVERRIDES... (from node0, as on a cluster's fir
   on_node node0 "$bin" launch -n "$np" --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" "${demo[@]}" \
     --set metrics.run_dir="$dir" "$@"
 }
-# Slurm on the cluster (after up), or exit 77 with the script's own message.
+# Slurm on the cluster (after up), or exit 77 with the script's own message;
+# `down` (on exit) ends its daemons with the nodes' other processes.
 slurm_up() {
   local out code
-  out="$("$repo/scripts/emulated-slurm.sh" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" up 2>&1)"
+  out="$("$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" slurm up 2>&1)"
   code=$?
   [ "$code" -eq 77 ] && { echo "SKIP: $out"; exit 77; }
-  [ "$code" -eq 0 ] || fail "emulated-slurm.sh up: $out"
+  [ "$code" -eq 0 ] || fail "emulated-cluster.sh slurm up: $out"
   export SLURM_CONF="$work/cluster/slurm/slurm.conf"
-  trap '"$repo/scripts/emulated-slurm.sh" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" down > /dev/null 2>&1;
-        down; rm -rf "$work"' EXIT
 }
 # configs/slurm/train.sbatch on 2 nodes x 2 tasks: its job id; LOG gets the
 # launcher's and rank 0's output.

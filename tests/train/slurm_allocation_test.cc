@@ -3,6 +3,7 @@
 // refusals that name the variable.
 #include "meshtrain/train/slurm_allocation.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -13,15 +14,8 @@ namespace meshtrain::train {
 namespace {
 
 using Strings = std::vector<std::string>;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 EnvironmentLookup environment(std::map<std::string, std::string> vars) {
   return [vars = std::move(vars)](const char* name) -> const char* {
@@ -41,14 +35,14 @@ TEST(SlurmAllocation, HostListsExpandAsSlurmWritesThem) {
 
 TEST(SlurmAllocation, MalformedHostListsAreRefusedNamingThem) {
   for (const char* bad : {"node[0-", "node]", "node[a-b]", "node[3-1]", "node[]", "a,,b", "", "[1-2]"})
-    EXPECT_NE(error_of([&] { expand_hostlist(bad); }).find("the Slurm host list"), std::string::npos) << bad;
+    EXPECT_THAT([&] { expand_hostlist(bad); }, ThrowsMessage<ConfigError>(HasSubstr("the Slurm host list"))) << bad;
 }
 
 TEST(SlurmAllocation, TasksPerNodeExpand) {
   EXPECT_EQ(expand_tasks_per_node("2(x3),1"), (std::vector<int>{2, 2, 2, 1}));
   EXPECT_EQ(expand_tasks_per_node("4"), (std::vector<int>{4}));
   for (const char* bad : {"2(x)", "x", "2(x0)", "2(x3", "-1", "2,,1"})
-    EXPECT_NE(error_of([&] { expand_tasks_per_node(bad); }).find("SLURM_TASKS_PER_NODE"), std::string::npos) << bad;
+    EXPECT_THAT([&] { expand_tasks_per_node(bad); }, ThrowsMessage<ConfigError>(HasSubstr("SLURM_TASKS_PER_NODE"))) << bad;
 }
 
 TEST(SlurmAllocation, TheJobsNodesAndTasksFromTheEnvironment) {
@@ -71,15 +65,15 @@ TEST(SlurmAllocation, TheJobsNodesAndTasksFromTheEnvironment) {
 }
 
 TEST(SlurmAllocation, InconsistentVariablesAreRefusedNamingThem) {
-  const std::string mismatch = error_of([] {
-    slurm_allocation(environment(
-        {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "node[0-2]"}, {"SLURM_TASKS_PER_NODE", "2(x2)"}}));
-  });
-  EXPECT_NE(mismatch.find("names 3 node(s) (SLURM_JOB_NODELIST=node[0-2]) but tasks for 2 (SLURM_TASKS_PER_NODE=2(x2))"),
-            std::string::npos)
-      << mismatch;
-  const std::string missing = error_of([] { slurm_allocation(environment({{"SLURM_JOB_ID", "7"}})); });
-  EXPECT_NE(missing.find("SLURM_JOB_NODELIST or SLURM_TASKS_PER_NODE is not set"), std::string::npos) << missing;
+  EXPECT_THAT(
+      [] {
+        slurm_allocation(environment(
+            {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "node[0-2]"}, {"SLURM_TASKS_PER_NODE", "2(x2)"}}));
+      },
+      ThrowsMessage<ConfigError>(
+          HasSubstr("names 3 node(s) (SLURM_JOB_NODELIST=node[0-2]) but tasks for 2 (SLURM_TASKS_PER_NODE=2(x2))")));
+  EXPECT_THAT([] { slurm_allocation(environment({{"SLURM_JOB_ID", "7"}})); },
+              ThrowsMessage<ConfigError>(HasSubstr("SLURM_JOB_NODELIST or SLURM_TASKS_PER_NODE is not set")));
 }
 
 }  // namespace
