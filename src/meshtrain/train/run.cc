@@ -15,6 +15,7 @@
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/stats.h"
 #include "meshtrain/train/data_setup.h"
+#include "meshtrain/train/elastic.h"
 #include "meshtrain/train/heartbeat.h"
 #include "meshtrain/train/progress.h"
 #include "meshtrain/train/run_dir.h"
@@ -114,8 +115,21 @@ void resume_metrics(const Trainer& t, const RestartInfo& restart, RunLog& log) {
       cfg.metrics.jsonl.empty() ? std::string() : (std::filesystem::path(cfg.metrics.run_dir) / cfg.metrics.jsonl).string();
   const int64_t last = truncate_metrics_after(path, t.steps_done());
   log.writer = std::make_unique<MetricsWriter>(path);
-  if (restart.index == 0) return;
   const int64_t lost = std::max<int64_t>(0, last - t.steps_done());
+  if (!restart.layout_change.empty()) {
+    log.line("membership: " + restart.layout_change + " at step " + std::to_string(t.steps_done()) + ", " +
+             std::to_string(lost) + " step(s) lost" + (restart.reason.empty() ? "" : " (" + restart.reason + ")"));
+    const ElasticLayout now = current_layout(cfg);
+    log.writer->write({{"event", "membership"},
+                       {"change", restart.layout_change},
+                       {"ranks", now.ranks},
+                       {"dp", now.dp},
+                       {"grad_accum", now.grad_accum},
+                       {"resumed_step", t.steps_done()},
+                       {"lost_steps", lost},
+                       {"reason", restart.reason.empty() ? "capacity changed" : restart.reason}});
+  }
+  if (restart.index == 0 || restart.reason.empty()) return;
   log.line("restart " + std::to_string(restart.index) + " of " + std::to_string(restart.max) + ": resumed at step " +
            std::to_string(t.steps_done()) + ", " + std::to_string(lost) + " step(s) since that checkpoint lost (" +
            restart.reason + ")");
@@ -126,6 +140,23 @@ void resume_metrics(const Trainer& t, const RestartInfo& restart, RunLog& log) {
                      {"failed_after_step", std::max(last, t.steps_done())},
                      {"lost_steps", lost},
                      {"reason", restart.reason}});
+}
+
+// Rank 0 of an elastic job at a step boundary: the rank count of the layout
+// the capacity file allows when it differs from this one, else 0. A capacity
+// file that cannot be read is said once and changes nothing.
+int32_t capacity_change(const TrainConfig& cfg, int world_size, const RunLog& log) {
+  static std::string said;
+  try {
+    const int capacity = read_capacity(cfg, world_size);
+    if (capacity == world_size) return 0;
+    const std::optional<ElasticLayout> l = largest_layout(cfg, capacity);
+    return l && l->ranks != world_size ? l->ranks : 0;
+  } catch (const ConfigError& e) {
+    if (said != e.what()) log.line(std::string("warning: ") + e.what() + "; the job continues at its layout");
+    said = e.what();
+    return 0;
+  }
 }
 
 }  // namespace
@@ -203,10 +234,24 @@ RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) 
                                     : "checkpoint step " + std::to_string(m.step) + " -> " + ckpt_dir);
     }
     log.report_commit(t);
-    // Every rank stops after the same step: one flag reduced per step.
-    int32_t signal = StopSignals::received();
-    if (signal == 0 && console) signal = StopSignals::relayed();
-    t.context().world->all_reduce(&signal, 1, DType::I32, comm::ReduceOp::Max);
+    // Every rank stops after the same step: one pair of flags reduced per
+    // step (a signal; an elastic job's new rank count).
+    int32_t flags[2] = {StopSignals::received(), 0};
+    if (flags[0] == 0 && console) flags[0] = StopSignals::relayed();
+    if (console && cfg.comm.elastic) flags[1] = capacity_change(cfg, t.context().world_size, log);
+    t.context().world->all_reduce(flags, 2, DType::I32, comm::ReduceOp::Max);
+    const int32_t signal = flags[0];
+    if (signal == 0 && flags[1] > 0 && m.step < stop) {
+      heartbeat.reset();
+      if (saved_at != m.step) t.save_checkpoint();
+      t.finish_checkpoints();
+      log.report_commit(t);
+      fault::point("elastic.change");
+      log.line("capacity: " + std::to_string(flags[1]) + " ranks after step " + std::to_string(m.step) +
+               ": checkpoint saved, continuing at the new layout");
+      log.finish();
+      return RunEnd::Regrow;
+    }
     if (signal != 0) {
       heartbeat.reset();
       StopSignals::agree(signal);
@@ -298,7 +343,11 @@ RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const R
 
 }  // namespace
 
-int train_main(const TrainConfig& cfg) {
+namespace {
+
+// The launch options of one launch of `cfg` (its layout: an elastic job's
+// changes between launches).
+comm::LaunchOptions launch_options(const TrainConfig& cfg) {
   comm::LaunchOptions o;
   o.backend = comm::parse_backend(cfg.comm.backend);
   o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
@@ -311,29 +360,63 @@ int train_main(const TrainConfig& cfg) {
                "exactly the ranks the layout asks for");
     o.mesh = mesh_for(cfg, cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp * cfg.parallel.pp);
     o.world_size = o.mesh.world_size();
-    check_run_memory(cfg, stdout);  // before anything is allocated
   } else {
     o.mesh_from_world = [&cfg](int world) { return mesh_for(cfg, world); };
   }
-  const int max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
+  return o;
+}
+
+// An elastic threads-backend job's layout for `capacity` ranks, with the
+// change recorded in `restart` when it differs from `now`'s.
+TrainConfig change_layout(const TrainConfig& now, int capacity, const std::string& why, RestartInfo& restart) {
+  restart.layout_change.clear();
+  const ElasticLayout from = current_layout(now), to = shrink_or_grow(now, capacity, why);
+  if (to.ranks == from.ranks && to.dp == from.dp) return now;
+  restart.layout_change = from.describe() + " -> " + to.describe();
+  return with_layout(now, to);
+}
+
+}  // namespace
+
+int train_main(const TrainConfig& cfg) {
+  const bool threads = comm::parse_backend(cfg.comm.backend) == comm::Backend::Threads;
+  const bool elastic = cfg.comm.elastic && threads;  // under mpirun `meshtrain launch --elastic` changes the layout
+  const int max_restarts = cfg.comm.restart_on_failure || cfg.comm.elastic ? cfg.comm.max_restarts : 0;
   RestartInfo restart = restart_info_from_environment();
-  if (o.backend == comm::Backend::Mpi && max_restarts > 0 && !std::getenv("MESHTRAIN_MAX_RESTARTS") &&
-      comm::launched_by_mpirun() && std::getenv("OMPI_COMM_WORLD_RANK") && std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) == 0)
+  if (!threads && max_restarts > 0 && !std::getenv("MESHTRAIN_MAX_RESTARTS") && comm::launched_by_mpirun() &&
+      std::getenv("OMPI_COMM_WORLD_RANK") && std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) == 0)
     std::fprintf(stderr, "meshtrain: note: under mpirun a failed job is restarted by `meshtrain launch`, which runs "
                  "mpirun again; started directly, comm.restart_on_failure cannot restart it\n");
+  TrainConfig now = cfg;
+  if (elastic) now = change_layout(cfg, read_capacity(cfg, current_layout(cfg).ranks), "capacity", restart);
   StopSignals signals;
   for (;;) {
+    std::vector<int> failed;
+    comm::LaunchOptions o = launch_options(now);
+    if (threads) check_run_memory(now, stdout);  // before anything is allocated
+    o.failed_ranks = &failed;
     try {
-      const RunEnd end = launch_once(cfg, o, restart);
+      const RunEnd end = launch_once(now, o, restart);
+      if (end == RunEnd::Regrow && !threads) return kRelayoutExitCode;  // `meshtrain launch` relaunches it
+      if (end == RunEnd::Regrow) {
+        restart.reason.clear();
+        now = change_layout(now, read_capacity(now, current_layout(now).ranks), "capacity changed", restart);
+        continue;
+      }
       return end == RunEnd::Stopped ? 128 + StopSignals::received() : 0;
     } catch (const std::exception& e) {
       // Under mpirun the job is gone with the failed rank; `meshtrain launch`
       // restarts it. The threads backend restarts here.
-      if (o.backend != comm::Backend::Threads || restart.index >= max_restarts || !restartable(e)) throw;
-      restart = RestartInfo{restart.index + 1, max_restarts, e.what()};
+      if (!threads || restart.index >= max_restarts || !restartable(e)) throw;
+      restart = RestartInfo{restart.index + 1, max_restarts, e.what(), ""};
       std::fprintf(stderr, "meshtrain: the job failed: %s\nmeshtrain: restart %d of %d from the latest complete "
                    "checkpoint\n", e.what(), restart.index, max_restarts);
       std::fflush(stderr);
+      if (elastic) {
+        const int left = current_layout(now).ranks - int(failed.size());
+        now = change_layout(now, std::min(left, read_capacity(now, left)),
+                            detail::concat(failed.size(), " rank(s) lost"), restart);
+      }
     }
   }
 }

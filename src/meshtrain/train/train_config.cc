@@ -118,6 +118,8 @@ void read_comm(TomlSection s, CommConfig& c) {
   s.read("heartbeat_timeout_s", c.heartbeat_timeout_s);
   s.read("restart_on_failure", c.restart_on_failure);
   s.read("max_restarts", c.max_restarts);
+  s.read("elastic", c.elastic);
+  s.read("min_ranks", c.min_ranks);
   s.read("allow_cross_node_tp", c.allow_cross_node_tp);
   s.finish();
 }
@@ -197,6 +199,8 @@ void TrainConfig::validate() {
              "comm.heartbeat_timeout_s = ", comm.heartbeat_timeout_s, " is not below comm.timeout_s = ",
              comm.timeout_s, ": the heartbeat must name a hung rank before the collective timeout ends the job. "
              "Lower it, raise comm.timeout_s, or set comm.heartbeat_timeout_s = 0 to turn heartbeats off");
+  MT_REQUIRE(ConfigError, !comm.elastic || parallel.dp >= 1, "comm.elastic keeps the global window of parallel.dp x "
+             "training.grad_accum micro-batches while dp changes: set parallel.dp (not 0) to the layout's starting dp");
   MT_REQUIRE(ConfigError, checkpoint.every >= 0, "checkpoint.every = ", checkpoint.every, ": expected >= 0");
   MT_REQUIRE(ConfigError, checkpoint.keep_last >= 1, "checkpoint.keep_last = ", checkpoint.keep_last,
              ": expected >= 1 (the newest complete checkpoint is always kept)");
