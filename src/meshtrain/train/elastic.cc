@@ -20,7 +20,7 @@ int64_t window_micro_batches(const TrainConfig& cfg) { return cfg.parallel.dp * 
 
 bool runnable(const TrainConfig& cfg, const ElasticLayout& l) {
   try {
-    (void)with_layout(cfg, l);
+    (void)at_layout(cfg, l);
     return true;
   } catch (const ConfigError&) {
     return false;  // this split of the window is not runnable; try a smaller dp
@@ -37,7 +37,7 @@ ElasticLayout current_layout(const TrainConfig& cfg) {
   return {int(cfg.parallel.dp * model_ranks(cfg)), cfg.parallel.dp, cfg.training.grad_accum};
 }
 
-TrainConfig with_layout(const TrainConfig& cfg, const ElasticLayout& layout) {
+TrainConfig at_layout(const TrainConfig& cfg, const ElasticLayout& layout) {
   TrainConfig c = cfg;
   c.parallel.dp = layout.dp;
   c.training.grad_accum = layout.grad_accum;

@@ -34,7 +34,7 @@ struct ElasticLayout {
 std::optional<ElasticLayout> largest_layout(const TrainConfig& cfg, int ranks);
 
 // cfg run at `layout` (dp and grad_accum set; validated).
-TrainConfig with_layout(const TrainConfig& cfg, const ElasticLayout& layout);
+TrainConfig at_layout(const TrainConfig& cfg, const ElasticLayout& layout);
 
 // The layout cfg runs at now.
 ElasticLayout current_layout(const TrainConfig& cfg);

@@ -373,7 +373,7 @@ TrainConfig change_layout(const TrainConfig& now, int capacity, const std::strin
   const ElasticLayout from = current_layout(now), to = shrink_or_grow(now, capacity, why);
   if (to.ranks == from.ranks && to.dp == from.dp) return now;
   restart.layout_change = from.describe() + " -> " + to.describe();
-  return with_layout(now, to);
+  return at_layout(now, to);
 }
 
 }  // namespace
