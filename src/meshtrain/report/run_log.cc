@@ -77,6 +77,18 @@ RunLog read_run(const std::string& run_dir) {
       e.val_loss = num(j, "val_loss");
       if (j.contains("val_bits_per_byte")) e.bits_per_byte = num(j, "val_bits_per_byte");
       evals[e.step] = e;
+    } else if (event == "restart" || event == "membership") {
+      ResumeRecord m;
+      m.resumed_step = j.value("resumed_step", int64_t(0));
+      m.lost_steps = j.value("lost_steps", int64_t(0));
+      m.reason = j.value("reason", std::string());
+      m.change = j.value("change", std::string());
+      m.ranks = j.value("ranks", 0), m.dp = j.value("dp", 0), m.grad_accum = j.value("grad_accum", 0);
+      // A membership change after a failure is written next to its restart record: one row.
+      if (event == "restart" && !r.resumes.empty() && !r.resumes.back().change.empty() &&
+          r.resumes.back().resumed_step == m.resumed_step && r.resumes.back().reason == m.reason)
+        continue;
+      r.resumes.push_back(m);
     } else if (event == "pipeline_timeline") {
       r.pipeline_step = j.value("step", int64_t(0));
       r.pipeline.clear();
