@@ -21,6 +21,9 @@
 #     node-restart with --max-restarts, a crashed node that comes back: the
 #                  job resumes on the hostfile and ends bitwise equal to
 #                  the uninterrupted run
+#     elastic      launch --elastic, a crashed node that stays down: the
+#                  job continues on the other node at dp=2 x grad_accum=4
+#                  and ends bitwise equal to the uninterrupted dp=4 run
 set -u  # no pipefail: `... | grep -q` closes pipes early
 bin="$(realpath "$1")"
 case_name="$2"
@@ -199,6 +202,30 @@ case "$case_name" in
       grep -q IDENTICAL "$work/restart-diff.log" ||
       { cat "$work/restart-diff.log"; fail "the resumed job's final checkpoint differs from the uninterrupted run"; }
     echo "node-restart: node1 lost after step 2, back, job resumed: $(grep -o 'resumed from .*' "$dir.log" | head -1)"
+    ;;
+  elastic)
+    up 2
+    # launch --elastic: node1 crashes after the checkpoint of step 2 and stays
+    # down; the job continues on node0 alone at dp=2, grad_accum=4 (the same
+    # global window) and ends bitwise equal to the uninterrupted dp=4 run
+    # (reproducible mode).
+    layout=(--set parallel.dp=4 --set training.reproducible=true --set training.steps=6 --set checkpoint.every=2)
+    threads_run "$work/elastic-threads" "${layout[@]}"
+    dir="$work/elastic"
+    on_node node0 "$bin" launch -n 4 --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --elastic \
+      "${demo[@]}" --set metrics.run_dir="$dir" "${layout[@]}" --set comm.timeout_s=6 > "$dir.log" 2>&1 &
+    pid=$!
+    for i in $(seq 600); do grep -q "^checkpoint step 2 " "$dir.log" 2> /dev/null && break; sleep 0.1; done
+    grep -q "^checkpoint step 2 " "$dir.log" || { cat "$dir.log"; fail "the job never saved step 2"; }
+    "$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" kill-node node1
+    wait "$pid" || { tail -30 "$dir.log"; fail "the elastic job failed"; }
+    grep -q "membership: 4 ranks: dp=4, grad_accum=2 -> 2 ranks: dp=2, grad_accum=4" "$dir.log" ||
+      { tail -30 "$dir.log"; fail "no membership change to dp=2"; }
+    grep -q "^node0 slots=2$" "$dir/.meshtrain-hosts" || fail "the relaunch did not run on node0 alone"
+    "$bin" ckpt diff "$work/elastic-threads/checkpoints" "$dir/checkpoints" > "$work/elastic-diff.log" 2>&1 &&
+      grep -q IDENTICAL "$work/elastic-diff.log" ||
+      { cat "$work/elastic-diff.log"; fail "the elastic job's final checkpoint differs from the uninterrupted run"; }
+    echo "elastic: node1 lost after step 2, the job continued on node0: $(grep -o 'membership: .*' "$dir.log" | head -1)"
     ;;
   *) fail "unknown case" ;;
 esac
