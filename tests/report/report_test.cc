@@ -271,7 +271,8 @@ TEST(HtmlReport, RestartsAndMembershipShowTheLayoutOverTime) {
            R"({"event":"restart","restart":1,"resumed_step":2,"lost_steps":1,"reason":"rank 3 died"})" "\n"
            R"({"event":"membership","change":"2 ranks: dp=2, grad_accum=2 -> 4 ranks: dp=4, grad_accum=1",)"
            R"("ranks":4,"dp":4,"grad_accum":1,"resumed_step":5,"lost_steps":0,"reason":"capacity changed"})" "\n"
-           R"({"event":"restart","restart":2,"resumed_step":5,"lost_steps":2,"reason":"a disk filled up"})" "\n";
+           R"({"event":"restart","restart":2,"resumed_step":5,"lost_steps":2,"recovery_s":1.5,)"
+           R"("reason":"a disk filled up"})" "\n";
   const RunLog r = read_run(write_run("membership", lines));
   ASSERT_EQ(r.resumes.size(), 3u) << "a restart that comes with its membership change is one row";
   EXPECT_EQ(r.resumes[0].dp, 2);
@@ -280,7 +281,7 @@ TEST(HtmlReport, RestartsAndMembershipShowTheLayoutOverTime) {
   const std::string section = membership_section({r});
   EXPECT_NE(section.find("3 resume(s), 3 step(s) lost in all"), std::string::npos) << section;
   EXPECT_NE(section.find("<td>2</td><td>2 ranks: dp=2, grad_accum=2</td>"), std::string::npos) << section;
-  EXPECT_NE(section.find("<td>5</td><td>unchanged</td><td>-</td><td>2</td><td>a disk filled up</td>"),
+  EXPECT_NE(section.find("<td>5</td><td>unchanged</td><td>-</td><td>2</td><td>1.50 s</td><td>a disk filled up</td>"),
             std::string::npos) << section;
   const std::string html = render_report({r});
   EXPECT_NE(html.find(section), std::string::npos);

@@ -91,7 +91,9 @@ if [ "$mode" = threads ]; then
   MESHTRAIN_FAULT="backward@3#9:throw" run shrink
   wait $! || fail "the job failed"
   logged "membership: 4 ranks: dp=4, grad_accum=1 -> 2 ranks: dp=2, grad_accum=2 at step 2"
-  grep '"event":"membership"' "$work/shrink/metrics.jsonl" | grep '"dp":2' | grep -q '"resumed_step":2' ||
+  logged "ready again in"
+  grep '"event":"membership"' "$work/shrink/metrics.jsonl" | grep '"dp":2' | grep '"recovery_s":' |
+    grep -q '"resumed_step":2' ||
     fail "no membership record at dp=2 in metrics.jsonl"
   same_as_reference
 

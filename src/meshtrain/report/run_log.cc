@@ -84,6 +84,7 @@ RunLog read_run(const std::string& run_dir) {
       m.reason = j.value("reason", std::string());
       m.change = j.value("change", std::string());
       m.ranks = j.value("ranks", 0), m.dp = j.value("dp", 0), m.grad_accum = j.value("grad_accum", 0);
+      m.recovery_s = j.contains("recovery_s") ? num(j, "recovery_s") : -1.0;
       // A membership change after a failure is written next to its restart record: one row.
       if (event == "restart" && !r.resumes.empty() && !r.resumes.back().change.empty() &&
           r.resumes.back().resumed_step == m.resumed_step && r.resumes.back().reason == m.reason)

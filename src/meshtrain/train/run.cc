@@ -116,9 +116,14 @@ void resume_metrics(const Trainer& t, const RestartInfo& restart, RunLog& log) {
   const int64_t last = truncate_metrics_after(path, t.steps_done());
   log.writer = std::make_unique<MetricsWriter>(path);
   const int64_t lost = std::max<int64_t>(0, last - t.steps_done());
+  // From the end of the last launch to this one ready to train.
+  const double recovery_s = restart.ended_at_s > 0 ? std::max(0.0, wall_clock_s() - restart.ended_at_s) : -1;
+  char recovered[64] = "";
+  if (recovery_s >= 0) std::snprintf(recovered, sizeof recovered, ", ready again in %.2f s", recovery_s);
   if (!restart.layout_change.empty()) {
     log.line("membership: " + restart.layout_change + " at step " + std::to_string(t.steps_done()) + ", " +
-             std::to_string(lost) + " step(s) lost" + (restart.reason.empty() ? "" : " (" + restart.reason + ")"));
+             std::to_string(lost) + " step(s) lost" + recovered +
+             (restart.reason.empty() ? "" : " (" + restart.reason + ")"));
     const ElasticLayout now = current_layout(cfg);
     log.writer->write({{"event", "membership"},
                        {"change", restart.layout_change},
@@ -127,18 +132,20 @@ void resume_metrics(const Trainer& t, const RestartInfo& restart, RunLog& log) {
                        {"grad_accum", now.grad_accum},
                        {"resumed_step", t.steps_done()},
                        {"lost_steps", lost},
+                       {"recovery_s", recovery_s},
                        {"reason", restart.reason.empty() ? "capacity changed" : restart.reason}});
   }
   if (restart.index == 0 || restart.reason.empty()) return;
   log.line("restart " + std::to_string(restart.index) + " of " + std::to_string(restart.max) + ": resumed at step " +
-           std::to_string(t.steps_done()) + ", " + std::to_string(lost) + " step(s) since that checkpoint lost (" +
-           restart.reason + ")");
+           std::to_string(t.steps_done()) + ", " + std::to_string(lost) + " step(s) since that checkpoint lost" +
+           recovered + " (" + restart.reason + ")");
   log.writer->write({{"event", "restart"},
                      {"restart", restart.index},
                      {"max_restarts", restart.max},
                      {"resumed_step", t.steps_done()},
                      {"failed_after_step", std::max(last, t.steps_done())},
                      {"lost_steps", lost},
+                     {"recovery_s", recovery_s},
                      {"reason", restart.reason}});
 }
 
@@ -397,6 +404,7 @@ int train_main(const TrainConfig& cfg) {
     o.failed_ranks = &failed;
     try {
       const RunEnd end = launch_once(now, o, restart);
+      restart.ended_at_s = wall_clock_s();
       if (end == RunEnd::Regrow && !threads) return kRelayoutExitCode;  // `meshtrain launch` relaunches it
       if (end == RunEnd::Regrow) {
         restart.reason.clear();
@@ -408,7 +416,7 @@ int train_main(const TrainConfig& cfg) {
       // Under mpirun the job is gone with the failed rank; `meshtrain launch`
       // restarts it. The threads backend restarts here.
       if (!threads || restart.index >= max_restarts || !restartable(e)) throw;
-      restart = RestartInfo{restart.index + 1, max_restarts, e.what(), ""};
+      restart = RestartInfo{restart.index + 1, max_restarts, e.what(), "", wall_clock_s()};
       std::fprintf(stderr, "meshtrain: the job failed: %s\nmeshtrain: restart %d of %d from the latest complete "
                    "checkpoint\n", e.what(), restart.index, max_restarts);
       std::fflush(stderr);

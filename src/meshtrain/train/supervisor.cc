@@ -17,12 +17,17 @@
 
 namespace meshtrain::train {
 
+double wall_clock_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 RestartInfo restart_info_from_environment() {
   RestartInfo r;
   if (const char* v = std::getenv("MESHTRAIN_RESTART")) r.index = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("MESHTRAIN_MAX_RESTARTS")) r.max = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("MESHTRAIN_RESTART_REASON")) r.reason = v;
   if (const char* v = std::getenv("MESHTRAIN_LAYOUT_CHANGE")) r.layout_change = v;
+  if (const char* v = std::getenv("MESHTRAIN_LAUNCH_ENDED_AT")) r.ended_at_s = std::atof(v);
   return r;
 }
 
@@ -150,6 +155,7 @@ int relaunch_mpi(const LaunchJob& job) {
     ::setenv("MESHTRAIN_LAYOUT_CHANGE", change.c_str(), 1);
   };
   ::unsetenv("MESHTRAIN_LAYOUT_CHANGE");
+  ::unsetenv("MESHTRAIN_LAUNCH_ENDED_AT");
   relayout(false);
   for (int attempt = 0;;) {
     std::vector<std::string> argv = now.mpirun;
@@ -160,6 +166,7 @@ int relaunch_mpi(const LaunchJob& job) {
     argv.insert(argv.end(), now.command.begin(), now.command.end());
     if (!job.abort_file.empty()) std::remove(job.abort_file.c_str());
     const int code = run_once(argv, job.stop_file, job.abort_file);
+    ::setenv("MESHTRAIN_LAUNCH_ENDED_AT", std::to_string(wall_clock_s()).c_str(), 1);
     if (!job.abort_file.empty()) std::remove(job.abort_file.c_str());
     if (code == 0 || g_count > 0) {
       std::remove(job.stop_file.c_str());

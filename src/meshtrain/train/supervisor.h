@@ -27,7 +27,14 @@ struct RestartInfo {
   // last; a launch that grows back at a step boundary is no restart (index
   // unchanged, reason empty).
   std::string layout_change;
+  // When the supervisor saw the last launch end (seconds since the epoch;
+  // 0: unknown): the resumed launch records the time it took to be ready
+  // to train again (recovery_s).
+  double ended_at_s = 0;
 };
+
+// Seconds since the epoch, for RestartInfo::ended_at_s.
+double wall_clock_s();
 
 // The restart this process is, as set by a relaunching launcher.
 RestartInfo restart_info_from_environment();
