@@ -6,6 +6,9 @@
 #     shrink  rank 3 dies in step 3 (backward@3#9:throw, 4 backward points a
 #             step): the job continues at dp=2, grad_accum=2 from the
 #             checkpoint of step 2; a membership record in metrics.jsonl
+#     live    rank 3 dies in step 6, the last checkpoint at step 4: the live
+#             ranks' state of step 5 becomes its checkpoint (no step lost);
+#             under ZeRO-3 it is incomplete and the job resumes from step 4
 #     grow    the capacity file says 2 at the start and 4 after step 3: the
 #             job starts at dp=2 and grows back to dp=4 at a step boundary
 #     change  the same, with rank 1 failing in the membership change itself
@@ -95,6 +98,24 @@ if [ "$mode" = threads ]; then
   grep '"event":"membership"' "$work/shrink/metrics.jsonl" | grep '"dp":2' | grep '"recovery_s":' |
     grep -q '"resumed_step":2' ||
     fail "no membership record at dp=2 in metrics.jsonl"
+  same_as_reference
+
+  # Rank 3 dies in step 6 with the last checkpoint at step 4: the three
+  # live ranks' state of step 5 is complete (ZeRO-0 replicas) and becomes
+  # its checkpoint, no step lost; under ZeRO-3 rank 3's shards are gone and
+  # the job resumes from step 4.
+  case_name=live
+  MESHTRAIN_FAULT="backward@3#21:throw" run live --set checkpoint.every=4
+  wait $! || fail "the job failed"
+  logged "the state of step 5 from 3 live rank(s) committed"
+  logged "-> 2 ranks: dp=2, grad_accum=2 at step 5, 0 step(s) lost"
+  [ -z "$(ls -A "$work/live/checkpoints" | grep '^\.live')" ] || fail "live-state directories were left behind"
+  same_as_reference
+  case_name=live-zero3
+  MESHTRAIN_FAULT="backward@3#21:throw" run live-zero3 --set checkpoint.every=4 --set parallel.zero_stage=3
+  wait $! || fail "the job failed"
+  logged "the live ranks' state is not complete"
+  logged "-> 2 ranks: dp=2, grad_accum=2 at step 4, 1 step(s) lost"
   same_as_reference
 
   case_name=grow

@@ -17,6 +17,7 @@
 #include "meshtrain/train/data_setup.h"
 #include "meshtrain/train/elastic.h"
 #include "meshtrain/train/heartbeat.h"
+#include "meshtrain/train/live_state.h"
 #include "meshtrain/train/progress.h"
 #include "meshtrain/train/run_dir.h"
 #include "meshtrain/train/run_memory.h"
@@ -342,7 +343,16 @@ RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const R
     if (std::filesystem::exists(std::filesystem::path(cfg.data.path) / "val.bin"))
       val = data::TokenDataset::open(cfg.data.path, "val");
     Trainer t(rank_cfg, ctx, std::move(train), std::move(val));
-    const RunEnd mine = run_training(t, console, restart);
+    RunEnd mine = RunEnd::Finished;
+    try {
+      mine = run_training(t, console, restart);
+    } catch (const CommError& e) {
+      // Another rank's failure seen from here (aborted or timed out): an
+      // elastic threads job keeps this rank's state (live_state.h).
+      const bool peer_failed = dynamic_cast<const CommAborted*>(&e) || dynamic_cast<const CommTimeout*>(&e);
+      if (peer_failed && cfg.comm.elastic && o.backend == comm::Backend::Threads) write_live_state(t, ctx.rank);
+      throw;
+    }
     if (ctx.rank == 0) end = mine;
   });
   return end;
@@ -371,6 +381,19 @@ comm::LaunchOptions launch_options(const TrainConfig& cfg) {
     o.mesh_from_world = [&cfg](int world) { return mesh_for(cfg, world); };
   }
   return o;
+}
+
+// After an elastic threads job's failure: the survivors' live state of their
+// last step, committed as its checkpoint when it is complete (live_state.h).
+void resume_from_live_state(const TrainConfig& cfg) {
+  const LiveStateCommit c =
+      commit_live_state(cfg.checkpoint.resolved_dir(cfg.metrics.run_dir), cfg.checkpoint.keep_last);
+  if (!c.committed.empty())
+    std::fprintf(stderr, "meshtrain: the state of step %lld from %d live rank(s) committed as %s\n",
+                 static_cast<long long>(c.step), c.ranks, c.committed.c_str());
+  else if (!c.why_not.empty())
+    std::fprintf(stderr, "meshtrain: the live ranks' state is not complete (%s): resuming from the latest "
+                 "checkpoint\n", c.why_not.c_str());
 }
 
 // An elastic threads-backend job's layout for `capacity` ranks, with the
@@ -421,6 +444,7 @@ int train_main(const TrainConfig& cfg) {
                    "checkpoint\n", e.what(), restart.index, max_restarts);
       std::fflush(stderr);
       if (elastic) {
+        resume_from_live_state(now);
         const int left = current_layout(now).ranks - int(failed.size());
         now = change_layout(now, std::min(left, read_capacity(now, left)),
                             detail::concat(failed.size(), " rank(s) lost"), restart);

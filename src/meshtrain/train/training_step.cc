@@ -189,7 +189,9 @@ void TrainingStep::train_window(const data::Batch& window, int64_t N, optim::Los
   // optimizer unscales on the fly.
   m.clip_coef = optim::clip_coefficient(m.grad_norm, cfg_.optimizer.grad_clip);
   mark(comm::StepPhase::Publish);
+  updating_ = true;
   engine_->step(m.lr, m.clip_coef / scale);
+  updating_ = false;
   mark(comm::StepPhase::Bookkeeping);
 }
 

@@ -58,6 +58,9 @@ class TrainingStep {
   // One update on this replica's rows of a window (G * micro_batch rows) at
   // learning rate lr; the loss scaler scales the loss and decides skips.
   StepMetrics run(const data::Batch& window, double lr, optim::LossScaler& scaler);
+  // True while run() changes the rank's state (the optimizer update and
+  // ZeRO's publish after it): a failure then leaves it between two steps.
+  bool updating() const { return updating_; }
   // Forward only over `rows` (one micro-batch of this replica, any number of
   // rows; every rank of the group runs it, rows or none): the loss sum and
   // count of the targets whose head this rank holds, and their text bytes.
@@ -119,6 +122,7 @@ class TrainingStep {
   ContextShard shard_;  // this rank's chunks of the rows under context parallelism
   double flops_per_token_ = 0;
   std::function<void()> after_reduction_;
+  bool updating_ = false;
 };
 
 }  // namespace meshtrain::train
