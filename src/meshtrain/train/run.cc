@@ -167,6 +167,23 @@ int32_t capacity_change(const TrainConfig& cfg, int world_size, const RunLog& lo
   }
 }
 
+// After each step, every rank the same answer (one pair of flags reduced:
+// a signal; an elastic job's new rank count): stop (a signal asked), change
+// the layout (the capacity file asks, and steps are left), or go on.
+std::optional<RunEnd> agreed_end(Trainer& t, int64_t step, int64_t stop, const RunLog& log) {
+  const TrainConfig& cfg = t.config();
+  int32_t flags[2] = {StopSignals::received(), 0};
+  if (flags[0] == 0 && log.console) flags[0] = StopSignals::relayed();
+  if (log.console && cfg.comm.elastic) flags[1] = capacity_change(cfg, t.context().world_size, log);
+  t.context().world->all_reduce(flags, 2, DType::I32, comm::ReduceOp::Max);
+  if (flags[0] != 0) {
+    StopSignals::agree(flags[0]);
+    return RunEnd::Stopped;
+  }
+  if (flags[1] > 0 && step < stop) return RunEnd::Regrow;
+  return std::nullopt;
+}
+
 }  // namespace
 
 RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) {
@@ -242,34 +259,21 @@ RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) 
                                     : "checkpoint step " + std::to_string(m.step) + " -> " + ckpt_dir);
     }
     log.report_commit(t);
-    // Every rank stops after the same step: one pair of flags reduced per
-    // step (a signal; an elastic job's new rank count).
-    int32_t flags[2] = {StopSignals::received(), 0};
-    if (flags[0] == 0 && console) flags[0] = StopSignals::relayed();
-    if (console && cfg.comm.elastic) flags[1] = capacity_change(cfg, t.context().world_size, log);
-    t.context().world->all_reduce(flags, 2, DType::I32, comm::ReduceOp::Max);
-    const int32_t signal = flags[0];
-    if (signal == 0 && flags[1] > 0 && m.step < stop) {
+    if (const std::optional<RunEnd> end = agreed_end(t, m.step, stop, log)) {
       heartbeat.reset();
       if (saved_at != m.step) t.save_checkpoint();
       t.finish_checkpoints();
       log.report_commit(t);
-      fault::point("elastic.change");
-      log.line("capacity: " + std::to_string(flags[1]) + " ranks after step " + std::to_string(m.step) +
-               ": checkpoint saved, continuing at the new layout");
+      if (*end == RunEnd::Regrow) {
+        fault::point("elastic.change");
+        log.line("capacity changed after step " + std::to_string(m.step) + ": checkpoint saved, continuing at the "
+                 "new layout");
+      } else {
+        log.line(std::string("stopped by ") + StopSignals::name(StopSignals::received()) + " after step " +
+                 std::to_string(m.step) + ": checkpoint saved in " + ckpt_dir + "; run the same command again to resume");
+      }
       log.finish();
-      return RunEnd::Regrow;
-    }
-    if (signal != 0) {
-      heartbeat.reset();
-      StopSignals::agree(signal);
-      if (saved_at != m.step) t.save_checkpoint();
-      t.finish_checkpoints();
-      log.report_commit(t);
-      log.line(std::string("stopped by ") + StopSignals::name(signal) + " after step " + std::to_string(m.step) +
-               ": checkpoint saved in " + ckpt_dir + "; run the same command again to resume");
-      log.finish();
-      return RunEnd::Stopped;
+      return *end;
     }
   }
   heartbeat.reset();  // every rank passed the last step's stop check: none is watched any more
