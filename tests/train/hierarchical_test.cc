@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <mutex>
 
 #include "meshtrain/comm/hierarchical_group.h"
@@ -95,6 +96,36 @@ TEST(HierarchicalTraining, NodesHoldingDifferentCountsStayFlatAndSaySo) {
             std::string::npos)
       << r.note;
   EXPECT_EQ(run(dp4(0, true), "on", "node0,node0,node0,node0").note, "") << "one node: nothing to say";
+}
+
+TEST(HierarchicalTraining, AutoTakesThePlannersChoiceOnTheMachineProfile) {
+  // Without a profile: flat. With one: each collective in the form (M.20)
+  // vs (M.70) predicts faster: hierarchical behind a slow link, flat where
+  // shared memory is the slower of the two (in latency too, so every size).
+  auto profile = [](double intra_gbps, double intra_alpha_us) {
+    const std::string path = ::testing::TempDir() + "/hier-" + std::to_string(int(intra_gbps * 10)) + ".toml";
+    std::ofstream(path) << "name = \"intra " << intra_gbps << " GB/s\"\nsource = \"a test machine\"\n"
+                        << "[device]\nmemory = \"64GiB\"\nmemory_bandwidth_gbps = 100\npeak_tflops = { fp32 = 1.0 }\n"
+                        << "[gemm]\nfp32 = [{ min_dim = 1, tflops = 1.0 }]\n[node]\ndevices = 2\nshared = true\n"
+                        << "[link.intra]\nalpha_us = " << intra_alpha_us << "\nbandwidth_gbps = " << intra_gbps << "\n"
+                        << "[link.inter]\nalpha_us = 10\nbandwidth_gbps = 1\n";
+    return path;
+  };
+  auto cfg = dp4(0, true);
+  const TrainedRun none = run(cfg, "auto");
+  EXPECT_EQ(none.link_calls, 0u);
+  EXPECT_NE(none.note.find("flat (2 nodes x 2 ranks) (comm.hierarchical = auto without a machine profile"),
+            std::string::npos)
+      << none.note;
+  cfg.comm.hardware = profile(100, 1);
+  const TrainedRun fast_inside = run(cfg, "auto");
+  EXPECT_GT(fast_inside.link_calls, 0u);
+  EXPECT_NE(fast_inside.note.find("per collective, the form predicted faster on intra 100 GB/s (2 nodes x 2 ranks)"),
+            std::string::npos)
+      << fast_inside.note;
+  EXPECT_EQ(fast_inside.params, none.params) << "reproducible mode: the same bits either way";
+  cfg.comm.hardware = profile(0.1, 100);
+  EXPECT_EQ(run(cfg, "auto").link_calls, 0u) << "shared memory slower than the link: flat";
 }
 
 TEST(HierarchicalTraining, BadSettingsAreRefusedNamingTheKey) {

@@ -48,8 +48,13 @@ parallel::DataGroupForm data_group_form(const TrainConfig& cfg, const comm::Para
       say(detail::concat("flat ", shape, " (comm.hierarchical = off)"));
       return group;
     }
+    if (mode == HierarchicalMode::Auto && !hw) {
+      say(detail::concat("flat ", shape, " (comm.hierarchical = auto without a machine profile to price the two forms: "
+                         "set comm.hardware, or comm.hierarchical = on)"));
+      return group;
+    }
     comm::HierarchicalGroup::Choice choose;
-    if (mode == HierarchicalMode::Auto && hw) {
+    if (mode == HierarchicalMode::Auto) {
       choose = [hw, L = *layout](comm::OpKind kind, DType dtype, size_t count) {
         return plan::runs_hierarchical(HierarchicalMode::Auto, kind, L, double(count * dtype_size(dtype)), *hw);
       };
@@ -58,8 +63,7 @@ parallel::DataGroupForm data_group_form(const TrainConfig& cfg, const comm::Para
                          example(*layout, *hw, double(64 << 20))));
     } else {
       say(detail::concat("hierarchical ", shape, ": reduce-scatter inside each node, all-reduce across nodes, "
-                         "all-gather inside (comm.hierarchical = ",
-                         mode == HierarchicalMode::On ? "on)" : "auto without comm.hardware to price the two forms)"));
+                         "all-gather inside (comm.hierarchical = on)"));
     }
     return comm::HierarchicalGroup::create(group, *layout, std::move(choose));
   };

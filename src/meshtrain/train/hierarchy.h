@@ -5,7 +5,9 @@
 //   on:   always;
 //   auto: per collective, the form the planner's cost model (M.20) vs
 //         (M.70) predicts faster on comm.hardware's machine profile
-//         (plan/hierarchical_cost.h); without a profile, always;
+//         (plan/hierarchical_cost.h); without a profile, never (the flat
+//         form, measured no slower for all-reduce on the emulated cluster:
+//         docs/performance.md, "Hierarchical collectives");
 //   off:  never.
 // Everywhere else (one node, one rank per node, nodes with different
 // numbers of the group's ranks) the flat group runs, whatever the mode;

@@ -76,7 +76,7 @@ struct CommConfig {
   // Data-parallel collectives of groups that span nodes as reduce-scatter
   // inside the node, all-reduce across, all-gather inside (docs/comm.md,
   // "Hierarchical collectives"): auto | on | off. auto: per collective, the
-  // form the planner predicts faster on `hardware`; without one, hierarchical.
+  // form the planner predicts faster on `hardware`; without one, flat.
   std::string hierarchical = "auto";
   std::string hardware;  // a machine profile (configs/hardware/*.toml) for auto; "": none
 };
