@@ -10,6 +10,7 @@
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/meta_step.h"
 #include "meshtrain/train/plan_inputs.h"
+#include "plan/test_machine.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -22,26 +23,8 @@ namespace {
 // Two devices a node; shared memory 100 GB/s at 1 us a round, the link
 // 1 GB/s at 10 us.
 plan::HardwareProfile two_per_node(bool shared, double intra_gbps = 100) {
-  return plan::parse_hardware(detail::concat(R"(
-name = "two per node"
-source = "a test machine"
-[device]
-memory = "64GiB"
-memory_bandwidth_gbps = 100
-peak_tflops = { fp32 = 1.0 }
-[gemm]
-fp32 = [{ min_dim = 1, tflops = 1.0 }]
-[node]
-devices = 2
-shared = )", shared ? "true" : "false", R"(
-[link.intra]
-alpha_us = 1
-bandwidth_gbps = )", intra_gbps, R"(
-[link.inter]
-alpha_us = 10
-bandwidth_gbps = 1
-)"),
-                              "two.toml");
+  return test_machine("two per node", 2, shared, {.intra_alpha_us = 1, .intra_gbps = intra_gbps, .inter_alpha_us = 10,
+                                                  .inter_gbps = 1});
 }
 
 const comm::NodeLayout k2x2{2, 2, 0, 0};

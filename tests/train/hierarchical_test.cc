@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "meshtrain/comm/hierarchical_group.h"
+#include "plan/test_machine.h"
 #include "support/scoped_env.h"
 #include "train/train_fixtures.h"
 
@@ -103,12 +104,10 @@ TEST(HierarchicalTraining, AutoTakesThePlannersChoiceOnTheMachineProfile) {
   // vs (M.70) predicts faster: hierarchical behind a slow link, flat where
   // shared memory is the slower of the two (in latency too, so every size).
   auto profile = [](double intra_gbps, double intra_alpha_us) {
+    const std::string name = detail::concat("intra ", intra_gbps, " GB/s");
     const std::string path = ::testing::TempDir() + "/hier-" + std::to_string(int(intra_gbps * 10)) + ".toml";
-    std::ofstream(path) << "name = \"intra " << intra_gbps << " GB/s\"\nsource = \"a test machine\"\n"
-                        << "[device]\nmemory = \"64GiB\"\nmemory_bandwidth_gbps = 100\npeak_tflops = { fp32 = 1.0 }\n"
-                        << "[gemm]\nfp32 = [{ min_dim = 1, tflops = 1.0 }]\n[node]\ndevices = 2\nshared = true\n"
-                        << "[link.intra]\nalpha_us = " << intra_alpha_us << "\nbandwidth_gbps = " << intra_gbps << "\n"
-                        << "[link.inter]\nalpha_us = 10\nbandwidth_gbps = 1\n";
+    std::ofstream(path) << test_machine_toml(name, 2, true, {.intra_alpha_us = intra_alpha_us, .intra_gbps = intra_gbps,
+                                                            .inter_alpha_us = 10, .inter_gbps = 1});
     return path;
   };
   auto cfg = dp4(0, true);
