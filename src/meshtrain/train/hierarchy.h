@@ -7,7 +7,7 @@
 //         (M.70) predicts faster on comm.hardware's machine profile
 //         (plan/hierarchical_cost.h); without a profile, never (the flat
 //         form, measured no slower for all-reduce on the emulated cluster:
-//         docs/performance.md, "Hierarchical collectives");
+//         docs/performance.md, "Hierarchical collectives across nodes");
 //   off:  never.
 // Everywhere else (one node, one rank per node, nodes with different
 // numbers of the group's ranks) the flat group runs, whatever the mode;
