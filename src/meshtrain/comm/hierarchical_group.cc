@@ -111,21 +111,28 @@ void HierarchicalGroup::worker_main(int threads, int fault_rank) {
       jobs_.pop_front();
     }
     job.work->mark_started();
+    std::exception_ptr error;
     try {
       job.run();
-      job.work->complete();
     } catch (const std::exception& e) {
       // A failed phase fails the whole group: members whose own phases are
       // fine but wait on this one's (another node's, another local rank's)
       // wake too.
       intra_->abort(e.what());
       inter_->abort(e.what());
-      job.work->fail(std::current_exception());
+      error = std::current_exception();
     } catch (...) {
       intra_->abort("a hierarchical collective failed");
       inter_->abort("a hierarchical collective failed");
-      job.work->fail(std::current_exception());
+      error = std::current_exception();
     }
+    // Completed with the handle handed to finished_ at once: once waiters
+    // wake this thread holds nothing of the op (its error is destroyed by
+    // the thread that read it).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error) job.work->fail(std::move(error));
+    else job.work->complete();
+    finished_.push_back(std::move(job.work));
   }
 }
 
@@ -153,8 +160,10 @@ Work HierarchicalGroup::submit(std::function<void(ProcessGroup& intra, ProcessGr
     intra->abort("a member left a hierarchical collective");
     inter->abort("a member left a hierarchical collective");
   };
+  std::vector<std::shared_ptr<WorkImpl>> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    done.swap(finished_);
     jobs_.push_back({[this, job = std::move(job)] { job(*intra_, *inter_); }, work});
   }
   cv_.notify_all();

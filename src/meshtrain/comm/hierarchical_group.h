@@ -122,6 +122,10 @@ class HierarchicalGroup final : public ProcessGroup {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> jobs_;
+  // Finished ops' handles, released by the issuing thread (submit, the
+  // destructor): a failed op's exception is read there, so it is destroyed
+  // there too, never on the worker under the reader's feet.
+  std::vector<std::shared_ptr<WorkImpl>> finished_;
   bool stopping_ = false;
   std::thread worker_;
 };
