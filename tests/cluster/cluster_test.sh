@@ -24,6 +24,10 @@
 #     elastic      launch --elastic, a crashed node that stays down: the
 #                  job continues on the other node at dp=2 x grad_accum=4
 #                  and ends bitwise equal to the uninterrupted dp=4 run
+#     hierarchical dp=4 across 2 nodes x 2 ranks with comm.hierarchical = on,
+#                  reproducible mode: bitwise the threads backend's (flat)
+#                  run; each hierarchical collective sends what docs/math.md
+#                  (M.71) says over node0's link
 set -u  # no pipefail: `... | grep -q` closes pipes early
 bin="$(realpath "$1")"
 case_name="$2"
@@ -226,6 +230,31 @@ case "$case_name" in
       grep -q IDENTICAL "$work/elastic-diff.log" ||
       { cat "$work/elastic-diff.log"; fail "the elastic job's final checkpoint differs from the uninterrupted run"; }
     echo "elastic: node1 lost after step 2, the job continued on node0: $(grep -o 'membership: .*' "$dir.log" | head -1)"
+  hierarchical)
+    up 2
+    repro=(--set parallel.dp=4 --set training.reproducible=true --set training.grad_accum=1)
+    same_as_threads hierarchical "${repro[@]}" --set comm.hierarchical=on
+    grep -q "^data-parallel group 'dp': hierarchical (2 nodes x 2 ranks)" "$work/hierarchical-cluster.log" ||
+      { grep "data-parallel" "$work/hierarchical-cluster.log"; fail "the log does not say the dp group ran hierarchically"; }
+    # Bytes over node0's link per hierarchical call: a bench with the
+    # hierarchical form beside the flat one, less the same bench without it.
+    # (M.71) per rank, times the l = 2 ranks of node0, plus TCP/IP framing.
+    bench() {  # OP [--hierarchical]
+      on_node node0 mpirun --allow-run-as-root --hostfile "$work/cluster/hostfile" -np 4 --mca plm_rsh_agent "$agent" \
+        --mca mpi_yield_when_idle 1 "$bin" bench comm --backend mpi --min-bytes 4M --max-bytes 4M --iters 3 --ops "$@" \
+        > "$work/bench.log" 2>&1 || { cat "$work/bench.log"; fail "bench comm $* failed"; }
+    }
+    calls=17  # bench comm: 64M / 4M timed calls and one warm-up per form
+    M=$((4 << 20))
+    for op in all_reduce reduce_scatter all_gather; do
+      b0=$(link_bytes 0); bench $op; b1=$(link_bytes 0); bench $op --hierarchical; b2=$(link_bytes 0)
+      per_call=$(( ((b2 - b1) - (b1 - b0)) / calls ))
+      want=$((M / 2))  # l * k (n-1)/n * M/l with n = l = 2: M for an all-reduce (k = 2), M/2 else
+      [ "$op" = all_reduce ] && want=$M
+      echo "$op 4 MiB hierarchical: $per_call bytes over node0's link per call; (M.71) x 2 ranks: $want"
+      [ "$per_call" -ge "$want" ] && [ "$per_call" -le $((want * 112 / 100)) ] ||
+        fail "$op: $per_call bytes per call over the link, (M.71) says $want (+ at most 12% framing)"
+    done
     ;;
   *) fail "unknown case" ;;
 esac

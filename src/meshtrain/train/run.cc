@@ -54,6 +54,7 @@ void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
   if (cfg.parallel.pp > 1) std::fputs(t.pipeline_description().c_str(), console);
   if (const std::string nodes = comm::describe_nodes(t.context().host_of_rank); !nodes.empty())
     std::fprintf(console, "placement: %s (tp and cp inside a node, dp and pp across)\n", nodes.c_str());
+  std::fputs(t.training_step().hierarchy_note().c_str(), console);
   if (const data::TokenDataset* val = t.validation_data()) {
     const double h = data::unigram_entropy(*val);
     std::fprintf(console, "validation: %lld documents, %lld tokens | unigram entropy baseline %.4f nats/token\n",

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "meshtrain/comm/hierarchical_group.h"
 #include "meshtrain/core/precision.h"
 #include "meshtrain/model/model_config_fields.h"
 #include "meshtrain/core/suggest.h"
@@ -121,6 +122,8 @@ void read_comm(TomlSection s, CommConfig& c) {
   s.read("elastic", c.elastic);
   s.read("min_ranks", c.min_ranks);
   s.read("allow_cross_node_tp", c.allow_cross_node_tp);
+  s.read("hierarchical", c.hierarchical);
+  s.read("hardware", c.hardware);
   s.finish();
 }
 
@@ -189,6 +192,7 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, comm.backend == "threads" || comm.backend == "mpi", "comm.backend = \"", comm.backend,
              "\": expected \"threads\" or \"mpi\"");
   MT_REQUIRE(ConfigError, comm.timeout_s > 0, "comm.timeout_s = ", comm.timeout_s, ": expected > 0");
+  meshtrain::comm::parse_hierarchical_mode(comm.hierarchical);  // ConfigError naming the key
   MT_REQUIRE(ConfigError, comm.straggler_factor == 0 || comm.straggler_factor > 1, "comm.straggler_factor = ",
              comm.straggler_factor, ": expected 0 (off) or a factor > 1 (a rank whose compute time per step is at "
              "least that many times the median rank's, for a few steps in a row, is named a straggler)");

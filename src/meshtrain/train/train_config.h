@@ -79,6 +79,12 @@ struct CommConfig {
   // Run a tp or cp group whose ranks are on more than one node instead of
   // refusing the layout (docs/multi-node.md; `meshtrain launch --allow-cross-node-tp`).
   bool allow_cross_node_tp = false;
+  // Data-parallel collectives of groups that span nodes as reduce-scatter
+  // inside the node, all-reduce across, all-gather inside (docs/comm.md,
+  // "Hierarchical collectives"): auto | on | off. auto: per collective, the
+  // form the planner predicts faster on `hardware`; without one, flat.
+  std::string hierarchical = "auto";
+  std::string hardware;  // a machine profile (configs/hardware/*.toml) for auto; "": none
 };
 
 struct CheckpointConfig {

@@ -49,6 +49,7 @@ class Trainer {
   EvalResult evaluate();
 
   TrainingStep& training_step() { return *steps_; }
+  const TrainingStep& training_step() const { return *steps_; }
   model::Transformer& model() { return steps_->model(); }
   parallel::DataParallel& engine() { return steps_->engine(); }
   const parallel::LayoutPlan& layout() const { return steps_->layout(); }

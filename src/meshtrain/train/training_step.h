@@ -90,6 +90,9 @@ class TrainingStep {
   // The group gradients are summed and ZeRO state sharded over (dp x cp).
   comm::ProcessGroup& data_group() { return *groups_.data; }
   comm::ParallelContext& context() { return ctx_; }
+  // A line per data-parallel group spanning nodes: flat or hierarchical, and
+  // why (train/hierarchy.h); empty on one node.
+  const std::string& hierarchy_note() const { return hierarchy_note_; }
 
   // Called after gradients are reduced, before the norm (fault injection in
   // tests, debugging tools).
@@ -110,6 +113,7 @@ class TrainingStep {
 
   TrainConfig cfg_;
   comm::ParallelContext& ctx_;
+  std::string hierarchy_note_;  // which form the data-parallel groups run in (train/hierarchy.h)
   std::unique_ptr<parallel::LayoutPlan> layout_;
   parallel::RankGroups groups_;  // resolved once from the plan: every group the step uses
   std::unique_ptr<model::Transformer> model_;
