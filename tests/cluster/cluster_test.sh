@@ -21,6 +21,13 @@
 #     node-restart with --max-restarts, a crashed node that comes back: the
 #                  job resumes on the hostfile and ends bitwise equal to
 #                  the uninterrupted run
+#     elastic      launch --elastic, a crashed node that stays down: the
+#                  job continues on the other node at dp=2 x grad_accum=4
+#                  and ends bitwise equal to the uninterrupted dp=4 run
+#     hierarchical dp=4 across 2 nodes x 2 ranks with comm.hierarchical = on,
+#                  reproducible mode: bitwise the threads backend's (flat)
+#                  run; each hierarchical collective sends what docs/math.md
+#                  (M.71) says over node0's link
 #   Slurm (Debian's slurm-wlm and munge; emulated-cluster.sh slurm up: a
 #   slurmd on each of the 2 nodes, in its own namespaces; skipped, exit 77,
 #   when the programs are missing):
@@ -240,6 +247,56 @@ case "$case_name" in
       grep -q IDENTICAL "$work/restart-diff.log" ||
       { cat "$work/restart-diff.log"; fail "the resumed job's final checkpoint differs from the uninterrupted run"; }
     echo "node-restart: node1 lost after step 2, back, job resumed: $(grep -o 'resumed from .*' "$dir.log" | head -1)"
+    ;;
+  elastic)
+    up 2
+    # launch --elastic: node1 crashes after the checkpoint of step 2 and stays
+    # down; the job continues on node0 alone at dp=2, grad_accum=4 (the same
+    # global window) and ends bitwise equal to the uninterrupted dp=4 run
+    # (reproducible mode).
+    layout=(--set parallel.dp=4 --set training.reproducible=true --set training.steps=6 --set checkpoint.every=2)
+    threads_run "$work/elastic-threads" "${layout[@]}"
+    dir="$work/elastic"
+    on_node node0 "$bin" launch -n 4 --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --elastic \
+      "${demo[@]}" --set metrics.run_dir="$dir" "${layout[@]}" --set comm.timeout_s=6 > "$dir.log" 2>&1 &
+    pid=$!
+    for i in $(seq 600); do grep -q "^checkpoint step 2 " "$dir.log" 2> /dev/null && break; sleep 0.1; done
+    grep -q "^checkpoint step 2 " "$dir.log" || { cat "$dir.log"; fail "the job never saved step 2"; }
+    "$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" kill-node node1
+    wait "$pid" || { tail -30 "$dir.log"; fail "the elastic job failed"; }
+    grep -q "membership: 4 ranks: dp=4, grad_accum=2 -> 2 ranks: dp=2, grad_accum=4" "$dir.log" ||
+      { tail -30 "$dir.log"; fail "no membership change to dp=2"; }
+    grep -q "^node0 slots=2$" "$dir/.meshtrain-hosts" || fail "the relaunch did not run on node0 alone"
+    "$bin" ckpt diff "$work/elastic-threads/checkpoints" "$dir/checkpoints" > "$work/elastic-diff.log" 2>&1 &&
+      grep -q IDENTICAL "$work/elastic-diff.log" ||
+      { cat "$work/elastic-diff.log"; fail "the elastic job's final checkpoint differs from the uninterrupted run"; }
+    echo "elastic: node1 lost after step 2, the job continued on node0: $(grep -o 'membership: .*' "$dir.log" | head -1)"
+    ;;
+  hierarchical)
+    up 2
+    repro=(--set parallel.dp=4 --set training.reproducible=true --set training.grad_accum=1)
+    same_as_threads hierarchical "${repro[@]}" --set comm.hierarchical=on
+    grep -q "^data-parallel group 'dp': hierarchical (2 nodes x 2 ranks)" "$work/hierarchical-cluster.log" ||
+      { grep "data-parallel" "$work/hierarchical-cluster.log"; fail "the log does not say the dp group ran hierarchically"; }
+    # Bytes over node0's link per hierarchical call: a bench with the
+    # hierarchical form beside the flat one, less the same bench without it.
+    # (M.71) per rank, times the l = 2 ranks of node0, plus TCP/IP framing.
+    bench() {  # OP [--hierarchical]
+      on_node node0 mpirun --allow-run-as-root --hostfile "$work/cluster/hostfile" -np 4 --mca plm_rsh_agent "$agent" \
+        --mca mpi_yield_when_idle 1 "$bin" bench comm --backend mpi --min-bytes 4M --max-bytes 4M --iters 3 --ops "$@" \
+        > "$work/bench.log" 2>&1 || { cat "$work/bench.log"; fail "bench comm $* failed"; }
+    }
+    calls=17  # bench comm: 64M / 4M timed calls and one warm-up per form
+    M=$((4 << 20))
+    for op in all_reduce reduce_scatter all_gather; do
+      b0=$(link_bytes 0); bench $op; b1=$(link_bytes 0); bench $op --hierarchical; b2=$(link_bytes 0)
+      per_call=$(( ((b2 - b1) - (b1 - b0)) / calls ))
+      want=$((M / 2))  # l * k (n-1)/n * M/l with n = l = 2: M for an all-reduce (k = 2), M/2 else
+      [ "$op" = all_reduce ] && want=$M
+      echo "$op 4 MiB hierarchical: $per_call bytes over node0's link per call; (M.71) x 2 ranks: $want"
+      [ "$per_call" -ge "$want" ] && [ "$per_call" -le $((want * 112 / 100)) ] ||
+        fail "$op: $per_call bytes per call over the link, (M.71) says $want (+ at most 12% framing)"
+    done
     ;;
   slurm)
     up 2

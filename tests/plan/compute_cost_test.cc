@@ -22,6 +22,7 @@
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/meta_step.h"
 #include "meshtrain/train/plan_inputs.h"
+#include "plan/test_machine.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -82,27 +83,7 @@ double balanced_expert_rows(const train::TrainConfig& cfg) {
 
 // A machine whose every GEMM runs at one rate, with no fixed costs, so a
 // rank's compute time is its FLOPs and bytes over two rates.
-plan::HardwareProfile flat_machine() {
-  return plan::parse_hardware(R"(
-name = "flat"
-source = "a test machine"
-[device]
-memory = "64GiB"
-memory_bandwidth_gbps = 100
-peak_tflops = { fp32 = 1.0 }
-[gemm]
-fp32 = [{ min_dim = 1, tflops = 1.0 }]
-[node]
-devices = 8
-[link.intra]
-alpha_us = 1
-bandwidth_gbps = 100
-[link.inter]
-alpha_us = 1
-bandwidth_gbps = 100
-)",
-                              "flat.toml");
-}
+plan::HardwareProfile flat_machine() { return test_machine("flat", 8, false, {}); }
 
 }  // namespace
 

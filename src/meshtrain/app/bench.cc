@@ -33,15 +33,17 @@ void bench_comm(const BenchCommRequest& q) {
   o.min_bytes = cb::parse_size(q.min_bytes);
   o.max_bytes = cb::parse_size(q.max_bytes);
   o.iters = q.iters;
+  o.hierarchical = q.hierarchical;
   o.ops.clear();
   for (const auto& op : q.ops) o.ops.push_back(cb::parse_op(op));
   MT_REQUIRE(ConfigError, o.min_bytes >= 4 && o.min_bytes <= o.max_bytes, "bench comm: --min-bytes ", q.min_bytes,
              " must be at least 4 bytes and at most --max-bytes ", q.max_bytes);
   // Each rank holds a send and a receive buffer of the largest message, and
-  // the backend up to one more in flight; the threads backend's ranks share
-  // this process, mpirun's this machine.
+  // the backend up to one more in flight (the hierarchical form one more:
+  // its reordered vector); the threads backend's ranks share this process,
+  // mpirun's this machine.
   train::MemoryEstimate per_rank;
-  per_rank.workspace = int64_t(std::min<size_t>(o.max_bytes, size_t(1) << 60)) * 3;
+  per_rank.workspace = int64_t(std::min<size_t>(o.max_bytes, size_t(1) << 60)) * (o.hierarchical ? 4 : 3);
   int here = o.ranks;
   if (o.backend == comm::Backend::Mpi) {
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");

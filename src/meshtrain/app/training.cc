@@ -9,9 +9,11 @@
 #include <thread>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/output_file.h"
 #include "meshtrain/core/status_line.h"
 
 #include "meshtrain/train/data_setup.h"
+#include "meshtrain/train/elastic.h"
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/hostfile.h"
 #include "meshtrain/train/run.h"
@@ -27,6 +29,8 @@ std::vector<std::string> train_overrides(const TrainRequest& r) {
     o.push_back("comm.restart_on_failure=true");
     o.push_back("comm.max_restarts=" + std::to_string(r.max_restarts));
   }
+  if (r.elastic) o.push_back("comm.elastic=true");
+  if (r.min_ranks > 0) o.push_back("comm.min_ranks=" + std::to_string(r.min_ranks));
   return o;
 }
 
@@ -181,6 +185,42 @@ void srun_job(const LaunchRequest& r, const train::SlurmAllocation& allocation, 
                allocation.job_id.c_str(), r.np, names.c_str());
 }
 
+// An elastic job's next launch (supervisor.h, LaunchJob::relayout): the
+// largest layout of the job's global window on the ranks available now:
+// the capacity file's count, else -n; with a hostfile at most the slots of
+// the hosts that answer, which a relaunch then runs on alone (a hostfile of
+// them in the run directory).
+std::function<std::string(train::LaunchJob&, bool)> elastic_relayout(const train::TrainConfig& cfg,
+                                                                      const LaunchRequest& r) {
+  auto last = std::make_shared<train::ElasticLayout>(train::current_layout(cfg));
+  return [cfg, r, last](train::LaunchJob& next, bool after_failure) {
+    int capacity = train::read_capacity(cfg, r.np);
+    if (!r.hostfile.empty()) {
+      std::vector<train::HostfileEntry> alive = train::read_hostfile(r.hostfile);
+      const auto lost = train::unreachable_hosts(alive, agent_path(r.rsh_agent), std::chrono::seconds(10));
+      std::erase_if(alive, [&](const train::HostfileEntry& h) {
+        return std::any_of(lost.begin(), lost.end(), [&](const std::string& l) { return l.rfind(h.host + " ", 0) == 0; });
+      });
+      int slots = 0;
+      std::string text;
+      for (const auto& h : alive) slots += h.slots, text += h.host + " slots=" + std::to_string(h.slots) + "\n";
+      capacity = std::min(capacity, slots);
+      const std::string hosts = (std::filesystem::absolute(cfg.metrics.run_dir) / ".meshtrain-hosts").string();
+      write_file_atomically(hosts, text);
+      *std::find(next.mpirun.begin(), next.mpirun.end(), std::filesystem::absolute(r.hostfile).string()) = hosts;
+    }
+    const train::ElasticLayout to =
+        train::shrink_or_grow(cfg, capacity, after_failure ? "after the failure" : "capacity changed");
+    *std::next(std::find(next.mpirun.begin(), next.mpirun.end(), "-np")) = std::to_string(to.ranks);
+    next.command.insert(next.command.end(), {"--set", "parallel.dp=" + std::to_string(to.dp), "--set",
+                                             "training.grad_accum=" + std::to_string(to.grad_accum)});
+    if (to.ranks == last->ranks && to.dp == last->dp) return std::string();
+    const std::string change = last->describe() + " -> " + to.describe();
+    *last = to;
+    return change;
+  };
+}
+
 }  // namespace
 
 int launch(const LaunchRequest& r) {
@@ -196,6 +236,10 @@ int launch(const LaunchRequest& r) {
              "allocation, and SLURM_JOB_ID is not set: submit the job with sbatch (configs/slurm/train.sbatch) or run "
              "it in an salloc shell");
   const bool under_slurm = r.launcher == "srun" || (r.launcher == "auto" && allocation && r.hostfile.empty());
+  MT_REQUIRE(ConfigError, !under_slurm || !cfg.comm.elastic, "an elastic job (--elastic, comm.elastic) changes "
+             "mpirun's ranks and hosts between launches, which srun in Slurm job ", allocation->job_id,
+             " does not do yet: run it without --elastic, or under mpirun with a hostfile of the allocation's nodes "
+             "(--hostfile FILE)");
   train::LaunchJob job;
   job.max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
   if (under_slurm) srun_job(r, *allocation, job);
@@ -216,6 +260,11 @@ int launch(const LaunchRequest& r) {
   // The ranks print as this command was asked to (mpirun gives them a pseudo-terminal).
   if (progress_mode() != ProgressMode::Auto)
     job.command.insert(job.command.begin() + 1, {"--progress", progress_mode_name(progress_mode())});
+  if (cfg.comm.elastic) {
+    job.max_restarts = cfg.comm.max_restarts;
+    job.before_relaunch = nullptr;  // an elastic job continues on the hosts that answer
+    job.relayout = elastic_relayout(cfg, r);
+  }
   return train::relaunch_mpi(job);
 }
 

@@ -12,6 +12,8 @@ struct TrainRequest {
   std::string config;                  // TOML file
   std::vector<std::string> overrides;  // section.key=value
   int max_restarts = -1;               // >= 0: comm.restart_on_failure with this many restarts
+  bool elastic = false;                // comm.elastic (train/elastic.h)
+  int min_ranks = 0;                   // > 0: comm.min_ranks
 };
 // The overrides of a request, --max-restarts included.
 std::vector<std::string> train_overrides(const TrainRequest& request);

@@ -1,5 +1,6 @@
 // meshtrain launch -n N [--launcher auto|mpirun|srun] [--hostfile FILE [--rsh-agent AGENT]] [--allow-cross-node-tp]
-//   [--mpirun PATH] [--mpirun-arg ARG ...] [--srun PATH] [--srun-arg ARG ...] [--max-restarts K] CONFIG [--set ...]
+//   [--mpirun PATH] [--mpirun-arg ARG ...] [--srun PATH] [--srun-arg ARG ...] [--max-restarts K]
+//   [--elastic [--min-ranks M]] CONFIG [--set ...]
 #include "meshtrain/app/training.h"
 #include "meshtrain/cli/command.h"
 
@@ -27,9 +28,7 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("--srun-arg", q->srun_args, "an extra srun argument (repeatable)")->allow_extra_args(false);
   cmd->add_flag("--allow-cross-node-tp", q->allow_cross_node_tp,
                 "run tp and cp groups whose ranks are on different nodes instead of refusing the layout");
-  cmd->add_option("--max-restarts", q->train.max_restarts,
-                  "relaunches at most (default: comm.max_restarts when comm.restart_on_failure)")
-      ->check(CLI::Range(0, 1000));
+  add_restart_options(cmd, q->train.max_restarts, q->train.elastic, q->train.min_ranks);
   cmd->add_option("CONFIG", q->train.config, "training config (TOML), as for `meshtrain train`")->required();
   cmd->add_option("--set", q->train.overrides, "override a config key (repeatable)")
       ->type_name("SECTION.KEY=VALUE")

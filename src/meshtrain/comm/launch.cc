@@ -114,6 +114,7 @@ void launch_threads(const LaunchOptions& o, const RankFn& fn) {
         // peers, whichever reached this point first.
         std::lock_guard<std::mutex> lock(mu);
         if (!first || (is_abort(first) && !is_abort(error))) first = error;
+        if (o.failed_ranks && !is_abort(error)) o.failed_ranks->push_back(r);
       }
       world->abort(failure);
     }
@@ -131,6 +132,7 @@ void launch_threads(const LaunchOptions& o, const RankFn& fn) {
     }
   }
   for (auto& t : threads) t.join();
+  if (o.failed_ranks) std::sort(o.failed_ranks->begin(), o.failed_ranks->end());
   if (first) std::rethrow_exception(first);
 }
 

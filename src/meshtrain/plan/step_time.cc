@@ -6,7 +6,9 @@
 
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/plan/compute_cost.h"
+#include "meshtrain/comm/reduce_kernels.h"
 #include "meshtrain/plan/formulas.h"
+#include "meshtrain/plan/hierarchical_cost.h"
 
 namespace meshtrain::plan {
 
@@ -97,12 +99,23 @@ class RankWalk {
     return it->second;
   }
   double seconds(const comm::PlannedOp& op) {
+    if (const std::optional<double> t = hierarchical_seconds_of(op)) return *t;
     auto it = inter_.find(op.group);
     if (it == inter_.end()) it = inter_.emplace(op.group, crosses_nodes(in_.mesh, rep_.rank, op.group, hw_)).first;
     if (op.group != "tp" && op.group != "pp") return op_seconds(op, it->second, hw_);
     comm::PlannedOp scaled = op;
     scaled.bytes = int64_t(double(op.bytes) * wire_);
     return op_seconds(scaled, it->second, hw_);
+  }
+  // A data-parallel group's collective that runs hierarchically across
+  // nodes (hierarchical_cost.h; 16-bit sums stay flat, as the trainer's).
+  std::optional<double> hierarchical_seconds_of(const comm::PlannedOp& op) {
+    auto it = layouts_.find(op.group);
+    if (it == layouts_.end()) it = layouts_.emplace(op.group, data_group_layout(in_.mesh, rep_.rank, op.group, hw_)).first;
+    const bool half_sum = op.kind != comm::OpKind::AllGather && comm::is_half(in_.precision.grad_reduce);
+    if (!it->second || half_sum || !runs_hierarchical(in_.hierarchical, op.kind, *it->second, double(op.bytes), hw_))
+      return std::nullopt;
+    return hierarchical_seconds(op.kind, *it->second, double(op.bytes), hw_);
   }
   void wait_until(double t) {
     if (t <= clock_) return;
@@ -153,6 +166,7 @@ class RankWalk {
   std::map<int, SegmentCost> seg_;
   std::map<int, std::vector<const comm::PlannedOp*>> by_action_;
   std::map<std::string, bool> inter_;   // per group: crosses nodes
+  std::map<std::string, std::optional<comm::NodeLayout>> layouts_;  // per data-parallel group: its nodes
   std::map<std::string, double> stream_;  // a group's operations run in order
   std::map<int, double> gathered_at_;     // unit -> when its gather completes
   RankTime rt_;

@@ -4,7 +4,9 @@
 // collectives they block on; collectives the engine launches run one after
 // another on their group's stream (the backends run a group's non-blocking
 // operations in order) at the alpha-beta time of docs/math.md (M.20) for the link the
-// group crosses (inside a node, or between nodes); a Require waits for its
+// group crosses (inside a node, or between nodes), or (M.70) where a
+// data-parallel group runs hierarchically across nodes (comm.hierarchical,
+// hierarchical_cost.h); a Require waits for its
 // gather, the end of the window waits for every reduction (the exposed
 // tail of (M.24)). The pipeline's makespan and bubble come from simulating the
 // schedule with the slowest stage's F, B and W. The step is

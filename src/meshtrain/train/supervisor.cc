@@ -17,11 +17,17 @@
 
 namespace meshtrain::train {
 
+double wall_clock_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 RestartInfo restart_info_from_environment() {
   RestartInfo r;
   if (const char* v = std::getenv("MESHTRAIN_RESTART")) r.index = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("MESHTRAIN_MAX_RESTARTS")) r.max = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("MESHTRAIN_RESTART_REASON")) r.reason = v;
+  if (const char* v = std::getenv("MESHTRAIN_LAYOUT_CHANGE")) r.layout_change = v;
+  if (const char* v = std::getenv("MESHTRAIN_LAUNCH_ENDED_AT")) r.ended_at_s = std::atof(v);
   return r;
 }
 
@@ -146,15 +152,28 @@ int relaunch_mpi(const LaunchJob& job) {
   std::remove(job.stop_file.c_str());  // a request a previous supervisor left
   const RelaySignals relay;
   g_signal = g_count = 0;
-  for (int attempt = 0;; ++attempt) {
-    std::vector<std::string> argv = job.mpirun;
+  LaunchJob now = job;  // an elastic job's layout changes between launches
+  auto relayout = [&](bool after_failure) {
+    if (!job.relayout) return;
+    now = job;
+    const std::string change = job.relayout(now, after_failure);
+    if (change.empty()) return ::unsetenv("MESHTRAIN_LAYOUT_CHANGE"), void();
+    std::fprintf(stderr, "meshtrain launch: membership: %s\n", change.c_str());
+    ::setenv("MESHTRAIN_LAYOUT_CHANGE", change.c_str(), 1);
+  };
+  ::unsetenv("MESHTRAIN_LAYOUT_CHANGE");
+  ::unsetenv("MESHTRAIN_LAUNCH_ENDED_AT");
+  relayout(false);
+  for (int attempt = 0;;) {
+    std::vector<std::string> argv = now.mpirun;
     if (job.export_environment) {
       const auto exported = exported_environment();
       argv.insert(argv.end(), exported.begin(), exported.end());
     }
-    argv.insert(argv.end(), job.command.begin(), job.command.end());
+    argv.insert(argv.end(), now.command.begin(), now.command.end());
     if (!job.abort_file.empty()) std::remove(job.abort_file.c_str());
     const int code = run_once(argv, job.stop_file, job.abort_file);
+    ::setenv("MESHTRAIN_LAUNCH_ENDED_AT", std::to_string(wall_clock_s()).c_str(), 1);
     if (!job.abort_file.empty()) std::remove(job.abort_file.c_str());
     if (code == 0 || g_count > 0) {
       std::remove(job.stop_file.c_str());
@@ -162,6 +181,13 @@ int relaunch_mpi(const LaunchJob& job) {
     }
     // 130/143: the job was stopped by a signal of its own, which saved and exited.
     if (code == 128 + SIGINT || code == 128 + SIGTERM) return code;
+    if (code == kRelayoutExitCode && job.relayout) {  // capacity changed: saved at a step boundary, no failure
+      ::unsetenv("MESHTRAIN_RESTART_REASON");
+      ::unsetenv("MESHTRAIN_FAULT");
+      relayout(false);
+      continue;
+    }
+    ++attempt;
     std::string reason = launcher_name(job.mpirun) + " exited with code " + std::to_string(code);
     if (job.diagnose) {
       const std::string cause = job.diagnose();
@@ -170,19 +196,20 @@ int relaunch_mpi(const LaunchJob& job) {
         std::fprintf(stderr, "meshtrain launch: the job failed: %s\n", reason.c_str());
       }
     }
-    if (attempt >= job.max_restarts) {
+    if (attempt > job.max_restarts) {
       if (job.max_restarts > 0)
         std::fprintf(stderr, "meshtrain launch: the job failed (exit code %d) and all %d restarts are used\n", code,
                      job.max_restarts);
       return code;
     }
     std::fprintf(stderr, "meshtrain launch: %s; restart %d of %d from the latest complete checkpoint\n",
-                 reason.c_str(), attempt + 1, job.max_restarts);
+                 reason.c_str(), attempt, job.max_restarts);
     std::fflush(stderr);
-    ::setenv("MESHTRAIN_RESTART", std::to_string(attempt + 1).c_str(), 1);
+    ::setenv("MESHTRAIN_RESTART", std::to_string(attempt).c_str(), 1);
     ::setenv("MESHTRAIN_RESTART_REASON", reason.c_str(), 1);
     ::unsetenv("MESHTRAIN_FAULT");  // an injected fault fires in the first launch only
     if (job.before_relaunch) job.before_relaunch();
+    relayout(true);
   }
 }
 
