@@ -72,6 +72,10 @@ Backend parse_backend(const std::string& name) {
 }
 
 int local_ranks(const ParallelContext& ctx) {
+  // Open MPI's and MPICH's count of the processes on this machine; srun's
+  // direct launch exports none, so then the ranks' host names count.
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* v = std::getenv(var)) return std::max(1, std::atoi(v));
   const auto& hosts = ctx.host_of_rank;
   return int(std::count(hosts.begin(), hosts.end(), hosts.at(size_t(ctx.rank))));
 }
@@ -143,8 +147,7 @@ void launch_mpi(const LaunchOptions& o, const RankFn& fn) {
   try {
     {
       ParallelContext ctx = make_context(o, world);
-      // Processes sharing this node share its cores: counted from the ranks'
-      // host names, whichever launcher started them (srun exports no count).
+      // Processes sharing this machine share its cores.
       set_compute_threads(threads_per_rank(local_ranks(ctx)));
       fn(ctx);
     }

@@ -44,8 +44,8 @@ void launch_threads(const LaunchOptions& options, const RankFn& fn);
 void launch_mpi(const LaunchOptions& options, const RankFn& fn);
 void launch(const LaunchOptions& options, const RankFn& fn);
 
-// The ranks of ctx's job on this rank's node, this one included (from the
-// host names every rank gathered at launch).
+// The processes of an MPI job on this rank's machine, this one included:
+// mpirun's count, else (srun) the ranks on this rank's host (host_of_rank).
 int local_ranks(const ParallelContext& ctx);
 
 }  // namespace meshtrain::comm

@@ -318,7 +318,8 @@ RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const R
     TrainConfig rank_cfg = cfg;
     rank_cfg.parallel.dp = ctx.mesh.shape().dp;
     std::FILE* console = ctx.rank == 0 ? stdout : nullptr;
-    const int here = comm::local_ranks(ctx);  // ranks sharing this machine's memory and cores
+    // Ranks sharing this machine's memory and cores.
+    const int here = o.backend == comm::Backend::Threads ? ctx.world_size : comm::local_ranks(ctx);
     if (o.backend == comm::Backend::Mpi) check_rank_memory(rank_cfg, ctx.rank, here, console);
     if (cfg.training.threads > 0) {
       // More threads than the cores this process may use only slow it down.
