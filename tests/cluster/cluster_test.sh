@@ -230,6 +230,7 @@ case "$case_name" in
       grep -q IDENTICAL "$work/elastic-diff.log" ||
       { cat "$work/elastic-diff.log"; fail "the elastic job's final checkpoint differs from the uninterrupted run"; }
     echo "elastic: node1 lost after step 2, the job continued on node0: $(grep -o 'membership: .*' "$dir.log" | head -1)"
+    ;;
   hierarchical)
     up 2
     repro=(--set parallel.dp=4 --set training.reproducible=true --set training.grad_accum=1)
