@@ -64,6 +64,9 @@ up() {
 }
 on_node() { "$agent" "$@"; }
 
+# Jobs that lose a node run with comm.timeout_s = 6; their heartbeat waits
+# 4 s (not timeout_s / 5 = 1.2 s), as a heartbeat thread starved for more
+# than a second by a loaded machine would otherwise end a healthy job.
 # The demo model, a few small steps, on a corpus prepared once per case.
 demo=("$repo/configs/demo.toml" --set data.path="$work/data" --set training.steps=3 --set training.micro_batch=4
       --set training.eval_every=0 --set training.eval_rows=16 --set checkpoint.every=3 --set metrics.log_every=1)
@@ -202,7 +205,7 @@ case "$case_name" in
     loss_run() {  # NAME: a long run from node0; node1 is lost once step 2 is done
       local dir="$work/$1"
       cluster_launch "$dir" 4 --set parallel.dp=2 --set parallel.tp=2 --set training.steps=100000 \
-        --set comm.timeout_s=$timeout_s > "$dir.log" 2>&1 &
+        --set comm.timeout_s=$timeout_s --set comm.heartbeat_timeout_s=4 > "$dir.log" 2>&1 &
       local pid=$! i
       for i in $(seq 600); do grep -q "^step *2/" "$dir.log" 2> /dev/null && break; sleep 0.1; done
       grep -q "^step *2/" "$dir.log" || { cat "$dir.log"; fail "$1: the job never reached step 2"; }
@@ -232,7 +235,7 @@ case "$case_name" in
     threads_run "$work/restart-threads" "${layout[@]}"
     dir="$work/restart"
     on_node node0 "$bin" launch -n 4 --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --max-restarts 1 \
-      "${demo[@]}" --set metrics.run_dir="$dir" "${layout[@]}" --set comm.timeout_s=6 > "$dir.log" 2>&1 &
+      "${demo[@]}" --set metrics.run_dir="$dir" "${layout[@]}" --set comm.timeout_s=6 --set comm.heartbeat_timeout_s=4 > "$dir.log" 2>&1 &
     pid=$!
     for i in $(seq 600); do grep -q "^checkpoint step 2 " "$dir.log" 2> /dev/null && break; sleep 0.1; done
     grep -q "^checkpoint step 2 " "$dir.log" || { cat "$dir.log"; fail "the job never saved step 2"; }
@@ -258,7 +261,7 @@ case "$case_name" in
     threads_run "$work/elastic-threads" "${layout[@]}"
     dir="$work/elastic"
     on_node node0 "$bin" launch -n 4 --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --elastic \
-      "${demo[@]}" --set metrics.run_dir="$dir" "${layout[@]}" --set comm.timeout_s=6 > "$dir.log" 2>&1 &
+      "${demo[@]}" --set metrics.run_dir="$dir" "${layout[@]}" --set comm.timeout_s=6 --set comm.heartbeat_timeout_s=4 > "$dir.log" 2>&1 &
     pid=$!
     for i in $(seq 600); do grep -q "^checkpoint step 2 " "$dir.log" 2> /dev/null && break; sleep 0.1; done
     grep -q "^checkpoint step 2 " "$dir.log" || { cat "$dir.log"; fail "the job never saved step 2"; }
@@ -349,7 +352,7 @@ case "$case_name" in
     slurm_up
     log="$work/loss.log"
     id="$(submit "$log" --set metrics.run_dir="$work/loss" --set parallel.tp=2 --set training.steps=100000 \
-          --set comm.timeout_s=6 --set comm.max_restarts=0)"
+          --set comm.timeout_s=6 --set comm.heartbeat_timeout_s=4 --set comm.max_restarts=0)"
     for _ in $(seq 1200); do grep -q "^step *2/" "$log" 2> /dev/null && break; sleep 0.1; done
     grep -q "^step *2/" "$log" || { cat "$log"; fail "the job never reached step 2"; }
     lost_at=$(date +%s%N)
