@@ -13,6 +13,7 @@
 #   emulated-cluster.sh kill-node NODE    cut NODE's link, kill its processes, remove it (a crash)
 #   emulated-cluster.sh cut-link NODE     take NODE's link down, nothing else (it stops answering)
 #   emulated-cluster.sh restore-node NODE bring back a node kill-node removed (rebooted, empty)
+#   emulated-cluster.sh slurm up|down     a Slurm of its own on the nodes (scripts/emulated-slurm.sh)
 #
 # Options before the command: --name NAME (default mtc; clusters of different
 # names coexist, so parallel tests do not collide) and --dir DIR (where the
@@ -95,6 +96,7 @@ down() {
     rm -rf "$state"
   fi
   rm -f "$dir/hostfile" "$dir/cluster.env"
+  rm -rf "$dir/slurm"  # `slurm up`'s files; its daemons were processes in the nodes
 }
 
 # tbf on the node's side of its link (its egress toward the switch) and on
@@ -205,5 +207,6 @@ case "$cmd" in
   kill-node) require_capabilities; kill_node "$@" ;;
   cut-link) require_capabilities; cut_link "$@" ;;
   restore-node) require_capabilities; restore_node "$@" ;;
-  *) die "usage: emulated-cluster.sh [--name NAME] [--dir DIR] up N [--link-gbit G] [--slots S] | down | status | kill-node NODE | cut-link NODE | restore-node NODE" ;;
+  slurm) require_capabilities; source "$here/emulated-slurm.sh"; slurm "$@" ;;
+  *) die "usage: emulated-cluster.sh [--name NAME] [--dir DIR] up N [--link-gbit G] [--slots S] | down | status | kill-node NODE | cut-link NODE | restore-node NODE | slurm up|down" ;;
 esac

@@ -13,6 +13,7 @@ packages=(
   libssl-dev                  # SHA-256 digests
   openmpi-bin libopenmpi-dev  # multi-process backend
   iproute2                    # the emulated cluster (scripts/emulated-cluster.sh): ip, tc
+  slurm-wlm slurmctld slurmd slurm-client munge  # Slurm launch (scripts/emulated-slurm.sh starts daemons of its own)
   fortunes fortunes-min       # demo corpus
   clang libclang-rt-14-dev    # libFuzzer targets of the checkpoint parsers
   libcli11-dev                # command line: subcommands, help, typed options
@@ -41,6 +42,17 @@ echo "install-deps: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
+# No package starts a daemon while installing (munge's would run as the
+# machine's, and a container has no systemd to manage it): a policy-rc.d
+# that denies every start, for the install only, unless the machine has its
+# own (Docker images do). The cluster tests start munge and Slurm daemons
+# of their own (scripts/emulated-slurm.sh).
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# scripts/install-deps.sh: no daemon starts while it installs\nexit 101\n' | $SUDO tee "$policy" > /dev/null
+  $SUDO chmod 755 "$policy"
+  trap '$SUDO rm -f "$policy"' EXIT
+fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 llama_cpp

@@ -10,6 +10,7 @@
 
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/core/error.h"
+#include "support/scoped_env.h"
 
 namespace meshtrain::comm {
 namespace {
@@ -84,6 +85,21 @@ TEST(NodePlacement, AThreadsWorldIsOneNodeInLaunchOrder) {
     ranks.push_back(ctx.rank);
   });
   EXPECT_EQ(ranks.size(), 4u);
+}
+
+// The processes sharing a rank's machine (its cores): mpirun's count when
+// it exports one, else (srun's direct launch exports none) the ranks on the
+// rank's host.
+TEST(NodePlacement, LocalRanksFromTheLauncherElseFromTheHostNames) {
+  testing::ScopedEnv ompi("OMPI_COMM_WORLD_LOCAL_SIZE", nullptr), mpich("MPI_LOCALNRANKS", nullptr);
+  ParallelContext ctx;
+  ctx.host_of_rank = {"node0", "node0", "node0", "node1"};
+  ctx.rank = 1;
+  EXPECT_EQ(local_ranks(ctx), 3);
+  ctx.rank = 3;
+  EXPECT_EQ(local_ranks(ctx), 1);
+  testing::ScopedEnv local("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+  EXPECT_EQ(local_ranks(ctx), 2);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Fault points: rule syntax, matching by site prefix, rank and hit count,
-// firing once (a delay: at every hit from its own on).
+// firing once (a delay: at every hit from its own on), several rules at once.
 #include "meshtrain/core/fault_injection.h"
 
 #include <gtest/gtest.h>
@@ -90,6 +90,21 @@ TEST(FaultInjection, ADelayKeepsFiringFromItsHitOn) {
   EXPECT_TRUE(fired());
   EXPECT_GE(timed(0), 0.05);  // and every later one: a straggler stays slow
   EXPECT_GE(timed(0), 0.05);
+}
+
+TEST(FaultInjection, SeveralRulesEachCountTheirOwnHits) {
+  Disarm guard;
+  const std::vector<Rule> rules = parse_rules("metrics.written@0:delay=0.01;elastic.change@1#2:throw");
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_EQ(rules[1].site, "elastic.change");
+  EXPECT_EQ(rules[1].hit, 2);
+  EXPECT_THROW(parse_rules("forward;"), ConfigError);  // an empty rule
+  arm(rules);
+  EXPECT_NO_THROW(point("metrics.written", 0));  // the delay fires, and keeps firing
+  EXPECT_TRUE(fired());
+  EXPECT_NO_THROW(point("elastic.change", 1));  // hit 1 of the second rule
+  EXPECT_NO_THROW(point("metrics.written", 0));
+  EXPECT_THROW(point("elastic.change", 1), InjectedFault);  // its own hit 2
 }
 
 TEST(FaultInjection, ThreadRankIsUsedByDefault) {

@@ -7,6 +7,7 @@
 
 #include <mutex>
 
+#include "meshtrain/comm/hierarchical_group.h"
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/parallel/grad_tree.h"
 
@@ -90,4 +91,56 @@ TEST(TreeReduce, LocalLeavesBuildTheSameTreeAsRanks) {
     EXPECT_THROW(parallel::tree_all_reduce(*ctx.world, Tensor::wrap(a.data(), Shape{4}, DType::F32), ctx.allocator),
                  ConfigError);
   });
+}
+
+TEST(TreeReduce, UnevenChunksReduceScatterByTheBalancedSplit) {
+  // Chunks as the collectives cut them (comm/types.h): 13 over 4 is 4 3 3 3.
+  const int R = 4, n = 13;
+  std::vector<std::vector<float>> leaves;
+  for (int r = 0; r < R; ++r) leaves.push_back(contribution(r, n));
+  const std::vector<float> want = tree_of(leaves);
+  std::mutex mu;
+  std::vector<std::vector<float>> scattered(R);
+  comm::launch_threads(R, [&](comm::ParallelContext& ctx) {
+    std::vector<float> b = contribution(ctx.rank, n);
+    parallel::tree_reduce_scatter(*ctx.world, Tensor::wrap(b.data(), Shape{n}, DType::F32), ctx.allocator);
+    const size_t off = comm::chunk_offset(n, R, ctx.rank), len = comm::chunk_size(n, R, ctx.rank);
+    std::lock_guard<std::mutex> lock(mu);
+    scattered[size_t(ctx.rank)] = {b.begin() + long(off), b.begin() + long(off + len)};
+  });
+  for (int r = 0; r < R; ++r) {
+    const size_t off = comm::chunk_offset(n, R, r), len = comm::chunk_size(n, R, r);
+    EXPECT_EQ(scattered[size_t(r)], std::vector<float>(want.begin() + long(off), want.begin() + long(off + len)))
+        << "rank " << r;
+  }
+}
+
+TEST(TreeReduce, TheHierarchicalFormIsTheSameTree) {
+  // Nodes holding contiguous power-of-two blocks: the node's levels, then
+  // the nodes' levels, are the flat tree's levels (docs/math.md,
+  // "Hierarchical collectives"): the bits of tree_of(leaves), even counts
+  // or not, and never the rank-order sum's.
+  for (auto [nodes, local] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{4, 2}})
+    for (int n : {16, 13, 3}) {
+      SCOPED_TRACE(::testing::Message() << nodes << " nodes x " << local << " ranks, " << n << " elements");
+      const int R = nodes * local;
+      std::vector<std::vector<float>> leaves;
+      for (int r = 0; r < R; ++r) leaves.push_back(contribution(r, n));
+      const std::vector<float> want = tree_of(leaves);
+      std::mutex mu;
+      std::vector<std::vector<float>> all(static_cast<size_t>(R));
+      uint64_t link_calls = 0;
+      comm::launch_threads(R, [&](comm::ParallelContext& ctx) {
+        std::vector<std::string> hosts;
+        for (int r = 0; r < R; ++r) hosts.push_back("node" + std::to_string(r / local));
+        auto h = comm::HierarchicalGroup::create(ctx.world, *comm::node_layout(hosts, ctx.rank, nullptr));
+        std::vector<float> a = contribution(ctx.rank, n);
+        parallel::tree_all_reduce(*h, Tensor::wrap(a.data(), Shape{n}, DType::F32), ctx.allocator);
+        std::lock_guard<std::mutex> lock(mu);
+        all[size_t(ctx.rank)] = a;
+        link_calls += h->inter().stats()[comm::OpKind::Send].calls;
+      });
+      for (int r = 0; r < R; ++r) EXPECT_EQ(all[size_t(r)], want) << "rank " << r;
+      EXPECT_GT(link_calls, 0u) << "the tree did not go through the inter-node group";
+    }
 }

@@ -22,7 +22,7 @@
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/meta_step.h"
 #include "meshtrain/train/plan_inputs.h"
-#include "plan/flat_machine.h"
+#include "plan/test_machine.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -80,6 +80,10 @@ double balanced_expert_rows(const train::TrainConfig& cfg) {
   const double cap = m.moe_capacity_factor > 0 ? std::ceil(m.moe_capacity_factor * per) : per;
   return double(cfg.training.micro_batch) * double(m.n_experts) * std::min(cap, per);
 }
+
+// A machine whose every GEMM runs at one rate, with no fixed costs, so a
+// rank's compute time is its FLOPs and bytes over two rates.
+plan::HardwareProfile flat_machine() { return test_machine("flat", 8, false, {}); }
 
 }  // namespace
 

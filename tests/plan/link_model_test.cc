@@ -14,7 +14,7 @@
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/meta_step.h"
 #include "meshtrain/train/plan_inputs.h"
-#include "plan/flat_machine.h"
+#include "plan/test_machine.h"
 #include "train/train_fixtures.h"
 
 using namespace meshtrain;
@@ -40,8 +40,10 @@ plan::StepInputs inputs(const std::string& layout, int nodes) {
 
 // Two devices a node; the inter-node link ten times slower than the one
 // inside, no latency, so a collective's time is its bytes over the rate.
-plan::HardwareProfile two_links(const std::string& inter_extra = "") {
-  return flat_machine(2, "alpha_us = 0\nbandwidth_gbps = 10\n", "alpha_us = 0\nbandwidth_gbps = 1\n" + inter_extra);
+// `inter_extra`: more of [link.inter].
+plan::HardwareProfile two_links(const std::string& inter_extra = "", bool shared = false) {
+  const TestLinks links{.intra_alpha_us = 0, .intra_gbps = 10, .inter_alpha_us = 0, .inter_gbps = 1};
+  return plan::parse_hardware(test_machine_toml("two links", 2, shared, links) + inter_extra, "two-links.toml");
 }
 
 double tp_seconds(const std::string& layout, int nodes, const plan::HardwareProfile& hw) {
@@ -115,26 +117,31 @@ TEST(LinkPricing, CrossNodeTensorParallelismIsPricedOnTheInterNodeLink) {
   EXPECT_NEAR(across / inside, 10.0, 1e-6);
 }
 
-// A shared link (shared_by = 2: measured with both ranks of a node
-// crossing): a group with one rank per node shares it with the other place's
-// group, one with both ranks of each node has it alone.
-TEST(LinkPricing, ASharedLinkIsSplitBetweenTheGroupsCrossingIt) {
-  const plan::HardwareProfile shared = two_links("shared_by = 2\n"), own = two_links();
-  EXPECT_EQ(plan::group_link(inputs("dp=2,tp=2", 2), 0, "dp", shared).share, 1.0);
-  EXPECT_EQ(plan::group_link(inputs("pp=2,tp=2", 2), 1, "pp", shared).share, 1.0);
-  EXPECT_EQ(plan::group_link(inputs("dp=4", 2), 0, "dp", shared).share, 2.0);
-  EXPECT_EQ(plan::group_link(inputs("dp=2,tp=2", 2), 0, "tp", shared).share, 1.0);  // inside a node
-  EXPECT_EQ(plan::group_link(inputs("dp=4", 2), 0, "dp", own).share, 1.0);          // a link per device
-  EXPECT_NEAR(tp_seconds("tp=2", 2, own) / tp_seconds("tp=2", 2, two_links("shared_by = 4\n")), 4.0, 1e-3);
-  EXPECT_THAT([] { two_links("shared_by = 0.5\n"); }, ThrowsMessage<ConfigError>(HasSubstr("link.inter.shared_by")));
+// A shared node's one link (node.shared): a group with one rank a node of
+// two shares it with the other place's group, a group with both ranks of
+// each node has it alone; a device with a link of its own (not shared)
+// always has it whole.
+TEST(LinkPricing, ASharedNodesLinkIsSplitBetweenTheGroupsCrossingIt) {
+  const plan::HardwareProfile shared = two_links("", /*shared=*/true), own = two_links();
+  EXPECT_EQ(plan::group_link(inputs("dp=2,tp=2", 2), 0, "dp", shared).share, 0.5);
+  EXPECT_EQ(plan::group_link(inputs("pp=2,tp=2", 2), 1, "pp", shared).share, 0.5);
+  EXPECT_EQ(plan::group_link(inputs("dp=4", 2), 0, "dp", shared).share, 1.0);
+  EXPECT_EQ(plan::group_link(inputs("dp=2,tp=2", 2), 0, "tp", shared).link, &shared.intra);  // inside a node
+  EXPECT_EQ(plan::group_link(inputs("dp=2,tp=2", 2), 0, "dp", own).share, 1.0);
+  // dp=2 x tp=2: each dp group's reduction takes twice as long on the shared
+  // link (beside the tp group's small sums inside the node).
+  const plan::StepInputs in = inputs("dp=2,tp=2", 2);
+  const auto grads = [&](const plan::HardwareProfile& hw) {
+    return plan::predict(in, train::meta_step_recorder(), &hw, false).time->ranks.front().grad_comm_s;
+  };
+  EXPECT_NEAR(grads(shared) / grads(own), 2.0, 0.01);
 }
 
 // A group holding every rank of each node it spans (dp=4 on 2 nodes of 2;
 // tp=2 on 2 nodes of 1) is priced on [link.inter.whole_nodes] where the
 // profile has it, whole; a group of one rank a node on [link.inter], shared.
 TEST(LinkPricing, WholeNodeGroupsHaveFiguresOfTheirOwn) {
-  const plan::HardwareProfile hw =
-      two_links("shared_by = 2\n[link.inter.whole_nodes]\nalpha_us = 0\nbandwidth_gbps = 0.5\n");
+  const plan::HardwareProfile hw = two_links("[link.inter.whole_nodes]\nalpha_us = 0\nbandwidth_gbps = 0.5\n");
   ASSERT_TRUE(hw.inter.whole_nodes);
   const plan::GroupLink whole = plan::group_link(inputs("dp=4", 2), 0, "dp", hw);
   EXPECT_EQ(whole.link, hw.inter.whole_nodes.get());
@@ -142,6 +149,6 @@ TEST(LinkPricing, WholeNodeGroupsHaveFiguresOfTheirOwn) {
   const plan::GroupLink one = plan::group_link(inputs("dp=2,tp=2", 2), 0, "dp", hw);
   EXPECT_EQ(one.link, &hw.inter);
   EXPECT_EQ(plan::group_link(inputs("dp=2,tp=2", 2), 0, "tp", hw).link, &hw.intra);
-  // 0.5 GB/s against the shared 1 GB/s link's 2 streams of tp=2 on 2 nodes of one rank.
-  EXPECT_NEAR(tp_seconds("tp=2", 2, hw) / tp_seconds("tp=2", 2, two_links("shared_by = 2\n")), 4.0, 1e-3);
+  // tp=2 on 2 nodes of one rank: 0.5 GB/s against the link's 1.
+  EXPECT_NEAR(tp_seconds("tp=2", 2, hw) / tp_seconds("tp=2", 2, two_links()), 2.0, 1e-3);
 }

@@ -167,7 +167,7 @@ TEST(PlanCli, BenchMachineWritesAReadableProfile) {
   EXPECT_TRUE(hw.intra.per_op.count(comm::OpKind::Send));
   // One machine, one node: the inter-node figures repeat the intra-node ones.
   EXPECT_EQ(hw.inter.for_op(comm::OpKind::Send).bytes_per_s, hw.intra.for_op(comm::OpKind::Send).bytes_per_s);
-  EXPECT_EQ(hw.inter.shared_by, 0);
+  EXPECT_FALSE(hw.inter.whole_nodes);
   EXPECT_GT(hw.memory_bytes_per_s, 0);
   expect_usage_error({"bench", "machine", "--max-bytes", "lots"}, "lots", "meshtrain bench machine [OPTIONS]");
 }

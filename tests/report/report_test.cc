@@ -16,6 +16,7 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/report/html_report.h"
+#include "meshtrain/report/membership_section.h"
 #include "meshtrain/report/rank_section.h"
 #include "meshtrain/report/run_log.h"
 #include "meshtrain/report/svg_plot.h"
@@ -256,6 +257,35 @@ TEST(HtmlReport, RanksSectionShowsEveryRanksComputeAndTheStragglers) {
   const std::string old = render_report({read_run(kFixtures + "/run_dp2")});
   EXPECT_NE(old.find("No per-rank step times were recorded"), std::string::npos);
   EXPECT_NE(ranks_section({read_run(kFixtures + "/run_dp2")}).find("No per-rank step times were recorded"),
+            std::string::npos);
+}
+
+TEST(HtmlReport, RestartsAndMembershipShowTheLayoutOverTime) {
+  // An elastic run (train/elastic.h): rank 3 lost in step 3 (a restart and a
+  // membership change, written as two records), then grown back after step 5.
+  std::string lines = R"({"event":"run","peak_gflops":100.0})" "\n";
+  for (int step = 1; step <= 6; ++step)
+    lines += R"({"step":)" + std::to_string(step) + R"(,"loss":3.0,"supervised_targets":10})" "\n";
+  lines += R"({"event":"membership","change":"4 ranks: dp=4, grad_accum=1 -> 2 ranks: dp=2, grad_accum=2",)"
+           R"("ranks":2,"dp":2,"grad_accum":2,"resumed_step":2,"lost_steps":1,"reason":"rank 3 died"})" "\n"
+           R"({"event":"restart","restart":1,"resumed_step":2,"lost_steps":1,"reason":"rank 3 died"})" "\n"
+           R"({"event":"membership","change":"2 ranks: dp=2, grad_accum=2 -> 4 ranks: dp=4, grad_accum=1",)"
+           R"("ranks":4,"dp":4,"grad_accum":1,"resumed_step":5,"lost_steps":0,"reason":"capacity changed"})" "\n"
+           R"({"event":"restart","restart":2,"resumed_step":5,"lost_steps":2,"recovery_s":1.5,)"
+           R"("reason":"a disk filled up"})" "\n";
+  const RunLog r = read_run(write_run("membership", lines));
+  ASSERT_EQ(r.resumes.size(), 3u) << "a restart that comes with its membership change is one row";
+  EXPECT_EQ(r.resumes[0].dp, 2);
+  EXPECT_EQ(r.resumes[1].ranks, 4);
+  EXPECT_TRUE(r.resumes[2].change.empty());
+  const std::string section = membership_section({r});
+  EXPECT_NE(section.find("3 resume(s), 3 step(s) lost in all"), std::string::npos) << section;
+  EXPECT_NE(section.find("<td>2</td><td>2 ranks: dp=2, grad_accum=2</td>"), std::string::npos) << section;
+  EXPECT_NE(section.find("<td>5</td><td>unchanged</td><td>-</td><td>2</td><td>1.50 s</td><td>a disk filled up</td>"),
+            std::string::npos) << section;
+  const std::string html = render_report({r});
+  EXPECT_NE(html.find(section), std::string::npos);
+  EXPECT_NE(membership_section({read_run(kFixtures + "/run_dp2")}).find("No restarts or membership changes"),
             std::string::npos);
 }
 

@@ -4,6 +4,7 @@
 //   mpirun -np 2 --oversubscribe --allow-run-as-root train_dp_mpi_test
 #include <gtest/gtest.h>
 
+#include "meshtrain/comm/hierarchical_group.h"
 #include "support/numeric.h"
 #include "train/mpi_test_main.h"
 #include "train/train_fixtures.h"
@@ -87,6 +88,43 @@ TEST(DataParallelMpi, ReproducibleModeIsBitwiseAcrossTheSplit) {
     train::Trainer t(cfg(R, 2, stage), ctx, ds, std::nullopt);
     for (int s = 0; s < 3; ++s) t.step();
     EXPECT_EQ(gathered(t), ref);
+  }
+}
+
+// The same across two "nodes" of two processes each with the hierarchical
+// data-parallel collectives (train/hierarchy.h): the tree split at the node
+// boundary is the same tree, over the sub-groups' point-to-point messages
+// on the groups' worker threads (stage 0), and ZeRO-3's reduce-scatters and
+// gathers in two levels.
+TEST(DataParallelMpi, HierarchicalAcrossTwoNodesIsBitwiseInReproducibleMode) {
+  auto world = comm::mpi_world();
+  const int R = world->size();
+  if (R != 4) GTEST_SKIP() << "two nodes of two ranks need 4 processes";
+  const auto ds = varied_documents(96, 3);
+  auto cfg = [&](int dp, int G, int stage) {
+    auto c = layout(dp, G, stage, parallel::GradReduce::Sum);
+    c.training.reproducible = true;
+    c.comm.hierarchical = "on";
+    return c;
+  };
+  const auto ref = run_single_rank(cfg(1, 2 * R, 0), ds);
+  for (int stage : {0, 3}) {
+    SCOPED_TRACE(::testing::Message() << "stage=" << stage);
+    comm::ParallelContext ctx;
+    ctx.rank = world->rank();
+    ctx.world_size = R;
+    ctx.world = world;
+    ctx.host_of_rank = {"node0", "node0", "node1", "node1"};
+    comm::MeshShape shape;
+    shape.dp = R;
+    ctx.mesh = comm::Mesh::create(shape, world);
+    ctx.allocator = CachingAllocator::create();
+    train::Trainer t(cfg(R, 2, stage), ctx, ds, std::nullopt);
+    for (int s = 0; s < 3; ++s) t.step();
+    EXPECT_EQ(gathered(t), ref);
+    auto* h = comm::as_hierarchical(t.training_step().data_group());
+    ASSERT_NE(h, nullptr);
+    EXPECT_GT(h->inter().stats().total().calls, 0u);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "meshtrain/core/threading.h"
 #include "meshtrain/plan/machine_bench.h"
 #include "meshtrain/train/memory_estimate.h"
+#include "meshtrain/train/hostfile.h"
 #include "meshtrain/train/peak_flops.h"
 #include "meshtrain/train/supervisor.h"
 
@@ -37,15 +38,17 @@ void bench_comm(const BenchCommRequest& q) {
   o.min_bytes = cb::parse_size(q.min_bytes);
   o.max_bytes = cb::parse_size(q.max_bytes);
   o.iters = q.iters;
+  o.hierarchical = q.hierarchical;
   o.ops.clear();
   for (const auto& op : q.ops) o.ops.push_back(cb::parse_op(op));
   MT_REQUIRE(ConfigError, o.min_bytes >= 4 && o.min_bytes <= o.max_bytes, "bench comm: --min-bytes ", q.min_bytes,
              " must be at least 4 bytes and at most --max-bytes ", q.max_bytes);
   // Each rank holds a send and a receive buffer of the largest message, and
-  // the backend up to one more in flight; the threads backend's ranks share
-  // this process, mpirun's this machine.
+  // the backend up to one more in flight (the hierarchical form one more:
+  // its reordered vector); the threads backend's ranks share this process,
+  // mpirun's this machine.
   train::MemoryEstimate per_rank;
-  per_rank.workspace = int64_t(std::min<size_t>(o.max_bytes, size_t(1) << 60)) * 3;
+  per_rank.workspace = int64_t(std::min<size_t>(o.max_bytes, size_t(1) << 60)) * (o.hierarchical ? 4 : 3);
   int here = o.ranks;
   if (o.backend == comm::Backend::Mpi) {
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -62,16 +65,19 @@ namespace {
 void bench_machine_on_hosts(const BenchMachineRequest& q) {
   MT_REQUIRE(ConfigError, q.ranks == 0, "bench machine: --ranks ", q.ranks,
              " sets the ranks on this machine; with --hostfile every slot of the hostfile runs one");
+  LaunchRequest on_hosts;
+  on_hosts.hostfile = q.hostfile;
+  on_hosts.rsh_agent = q.rsh_agent;
+  if (!q.hostfile.empty())
+    for (const train::HostfileEntry& h : train::read_hostfile(std::filesystem::absolute(q.hostfile).string()))
+      on_hosts.np += h.slots;
   train::LaunchJob job;
-  job.mpirun = {"mpirun"};
-  const int slots = place_on_hosts(q.hostfile, q.rsh_agent, 1, job);
-  job.mpirun.insert(job.mpirun.begin() + 1, {"-np", std::to_string(slots)});
+  mpirun_job(on_hosts, job);
   job.command = {this_executable(), "bench", "machine", "--max-bytes", q.max_bytes};
   if (!q.out.empty()) job.command.insert(job.command.end(), {"--out", std::filesystem::absolute(q.out).string()});
   const std::filesystem::path stop = std::filesystem::temp_directory_path() /
                                      ("meshtrain-bench-machine-" + std::to_string(::getpid()) + ".stop");
   job.stop_file = stop.string();
-  allow_mpirun_as_root("meshtrain bench machine");
   const int code = train::relaunch_mpi(job);
   MT_REQUIRE(CommError, code == 0, "bench machine --hostfile ", q.hostfile, ": mpirun exited with code ", code,
              " (its ranks' messages are above)");

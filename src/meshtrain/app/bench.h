@@ -15,6 +15,7 @@ struct BenchCommRequest {
   std::string min_bytes = "4K", max_bytes = "256M";
   int iters = 7;
   std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"};
+  bool hierarchical = false;        // the hierarchical form beside the flat one
 };
 // "" when `text` is a message size bench comm accepts (4096, 4K, 16M, 1GiB),
 // else what is wrong with it (for the command line's validation).

@@ -9,13 +9,16 @@
 #include <thread>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/output_file.h"
 #include "meshtrain/core/status_line.h"
 
 #include "meshtrain/train/data_setup.h"
+#include "meshtrain/train/elastic.h"
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/hostfile.h"
 #include "meshtrain/train/run.h"
 #include "meshtrain/train/run_dir.h"
+#include "meshtrain/train/slurm_allocation.h"
 #include "meshtrain/train/supervisor.h"
 
 namespace meshtrain::app {
@@ -26,6 +29,8 @@ std::vector<std::string> train_overrides(const TrainRequest& r) {
     o.push_back("comm.restart_on_failure=true");
     o.push_back("comm.max_restarts=" + std::to_string(r.max_restarts));
   }
+  if (r.elastic) o.push_back("comm.elastic=true");
+  if (r.min_ranks > 0) o.push_back("comm.min_ranks=" + std::to_string(r.min_ranks));
   return o;
 }
 
@@ -47,46 +52,94 @@ std::string agent_path(const std::string& agent) {
   return std::filesystem::absolute(agent).string();
 }
 
-}  // namespace
+// Whether execvp would find the launcher `name` (it is run as given:
+// Open MPI reads more into an mpirun called by its absolute path).
+bool can_run(const std::string& name) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t begin = 0; begin <= dirs.size();) {
+    size_t end = dirs.find(':', begin);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end > begin ? dirs.substr(begin, end - begin) : ".";
+    const std::string candidate = dir + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return true;
+    begin = end + 1;
+  }
+  return false;
+}
 
-int place_on_hosts(const std::string& hostfile_arg, const std::string& rsh_agent, int np, train::LaunchJob& job) {
-  MT_REQUIRE(ConfigError, !hostfile_arg.empty() || rsh_agent.empty(),
-             "--rsh-agent starts ranks on the hosts of a hostfile; give --hostfile FILE too");
-  if (hostfile_arg.empty()) return 0;
-  const std::string hostfile = std::filesystem::absolute(hostfile_arg).string();
-  const std::vector<train::HostfileEntry> hosts = train::read_hostfile(hostfile);
-  int slots = 0;
-  for (const auto& h : hosts) slots += h.slots;
-  MT_REQUIRE(ConfigError, np <= slots, "-n ", np, " ranks but the hostfile '", hostfile_arg, "' has ", slots,
-             " slots on ", hosts.size(), " host(s): lower -n or give the hosts more slots (`node0 slots=4`)");
-  const std::string agent = agent_path(rsh_agent);
-  job.mpirun.insert(job.mpirun.end(), {"--hostfile", hostfile});
-  if (!agent.empty()) job.mpirun.insert(job.mpirun.end(), {"--mca", "plm_rsh_agent", agent});
-  job.export_environment = true;
-  job.diagnose = [hosts, agent, hostfile] {
-    const auto lost = train::unreachable_hosts(hosts, agent, std::chrono::seconds(10));
+int total_slots(const std::vector<train::HostfileEntry>& hosts) {
+  int n = 0;
+  for (const auto& h : hosts) n += h.slots;
+  return n;
+}
+
+// The nodes a job runs on and how each is probed (`AGENT HOST true`): a
+// hostfile's hosts through the rsh agent, or a Slurm allocation's nodes
+// through srun (docs/multi-node.md).
+struct JobNodes {
+  std::vector<train::HostfileEntry> hosts;
+  std::string agent;
+  std::string name;  // the hostfile's path, "Slurm job 12"
+};
+
+// How a failed job's nodes are probed for the lost one, and waited for
+// before a restart.
+void supervise_nodes(const JobNodes& nodes, train::LaunchJob& job) {
+  job.diagnose = [nodes] {
+    const auto lost = train::unreachable_hosts(nodes.hosts, nodes.agent, std::chrono::seconds(10));
     std::string out;
     for (const auto& l : lost) out += (out.empty() ? "" : ", ") + l;
-    return out.empty() ? out : "lost node(s) of " + hostfile + ": " + out;
+    return out.empty() ? out : "lost node(s) of " + nodes.name + ": " + out;
   };
-  // A restart runs on the same hosts: it waits for a lost node to answer
+  // A restart runs on the same nodes: it waits for a lost node to answer
   // again (rebooted or replaced), as long as a job's start may take.
-  job.before_relaunch = [hosts, agent] {
+  job.before_relaunch = [nodes] {
     constexpr int kWaitSeconds = 300;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(kWaitSeconds);
     for (bool said = false;;) {
-      const auto lost = train::unreachable_hosts(hosts, agent, std::chrono::seconds(10));
+      const auto lost = train::unreachable_hosts(nodes.hosts, nodes.agent, std::chrono::seconds(10));
       if (lost.empty()) return;
       if (!said)
         std::fprintf(stderr, "meshtrain launch: waiting up to %d s for %s to answer before the restart\n",
                      kWaitSeconds, lost.front().substr(0, lost.front().find(' ')).c_str());
       said = true;
-      MT_REQUIRE(CommError, std::chrono::steady_clock::now() < until, "the hostfile's hosts did not answer within ",
-                 kWaitSeconds, " s: ", lost.front());
+      MT_REQUIRE(CommError, std::chrono::steady_clock::now() < until, "the nodes of ", nodes.name,
+                 " did not answer within ", kWaitSeconds, " s: ", lost.front());
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
   };
-  return slots;
+}
+
+}  // namespace
+
+void mpirun_job(const LaunchRequest& r, train::LaunchJob& job) {
+  MT_REQUIRE(ConfigError, !r.hostfile.empty() || r.rsh_agent.empty(),
+             "--rsh-agent starts ranks on the hosts of a hostfile; give --hostfile FILE too");
+  MT_REQUIRE(ConfigError, r.srun_args.empty(), "--srun-arg is for srun, and this job runs under mpirun (",
+             r.launcher == "mpirun" ? "--launcher mpirun" : "SLURM_JOB_ID is not set", "): use --mpirun-arg");
+  MT_REQUIRE(ConfigError, can_run(r.mpirun), "cannot find '", r.mpirun,
+             "' to start the ranks: install Open MPI (Debian: openmpi-bin) or give its path with --mpirun PATH");
+  job.mpirun = {r.mpirun, "-np", std::to_string(r.np)};
+  if (!r.hostfile.empty()) {
+    const std::string hostfile = std::filesystem::absolute(r.hostfile).string();
+    const JobNodes nodes{train::read_hostfile(hostfile), agent_path(r.rsh_agent), hostfile};
+    const int slots = total_slots(nodes.hosts);
+    MT_REQUIRE(ConfigError, r.np <= slots, "-n ", r.np, " ranks but the hostfile '", r.hostfile, "' has ", slots,
+               " slots on ", nodes.hosts.size(), " host(s): lower -n or give the hosts more slots (`node0 slots=4`)");
+    supervise_nodes(nodes, job);
+    job.mpirun.insert(job.mpirun.end(), {"--hostfile", hostfile});
+    if (!nodes.agent.empty()) job.mpirun.insert(job.mpirun.end(), {"--mca", "plm_rsh_agent", nodes.agent});
+    job.export_environment = true;
+  }
+  job.mpirun.insert(job.mpirun.end(), r.mpirun_args.begin(), r.mpirun_args.end());
+  for (const auto& [var, value] : mpirun_root_environment(::geteuid() == 0)) {
+    if (std::getenv(var.c_str())) continue;  // the user's own setting stands
+    std::fprintf(stderr, "meshtrain launch: running as root: setting %s=%s so that Open MPI's mpirun starts\n",
+                 var.c_str(), value.c_str());
+    ::setenv(var.c_str(), value.c_str(), 1);
+  }
 }
 
 std::string this_executable() {
@@ -96,29 +149,114 @@ std::string this_executable() {
   return std::string(self, size_t(n));
 }
 
-void allow_mpirun_as_root(const char* command) {
-  for (const auto& [var, value] : mpirun_root_environment(::geteuid() == 0)) {
-    if (std::getenv(var.c_str())) continue;  // the user's own setting stands
-    std::fprintf(stderr, "%s: running as root: setting %s=%s so that Open MPI's mpirun starts\n", command,
-                 var.c_str(), value.c_str());
-    ::setenv(var.c_str(), value.c_str(), 1);
+namespace {
+
+// srun's arguments inside a Slurm allocation: the ranks fill its nodes in
+// order, each up to its tasks, as mpirun fills a hostfile's slots; PMIx
+// wires them up (Open MPI's direct launch); every variable of this
+// environment, MESHTRAIN_* included, reaches them.
+void srun_job(const LaunchRequest& r, const train::SlurmAllocation& allocation, train::LaunchJob& job) {
+  MT_REQUIRE(ConfigError, r.hostfile.empty() && r.rsh_agent.empty() && r.mpirun_args.empty() &&
+                              r.mpirun == LaunchRequest{}.mpirun,
+             "--hostfile, --rsh-agent, --mpirun and --mpirun-arg are for mpirun, and this job runs under srun in Slurm job ",
+             allocation.job_id, ": the allocation decides the nodes (give srun's own options with --srun-arg), or "
+             "run mpirun with --launcher mpirun");
+  MT_REQUIRE(ConfigError, allocation.step_tasks <= 1, "meshtrain launch runs as one of ", allocation.step_tasks,
+             " tasks of a job step of Slurm job ", allocation.job_id, " (was it started with srun?): run it once, "
+             "in the batch script or the salloc shell; it starts the ranks with srun itself");
+  MT_REQUIRE(ConfigError, can_run(r.srun), "cannot find '", r.srun, "' to start the ranks in Slurm job ",
+             allocation.job_id, " (SLURM_JOB_ID is set): install Slurm's client (Debian: slurm-client) on this node, "
+             "give its path with --srun PATH, or start them with mpirun (--launcher mpirun)");
+  const int tasks = allocation.tasks();
+  MT_REQUIRE(ConfigError, r.np <= tasks, "-n ", r.np, " ranks but the allocation of Slurm job ", allocation.job_id,
+             " has ", tasks, " tasks on ", allocation.nodes.size(), " node(s): lower -n, or ask sbatch or salloc "
+             "for more (--nodes, --ntasks-per-node)");
+  // The first nodes, whose tasks hold the ranks.
+  std::vector<train::HostfileEntry> used;
+  std::string names;
+  for (int placed = 0; placed < r.np; placed += used.back().slots) {
+    used.push_back(allocation.nodes[used.size()]);
+    names += (names.empty() ? "" : ",") + used.back().host;
   }
+  // Probed with `srun ... -w NODE true`: one task there, beside the job's steps.
+  supervise_nodes({used, r.srun + " --jobid=" + allocation.job_id + " --overlap --nodes=1 --ntasks=1 --quiet -w",
+                   "Slurm job " + allocation.job_id},
+                  job);
+  job.mpirun = {r.srun,
+                "--mpi=pmix",
+                "--ntasks=" + std::to_string(r.np),
+                "--nodes=" + std::to_string(used.size()),
+                "--nodelist=" + names,
+                "--distribution=block",
+                "--kill-on-bad-exit=1",
+                "--export=ALL"};
+  job.mpirun.insert(job.mpirun.end(), r.srun_args.begin(), r.srun_args.end());
+  std::fprintf(stderr, "meshtrain launch: Slurm job %s: %d rank(s) on %s with srun --mpi=pmix\n",
+               allocation.job_id.c_str(), r.np, names.c_str());
 }
+
+// An elastic job's next launch (supervisor.h, LaunchJob::relayout): the
+// largest layout of the job's global window on the ranks available now:
+// the capacity file's count, else -n; with a hostfile at most the slots of
+// the hosts that answer, which a relaunch then runs on alone (a hostfile of
+// them in the run directory).
+std::function<std::string(train::LaunchJob&, bool)> elastic_relayout(const train::TrainConfig& cfg,
+                                                                      const LaunchRequest& r) {
+  auto last = std::make_shared<train::ElasticLayout>(train::current_layout(cfg));
+  return [cfg, r, last](train::LaunchJob& next, bool after_failure) {
+    int capacity = train::read_capacity(cfg, r.np);
+    if (!r.hostfile.empty()) {
+      std::vector<train::HostfileEntry> alive = train::read_hostfile(r.hostfile);
+      const auto lost = train::unreachable_hosts(alive, agent_path(r.rsh_agent), std::chrono::seconds(10));
+      std::erase_if(alive, [&](const train::HostfileEntry& h) {
+        return std::any_of(lost.begin(), lost.end(), [&](const std::string& l) { return l.rfind(h.host + " ", 0) == 0; });
+      });
+      int slots = 0;
+      std::string text;
+      for (const auto& h : alive) slots += h.slots, text += h.host + " slots=" + std::to_string(h.slots) + "\n";
+      capacity = std::min(capacity, slots);
+      const std::string hosts = (std::filesystem::absolute(cfg.metrics.run_dir) / ".meshtrain-hosts").string();
+      write_file_atomically(hosts, text);
+      *std::find(next.mpirun.begin(), next.mpirun.end(), std::filesystem::absolute(r.hostfile).string()) = hosts;
+    }
+    const train::ElasticLayout to =
+        train::shrink_or_grow(cfg, capacity, after_failure ? "after the failure" : "capacity changed");
+    *std::next(std::find(next.mpirun.begin(), next.mpirun.end(), "-np")) = std::to_string(to.ranks);
+    next.command.insert(next.command.end(), {"--set", "parallel.dp=" + std::to_string(to.dp), "--set",
+                                             "training.grad_accum=" + std::to_string(to.grad_accum)});
+    if (to.ranks == last->ranks && to.dp == last->dp) return std::string();
+    const std::string change = last->describe() + " -> " + to.describe();
+    *last = to;
+    return change;
+  };
+}
+
+}  // namespace
 
 int launch(const LaunchRequest& r) {
   std::vector<std::string> overrides = train_overrides(r.train);
   overrides.push_back("comm.backend=mpi");
   if (r.allow_cross_node_tp) overrides.push_back("comm.allow_cross_node_tp=true");
-  const train::TrainConfig cfg = train::load_config(r.train.config, overrides);  // fails before mpirun starts
+  const train::TrainConfig cfg = train::load_config(r.train.config, overrides);  // fails before the ranks start
   train::check_run_directory(cfg);
+  // Inside a Slurm allocation srun starts the ranks, unless a hostfile or
+  // --launcher mpirun says otherwise.
+  const auto allocation = train::slurm_allocation();
+  MT_REQUIRE(ConfigError, r.launcher != "srun" || allocation, "--launcher srun starts the ranks inside a Slurm "
+             "allocation, and SLURM_JOB_ID is not set: submit the job with sbatch (configs/slurm/train.sbatch) or run "
+             "it in an salloc shell");
+  const bool under_slurm = r.launcher == "srun" || (r.launcher == "auto" && allocation && r.hostfile.empty());
+  MT_REQUIRE(ConfigError, !under_slurm || !cfg.comm.elastic, "an elastic job (--elastic, comm.elastic) changes "
+             "mpirun's ranks and hosts between launches, which srun in Slurm job ", allocation->job_id,
+             " does not do yet: run it without --elastic, or under mpirun with a hostfile of the allocation's nodes "
+             "(--hostfile FILE)");
+  train::LaunchJob job;
+  job.max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
+  if (under_slurm) srun_job(r, *allocation, job);
+  else mpirun_job(r, job);
   // The job's rank 0 accepts the lock of the launcher that supervises it.
   const train::RunDirectoryLock lock(cfg.metrics.run_dir);
   ::setenv("MESHTRAIN_LOCK_HOLDER", std::to_string(::getpid()).c_str(), 1);
-  train::LaunchJob job;
-  job.max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
-  job.mpirun = {r.mpirun, "-np", std::to_string(r.np)};
-  place_on_hosts(r.hostfile, r.rsh_agent, r.np, job);
-  job.mpirun.insert(job.mpirun.end(), r.mpirun_args.begin(), r.mpirun_args.end());
   job.command = {this_executable(), "train", r.train.config};
   job.stop_file = (std::filesystem::absolute(cfg.metrics.run_dir) / train::kRunStopFile).string();
   job.abort_file = (std::filesystem::absolute(cfg.metrics.run_dir) / train::kRunAbortFile).string();
@@ -129,7 +267,11 @@ int launch(const LaunchRequest& r) {
   // The ranks print as this command was asked to (mpirun gives them a pseudo-terminal).
   if (progress_mode() != ProgressMode::Auto)
     job.command.insert(job.command.begin() + 1, {"--progress", progress_mode_name(progress_mode())});
-  allow_mpirun_as_root("meshtrain launch");
+  if (cfg.comm.elastic) {
+    job.max_restarts = cfg.comm.max_restarts;
+    job.before_relaunch = nullptr;  // an elastic job continues on the hosts that answer
+    job.relayout = elastic_relayout(cfg, r);
+  }
   return train::relaunch_mpi(job);
 }
 

@@ -16,6 +16,8 @@ struct TrainRequest {
   std::string config;                  // TOML file
   std::vector<std::string> overrides;  // section.key=value
   int max_restarts = -1;               // >= 0: comm.restart_on_failure with this many restarts
+  bool elastic = false;                // comm.elastic (train/elastic.h)
+  int min_ranks = 0;                   // > 0: comm.min_ranks
 };
 // The overrides of a request, --max-restarts included.
 std::vector<std::string> train_overrides(const TrainRequest& request);
@@ -23,22 +25,30 @@ std::vector<std::string> train_overrides(const TrainRequest& request);
 // code: 0, or 128 + signal when SIGINT/SIGTERM stopped it after a save.
 int train(const TrainRequest& request);
 
-// `meshtrain launch`: the job under mpirun (MPI backend), run again from its
-// latest checkpoint when it fails, at most max_restarts times (default: the
-// config's comm.max_restarts when comm.restart_on_failure). The config is
-// validated before mpirun starts. Returns mpirun's last exit code.
+// `meshtrain launch`: the job under mpirun, or under srun inside a Slurm
+// allocation (MPI backend), run again from its latest checkpoint when it
+// fails, at most max_restarts times (default: the config's
+// comm.max_restarts when comm.restart_on_failure). The config is
+// validated before the launcher starts. Returns the launcher's last exit
+// code.
 // With a hostfile the ranks go to its hosts (docs/multi-node.md): mpirun
 // starts them through the rsh agent (ssh by default; the emulated
 // cluster's scripts/cluster-rsh.sh), TCP between nodes and shared memory
-// inside one; tp and cp groups that would span nodes are refused unless
-// allow_cross_node_tp. When the job fails, the hosts are probed and a lost
-// one is named.
+// inside one. Inside a Slurm allocation (SLURM_JOB_ID set; launcher
+// "auto" or "srun") `srun --mpi=pmix` starts them on the allocation's
+// nodes, filled in order as mpirun fills a hostfile's slots. Either way tp
+// and cp groups that would span nodes are refused unless
+// allow_cross_node_tp, and when the job fails the nodes are probed (the rsh
+// agent, or srun on each node) and a lost one is named.
 struct LaunchRequest {
   int np = 0;
+  std::string launcher = "auto";  // auto | mpirun | srun
   std::string mpirun = "mpirun";
   std::vector<std::string> mpirun_args;
   std::string hostfile;    // "": every rank on this host
   std::string rsh_agent;   // "": mpirun's own (ssh); with a hostfile only
+  std::string srun = "srun";
+  std::vector<std::string> srun_args;
   bool allow_cross_node_tp = false;
   TrainRequest train;
 };
@@ -47,16 +57,12 @@ int launch(const LaunchRequest& request);
 // (OMPI_ALLOW_RUN_AS_ROOT and _CONFIRM); nothing for another user. launch()
 // sets those the user has not set and says so.
 std::vector<std::pair<std::string, std::string>> mpirun_root_environment(bool as_root);
-// Sets those mpirun_root_environment names that the user has not set, saying
-// so on stderr as `command` ("meshtrain launch").
-void allow_mpirun_as_root(const char* command);
-
-// A job on the hosts of an Open MPI hostfile ("" : this host, and then no
-// rsh agent): mpirun's --hostfile and rsh agent, every MESHTRAIN_* variable
-// exported, the probe that names a lost host after a failure and the wait
-// for it before a restart. ConfigError when `np` exceeds the slots.
-// Returns the hosts' slots together (0 without a hostfile).
-int place_on_hosts(const std::string& hostfile, const std::string& rsh_agent, int np, train::LaunchJob& job);
+// mpirun's arguments for `request.np` ranks on this host or on the hosts of
+// request.hostfile (the launch path of `meshtrain launch`): -np, the
+// hostfile and rsh agent, every MESHTRAIN_* variable passed on, the probes
+// that name a lost host and the wait for it before a restart, what mpirun
+// needs as root. ConfigError naming the option for what cannot run.
+void mpirun_job(const LaunchRequest& request, train::LaunchJob& job);
 // The path of the running meshtrain binary (what mpirun starts on every host).
 std::string this_executable();
 

@@ -1,4 +1,5 @@
 // meshtrain bench comm [--backend threads|mpi] [--ranks N] [--min-bytes 4K] [--max-bytes 256M] [--iters N] [--ops ...]
+//                     [--hierarchical]
 // meshtrain bench machine [--out FILE.toml] [--ranks N] [--max-bytes 16M] [--hostfile FILE [--rsh-agent AGENT]]
 // meshtrain bench peak [--dtypes f32,bf16] [--cores N]
 #include <cstdio>
@@ -25,6 +26,9 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("--ops", q->ops, "collectives to measure")
       ->delimiter(',')
       ->check(CLI::IsMember({"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "barrier"}));
+  cmd->add_flag("--hierarchical", q->hierarchical,
+                "also time all_reduce, reduce_scatter and all_gather composed inside and across nodes "
+                "(docs/comm.md, \"Hierarchical collectives\"), alternating with the flat ones");
   cmd->callback([q, &action] {
     action = [q] {
       app::bench_comm(*q);

@@ -133,6 +133,18 @@ CLI::App* add_command(CLI::App& parent, const std::string& name, const std::stri
   return cmd;
 }
 
+void add_restart_options(CLI::App* cmd, int& max_restarts, bool& elastic, int& min_ranks) {
+  cmd->add_option("--max-restarts", max_restarts,
+                  "restart a failed job from its latest checkpoint at most N times (default: comm.max_restarts "
+                  "when comm.restart_on_failure or comm.elastic)")
+      ->check(CLI::Range(0, 1000));
+  cmd->add_flag("--elastic", elastic,
+                "continue on the ranks left after a failure, and grow back when the run directory's capacity file "
+                "allows (comm.elastic)");
+  cmd->add_option("--min-ranks", min_ranks, "the fewest ranks an elastic job continues on (comm.min_ranks)")
+      ->check(CLI::Range(1, 1 << 20));
+}
+
 CLI::Validator open_range(double lo, double hi) {
   const std::string desc = "in (" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + ")";
   return CLI::Validator(

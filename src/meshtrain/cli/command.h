@@ -34,6 +34,10 @@ bool register_command(int order, CommandSetup setup);
 CLI::App* add_command(CLI::App& parent, const std::string& name, const std::string& description,
                       const std::string& example);
 
+// A failed job's restarts and elastic membership, the same options on
+// `train` and `launch`: --max-restarts N, --elastic, --min-ranks M.
+void add_restart_options(CLI::App* cmd, int& max_restarts, bool& elastic, int& min_ranks);
+
 // A number strictly between lo and hi (CLI::Range includes its ends).
 CLI::Validator open_range(double lo, double hi);
 

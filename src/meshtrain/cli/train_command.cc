@@ -1,4 +1,4 @@
-// meshtrain train CONFIG.toml [--set section.key=value ...] [--max-restarts N]
+// meshtrain train CONFIG.toml [--set section.key=value ...] [--max-restarts N] [--elastic [--min-ranks M]]
 #include "meshtrain/app/training.h"
 #include "meshtrain/cli/command.h"
 
@@ -13,9 +13,7 @@ void setup(CLI::App& root, Action& action) {
   cmd->add_option("--set", q->overrides, "override a config key, e.g. --set parallel.dp=2 (repeatable)")
       ->type_name("SECTION.KEY=VALUE")
       ->allow_extra_args(false);
-  cmd->add_option("--max-restarts", q->max_restarts,
-                  "restart a failed job from its latest checkpoint at most N times (comm.restart_on_failure)")
-      ->check(CLI::Range(0, 1000));
+  add_restart_options(cmd, q->max_restarts, q->elastic, q->min_ranks);
   cmd->callback([q, &action] { action = [q] { return app::train(*q); }; });
 }
 

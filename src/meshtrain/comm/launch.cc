@@ -71,6 +71,15 @@ Backend parse_backend(const std::string& name) {
   MT_THROW(ConfigError, "unknown backend '", name, "' (threads | mpi)");
 }
 
+int local_ranks(const ParallelContext& ctx) {
+  // Open MPI's and MPICH's count of the processes on this machine; srun's
+  // direct launch exports none, so then the ranks' host names count.
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* v = std::getenv(var)) return std::max(1, std::atoi(v));
+  const auto& hosts = ctx.host_of_rank;
+  return int(std::count(hosts.begin(), hosts.end(), hosts.at(size_t(ctx.rank))));
+}
+
 void launch_threads(int world_size, const RankFn& fn) {
   LaunchOptions o;
   o.world_size = world_size;
@@ -109,6 +118,7 @@ void launch_threads(const LaunchOptions& o, const RankFn& fn) {
         // peers, whichever reached this point first.
         std::lock_guard<std::mutex> lock(mu);
         if (!first || (is_abort(first) && !is_abort(error))) first = error;
+        if (o.failed_ranks && !is_abort(error)) o.failed_ranks->push_back(r);
       }
       world->abort(failure);
     }
@@ -126,25 +136,19 @@ void launch_threads(const LaunchOptions& o, const RankFn& fn) {
     }
   }
   for (auto& t : threads) t.join();
+  if (o.failed_ranks) std::sort(o.failed_ranks->begin(), o.failed_ranks->end());
   if (first) std::rethrow_exception(first);
 }
 
 void launch_mpi(const LaunchOptions& o, const RankFn& fn) {
   auto world = mpi_world(o.group);
   const int rank = world->rank();
-  // Processes sharing this node share its cores (OpenMPI and PMIx export
-  // the local rank count).
-  int local = 1;
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
-    if (const char* v = std::getenv(var)) {
-      local = std::max(1, std::atoi(v));
-      break;
-    }
-  set_compute_threads(threads_per_rank(local));
   fault::set_thread_rank(rank);
   try {
     {
       ParallelContext ctx = make_context(o, world);
+      // Processes sharing this machine share its cores.
+      set_compute_threads(threads_per_rank(local_ranks(ctx)));
       fn(ctx);
     }
     world.reset();
@@ -163,7 +167,8 @@ void launch(const LaunchOptions& o, const RankFn& fn) {
   // N independent models.
   const char* np = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (!np) np = std::getenv("PMI_SIZE");
-  MT_REQUIRE(ConfigError, !np || std::atoi(np) <= 1, "started by mpirun with ", np,
+  if (!np) np = std::getenv("SLURM_STEP_NUM_TASKS");  // srun (its direct launch exports neither)
+  MT_REQUIRE(ConfigError, !np || std::atoi(np) <= 1, "started by mpirun (or srun) with ", np,
              " processes but backend = threads; use backend = mpi (or run without mpirun)");
   launch_threads(o, fn);
 }

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "meshtrain/comm/parallel_context.h"
 
@@ -30,6 +31,10 @@ struct LaunchOptions {
   // (node_placement.h; comm.allow_cross_node_tp).
   bool allow_cross_node_groups = false;
   uint64_t seed = 0;
+  // Threads backend: when set, filled with the ranks whose own failure (not
+  // the abort it caused on their peers) ended the launch, in rank order: the
+  // ranks an elastic job has lost.
+  std::vector<int>* failed_ranks = nullptr;
 };
 
 using RankFn = std::function<void(ParallelContext&)>;
@@ -38,5 +43,9 @@ void launch_threads(int world_size, const RankFn& fn);
 void launch_threads(const LaunchOptions& options, const RankFn& fn);
 void launch_mpi(const LaunchOptions& options, const RankFn& fn);
 void launch(const LaunchOptions& options, const RankFn& fn);
+
+// The processes of an MPI job on this rank's machine, this one included:
+// mpirun's count, else (srun) the ranks on this rank's host (host_of_rank).
+int local_ranks(const ParallelContext& ctx);
 
 }  // namespace meshtrain::comm

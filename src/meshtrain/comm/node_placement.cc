@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <map>
 
 #include "meshtrain/core/error.h"
@@ -16,7 +18,25 @@ namespace {
 // A host name as all_gather moves it: fixed-size i32 words, NUL padded.
 constexpr size_t kNameWords = 64;  // 256 bytes: above HOST_NAME_MAX (64) on Linux
 
-std::string this_host() {
+// MESHTRAIN_HOST_OF_RANK="node0,node0,node1,node1": the host name of each
+// rank of the launched world, in place of the machine's, so one machine can
+// stand for several nodes (tests of placement and hierarchical collectives
+// on the threads backend or under a single-host mpirun).
+std::string this_host(int rank, int ranks) {
+  if (const char* fake = std::getenv("MESHTRAIN_HOST_OF_RANK"); fake && *fake) {
+    std::vector<std::string> names;
+    for (std::string_view rest = fake;;) {
+      const size_t comma = rest.find(',');
+      names.emplace_back(rest.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    MT_REQUIRE(ConfigError, int(names.size()) == ranks, "MESHTRAIN_HOST_OF_RANK='", fake, "' names ", names.size(),
+               " host(s) but the job has ", ranks, " ranks: give one name per rank, comma-separated");
+    MT_REQUIRE(ConfigError, !names[size_t(rank)].empty(), "MESHTRAIN_HOST_OF_RANK='", fake, "': rank ", rank,
+               "'s host name is empty");
+    return names[size_t(rank)];
+  }
   char buf[HOST_NAME_MAX + 1] = {};
   MT_REQUIRE(CommError, ::gethostname(buf, sizeof buf - 1) == 0, "gethostname failed: ", std::strerror(errno));
   return buf;
@@ -43,7 +63,7 @@ std::string by_node(const std::vector<int>& members, const std::vector<std::stri
 }  // namespace
 
 std::vector<std::string> gather_host_names(ProcessGroup& world) {
-  const std::string mine = this_host();
+  const std::string mine = this_host(world.rank(), world.size());
   std::vector<int32_t> all(kNameWords * size_t(world.size()), 0);
   int32_t* slot = all.data() + kNameWords * size_t(world.rank());
   std::memcpy(slot, mine.data(), std::min(mine.size(), kNameWords * sizeof(int32_t) - 1));

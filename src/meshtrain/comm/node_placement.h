@@ -16,7 +16,10 @@
 
 namespace meshtrain::comm {
 
-// The host name of every rank of `world`, by rank (collective).
+// The host name of every rank of `world`, by rank (collective):
+// gethostname(), or the names MESHTRAIN_HOST_OF_RANK lists by rank
+// ("node0,node0,node1,node1": one machine standing for several nodes, for
+// tests; docs/multi-node.md).
 std::vector<std::string> gather_host_names(ProcessGroup& world);
 
 // The ranks in node-major order: the nodes in the order of their first

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 namespace meshtrain::fault {
 namespace {
@@ -20,9 +21,13 @@ struct State {
   std::atomic<bool> active{false};  // a rule is armed or points are counted
   std::once_flag env_once;
   std::mutex mu;
-  bool armed = false, fired = false, counting = false;
-  Rule rule;
-  int64_t seen = 0;
+  struct Armed {
+    Rule rule;
+    int64_t seen = 0;
+    bool fired = false;
+  };
+  std::vector<Armed> rules;  // each counts its own hits
+  bool counting = false;
   std::map<std::pair<std::string, int>, int64_t> counts;
 };
 
@@ -52,7 +57,7 @@ void read_environment() {
     std::atexit(print_counts);
     return;
   }
-  arm(parse_rule(v));
+  arm(parse_rules(v));
 }
 
 // "commit" matches "commit" and "commit.rename", not "committed".
@@ -110,26 +115,38 @@ Rule parse_rule(const std::string& text) {
   return r;
 }
 
-void arm(const Rule& rule) {
+std::vector<Rule> parse_rules(const std::string& text) {
+  std::vector<Rule> rules;
+  for (size_t start = 0;;) {
+    const size_t end = text.find(';', start);
+    rules.push_back(parse_rule(text.substr(start, end == std::string::npos ? end : end - start)));
+    if (end == std::string::npos) return rules;
+    start = end + 1;
+  }
+}
+
+void arm(const Rule& rule) { arm(std::vector<Rule>{rule}); }
+
+void arm(const std::vector<Rule>& rules) {
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
-  s.rule = rule;
-  s.armed = true;
-  s.fired = false;
-  s.seen = 0;
+  s.rules.clear();
+  for (const Rule& r : rules) s.rules.push_back({r, 0, false});
   s.active = true;
 }
 
 void disarm() {
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
-  s.armed = false;
+  s.rules.clear();
   s.active = s.counting;
 }
 
 bool fired() {
   std::lock_guard<std::mutex> lock(st().mu);
-  return st().fired;
+  for (const auto& a : st().rules)
+    if (a.fired) return true;
+  return false;
 }
 
 void set_thread_rank(int rank) { t_rank = rank; }
@@ -148,23 +165,27 @@ void point(const char* site, int rank) {
   State& s = st();
   std::call_once(s.env_once, read_environment);
   if (!s.active.load(std::memory_order_relaxed) || t_quiet > 0) return;
-  Action action;
-  int64_t hit;
-  double delay_s;
-  bool first;
+  Action action = Action::Delay;
+  int64_t hit = 0;
+  double delay_s = 0;
+  bool first = false, fires = false;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.counting) ++s.counts[{site, rank}];
-    // A delay keeps firing after its hit (a straggler stays slow); the rest fire once.
-    const bool again = s.fired && s.rule.action == Action::Delay;
-    if (!s.armed || (s.fired && !again) || !matches(s.rule.site, site) || (s.rule.rank >= 0 && s.rule.rank != rank))
-      return;
-    if (++s.seen < s.rule.hit) return;
-    first = !s.fired;
-    s.fired = true;
-    action = s.rule.action;
-    delay_s = s.rule.delay_s;
-    hit = s.seen;
+    // Every matching rule counts the point; the first that fires acts.
+    for (State::Armed& a : s.rules) {
+      // A delay keeps firing after its hit (a straggler stays slow); the rest fire once.
+      const bool again = a.fired && a.rule.action == Action::Delay;
+      if ((a.fired && !again) || !matches(a.rule.site, site) || (a.rule.rank >= 0 && a.rule.rank != rank)) continue;
+      if (++a.seen < a.rule.hit || fires) continue;
+      fires = true;
+      first = !a.fired;
+      a.fired = true;
+      action = a.rule.action;
+      delay_s = a.rule.delay_s;
+      hit = a.seen;
+    }
+    if (!fires) return;
   }
   if (first) {
     const char* name = action == Action::Throw  ? "throw"

@@ -7,6 +7,7 @@
 //
 // Armed by arm() or, at the first point reached, by the environment:
 //   MESHTRAIN_FAULT="SITE[@RANK][#HIT][:ACTION]"   e.g. "backward@1#3:throw"
+//   MESHTRAIN_FAULT="RULE;RULE..."                 several, each counting its own hits
 //   MESHTRAIN_FAULT=count                          per (site, rank) counts on stderr at exit
 // SITE matches a point of that name or any point below it ("commit" matches
 // "commit.rename"); RANK (default: any) is the rank reaching it; the fault
@@ -23,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "meshtrain/core/error.h"
 
@@ -47,7 +49,11 @@ struct Rule {
 // "SITE[@RANK][#HIT][:ACTION]"; ConfigError naming the text when malformed.
 Rule parse_rule(const std::string& text);
 
+// "RULE;RULE...": each as parse_rule reads it.
+std::vector<Rule> parse_rules(const std::string& text);
+
 void arm(const Rule& rule);  // replaces any armed rule; resets the count
+void arm(const std::vector<Rule>& rules);  // the same, several rules
 void disarm();
 bool fired();                // the armed rule has fired (since arm; a delay keeps firing)
 

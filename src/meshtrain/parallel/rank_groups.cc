@@ -24,17 +24,27 @@ std::shared_ptr<comm::ProcessGroup> tie_group(comm::ProcessGroup* pp, const std:
 
 }  // namespace
 
-RankGroups resolve_groups(const LayoutPlan& plan, const comm::Mesh& mesh) {
+RankGroups resolve_groups(const LayoutPlan& plan, const comm::Mesh& mesh, const DataGroupForm& form) {
   RankGroups g;
+  // One form per axis set (dp and data are one group without cp).
+  std::map<comm::Axes, comm::ProcessGroup*> formed;
+  auto data_parallel = [&](comm::Axes axes) -> comm::ProcessGroup* {
+    if (!form) return &mesh.group(axes);
+    auto it = formed.find(axes);
+    if (it != formed.end()) return it->second;
+    std::shared_ptr<comm::ProcessGroup> group = form(mesh.group_ptr(axes), mesh.shape().members(mesh.rank(), axes));
+    if (group != mesh.group_ptr(axes)) g.owned.push_back(group);
+    return formed[axes] = group.get();
+  };
   g.world = &mesh.world();
-  g.dp = &mesh.group(Axis::Dp);
-  g.data = &mesh.group(plan.data_axes());
+  g.dp = data_parallel(Axis::Dp);
+  g.data = data_parallel(plan.data_axes());
   g.model = &mesh.group(plan.model_axes());
   g.tp = if_many(mesh.group(Axis::Tp));
   g.pp = if_many(mesh.group(Axis::Pp));
   g.cp = if_many(mesh.group(Axis::Cp));
   g.ep = if_many(mesh.group(Axis::Ep));
-  g.edp = g.ep ? &mesh.group(Axis::Edp) : g.data;
+  g.edp = g.ep ? data_parallel(Axis::Edp) : g.data;
   g.expert_model = g.ep ? &mesh.group(comm::Axes{Axis::Pp, Axis::Tp, Axis::Ep}) : g.model;
   g.tie = tie_group(g.pp, plan.tie_stages());
   if (g.tie) g.owned.push_back(g.tie);

@@ -7,6 +7,7 @@
 // nothing: one code path).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -18,6 +19,7 @@ namespace meshtrain::parallel {
 
 struct RankGroups {
   comm::ProcessGroup* world = nullptr;
+  // The data-parallel groups, in the form DataGroupForm gives them.
   comm::ProcessGroup* dp = nullptr;     // replicas: each takes its own rows of the window
   comm::ProcessGroup* data = nullptr;   // the plan's data axes: loss, gradients and ZeRO shards
   comm::ProcessGroup* model = nullptr;  // the plan's model axes (pp x tp): the norm's blocks
@@ -36,8 +38,16 @@ struct RankGroups {
   std::vector<std::shared_ptr<comm::ProcessGroup>> owned;  // the splits made here
 };
 
+// The form the data-parallel groups (dp, data, edp) run in, given one of
+// them and its members' world ranks: the group itself, or a hierarchical
+// composition over it where it spans nodes (comm/hierarchical_group.h;
+// train/hierarchy.h decides). Collective over the group.
+using DataGroupForm = std::function<std::shared_ptr<comm::ProcessGroup>(
+    const std::shared_ptr<comm::ProcessGroup>& group, const std::vector<int>& world_members)>;
+
 // Collective over the mesh's pp and tp groups (the tie and share splits, in
-// the same order on every rank).
-RankGroups resolve_groups(const LayoutPlan& plan, const comm::Mesh& mesh);
+// the same order on every rank) and, with a `form`, over the data-parallel
+// groups (dp, then data, then edp).
+RankGroups resolve_groups(const LayoutPlan& plan, const comm::Mesh& mesh, const DataGroupForm& form = {});
 
 }  // namespace meshtrain::parallel

@@ -3,7 +3,10 @@
 // the sum of every element is ((g0 + g1) + (g2 + g3)) + ... whatever the
 // backend — the same tree a single rank builds over the same leaves. IEEE
 // addition is commutative, so both partners of a level compute identical
-// bits. The group size must be a power of two. Blocking; p2p messages only.
+// bits. The group size must be a power of two. Blocking; p2p messages only,
+// except on a hierarchical group (comm/hierarchical_group.h), where the
+// all-reduce runs the node's levels and the nodes' levels apart: the same
+// tree, with 1/l of the bytes over the link.
 #pragma once
 
 #include "meshtrain/comm/process_group.h"
@@ -21,9 +24,9 @@ bool is_power_of_two(int64_t n);
 void tree_all_reduce(comm::ProcessGroup& group, const Tensor& buf, const std::shared_ptr<CachingAllocator>& alloc);
 
 // Rank r ends with chunk r of the tree sum in its own chunk r of `buf` (the
-// rest is scratch); buf.numel() must divide into group.size() equal chunks
-// (recursive halving: each level keeps the chunks whose index agrees with r
-// in that bit).
+// rest is scratch); chunks are balanced as the collectives' (comm/types.h
+// chunk_offset / chunk_size) (recursive halving: each level keeps the
+// chunks whose index agrees with r in that bit).
 void tree_reduce_scatter(comm::ProcessGroup& group, const Tensor& buf, const std::shared_ptr<CachingAllocator>& alloc);
 
 // The tree sum of values indexed by their leaf position (power-of-two count).

@@ -86,11 +86,6 @@ AlphaBeta read_alpha_beta(Section& s) {
 LinkProfile link(Section s) {
   LinkProfile l;
   l.base = read_alpha_beta(s);
-  if (s.find("shared_by")) {
-    l.shared_by = int(s.number("shared_by"));
-    MT_REQUIRE(ConfigError, l.shared_by >= 1 && double(l.shared_by) == s.number("shared_by"), s.file(), ": ",
-               s.where("shared_by"), " must be a whole number of streams, at least 1");
-  }
   const std::pair<const char*, comm::OpKind> ops[] = {{"all_reduce", comm::OpKind::AllReduce},
                                                       {"reduce_scatter", comm::OpKind::ReduceScatter},
                                                       {"all_gather", comm::OpKind::AllGather},
@@ -114,6 +109,11 @@ const AlphaBeta& LinkProfile::for_op(comm::OpKind k) const {
   if (k == comm::OpKind::Recv) k = comm::OpKind::Send;
   auto it = per_op.find(k);
   return it == per_op.end() ? base : it->second;
+}
+
+CrossingLink crossing_link(const HardwareProfile& hw, int here, int per_node) {
+  if (here == per_node && hw.inter.whole_nodes) return {hw.inter.whole_nodes.get(), 1.0};
+  return {&hw.inter, hw.shared_node ? double(here) / double(per_node) : 1.0};
 }
 
 double HardwareProfile::peak(DType t) const {

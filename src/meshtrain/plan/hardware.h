@@ -13,9 +13,6 @@
 //   [link.intra] / [link.inter]   alpha_us = 8.0   bandwidth_gbps = 235
 //             optional per collective: all_reduce = { alpha_us = .., bandwidth_gbps = .. },
 //             reduce_scatter, all_gather, send
-//             optional shared_by = 2: the figures are one of that many streams
-//             sharing a node's link at once (bench machine --hostfile: every
-//             rank of a node crossing); absent, every device has a link of its own
 //             optional [link.inter.whole_nodes], the same keys: a group holding
 //             every rank of each node it spans (bench machine --hostfile: the job)
 //   [overheads] (optional) step_us = 0   per launch of a kernel, layer_us = 0
@@ -39,10 +36,6 @@ struct AlphaBeta {
 struct LinkProfile {
   AlphaBeta base;
   std::map<comm::OpKind, AlphaBeta> per_op;  // measured per collective where known
-  // > 0: the figures are one of this many streams sharing a node's link at
-  // once; S streams each get shared_by / S of the bandwidth. 0: a link per
-  // device (a GPU's own network adapter), whatever else crosses.
-  int shared_by = 0;
   // Measured for a group holding every rank of each node it spans (its own
   // collective algorithm and no stream beside it); null: the figures above.
   std::shared_ptr<const LinkProfile> whole_nodes;
@@ -72,6 +65,20 @@ struct HardwareProfile {
   // dimension), never above the peak.
   double gemm_rate(DType t, int64_t m, int64_t n, int64_t k) const;
 };
+
+// The link a group that crosses nodes is priced on, with `here` of its
+// members on each node of `per_node` ranks, and the part of that link's
+// bandwidth the group's stream gets (docs/planning.md, "Nodes and links"):
+// [link.inter.whole_nodes] for a group of whole nodes (here == per_node)
+// where the profile has it; else [link.inter], which on a shared node
+// (node.shared: one link a node) the per_node / here groups crossing at once
+// share, one stream each (a ring crosses a node's boundary once each way),
+// and which a device with a link of its own (a GPU node) has whole.
+struct CrossingLink {
+  const LinkProfile* link = nullptr;
+  double share = 1;
+};
+CrossingLink crossing_link(const HardwareProfile& hw, int here, int per_node);
 
 HardwareProfile load_hardware(const std::string& path);
 HardwareProfile parse_hardware(const std::string& toml_text, const std::string& source_name);

@@ -46,7 +46,7 @@ bool Prediction::fits() const {
   if (!hardware) return true;
   // CPU ranks share their node's memory; a GPU rank has its device's.
   if (hardware->shared_node)
-    return double(peak_bytes()) * ranks_per_node(inputs, &*hardware) <=
+    return double(peak_bytes()) * ranks_sharing_cores(inputs) <=
            hardware->memory_bytes * hardware->devices_per_node;
   return double(peak_bytes()) <= hardware->memory_bytes;
 }

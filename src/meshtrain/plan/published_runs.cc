@@ -46,6 +46,7 @@ StepInputs run(const model::ModelConfig& m, int tp, int pp, int gpus, int64_t ba
   in.seq_len = 2048;
   in.interleave = interleave;
   in.execution.activation_wire = in.precision.compute;  // Megatron moves 16-bit activations
+  in.hierarchical = comm::HierarchicalMode::Off;          // NCCL's own algorithms, priced as the ring (M.20)
   return in;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "meshtrain/comm/hierarchical_group.h"
 #include "meshtrain/comm/mesh.h"
 #include "meshtrain/core/precision.h"
 #include "meshtrain/model/model_config.h"
@@ -36,6 +37,9 @@ struct StepInputs {
   // nodes of the machine profile's node.devices, and for a shared node (CPU
   // ranks on one machine) one node.
   int nodes = 0;
+  // comm.hierarchical: how data-parallel collectives across nodes are
+  // priced (hierarchical_cost.h, docs/math.md (M.70)).
+  comm::HierarchicalMode hierarchical = comm::HierarchicalMode::Auto;
   // Published runs of another framework (published_runs.h): interleaved
   // 1F1B with this many chunks per rank, priced by the makespan
   // (m + (p - 1) / v)(f + b) (docs/math.md (M.46)) while memory and communication

@@ -7,7 +7,9 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/plan/compute_cost.h"
+#include "meshtrain/comm/reduce_kernels.h"
 #include "meshtrain/plan/formulas.h"
+#include "meshtrain/plan/hierarchical_cost.h"
 
 namespace meshtrain::plan {
 
@@ -33,20 +35,22 @@ std::vector<int> group_members(const comm::MeshShape& mesh, int rank, const std:
 // their node's cores unless their thread count is fixed.
 double rank_speed(const HardwareProfile& hw, const StepInputs& in) {
   if (!hw.shared_node) return 1.0;
-  const double share = double(hw.devices_per_node) / double(ranks_per_node(in, &hw));
+  const double share = double(hw.devices_per_node) / double(ranks_sharing_cores(in));
   return in.threads_per_rank > 0 ? std::min<double>(in.threads_per_rank, share) : share;
 }
 
 }  // namespace
 
 int ranks_per_node(const StepInputs& in, const HardwareProfile* hw) {
-  if (in.nodes == 0) return hw && !hw->shared_node ? hw->devices_per_node : in.world();
+  if (in.nodes == 0) return hw ? hw->devices_per_node : in.world();
   const int per_node = in.world() / in.nodes;
   MT_REQUIRE(ConfigError, !hw || hw->shared_node || per_node <= hw->devices_per_node, "--nodes ", in.nodes, " puts ",
              per_node, " ranks of ", in.mesh.str(), " on each node, but a node of ", hw ? hw->path : "",
              " has node.devices = ", hw ? hw->devices_per_node : 0, ": give more nodes");
   return per_node;
 }
+
+int ranks_sharing_cores(const StepInputs& in) { return in.nodes > 0 ? in.world() / in.nodes : in.world(); }
 
 bool crosses_nodes(const StepInputs& in, int rank, const std::string& group, const HardwareProfile* hw) {
   const int per_node = ranks_per_node(in, hw);
@@ -61,9 +65,11 @@ GroupLink group_link(const StepInputs& in, int rank, const std::string& group, c
   const std::vector<int> members = group_members(in.mesh, rank, group);
   const int here = int(std::count_if(members.begin(), members.end(),
                                      [&](int r) { return r / per_node == rank / per_node; }));
-  if (hw.inter.whole_nodes && here == per_node) return {hw.inter.whole_nodes.get(), true, 1.0};
-  if (hw.inter.shared_by == 0) return {&hw.inter, true, 1.0};
-  return {&hw.inter, true, double(hw.inter.shared_by) / (double(per_node) / double(here))};
+  CrossingLink across = crossing_link(hw, here, per_node);
+  // Without --nodes a CPU profile's nodes are groups of one machine's cores,
+  // priced as before the option: a crossing group has the link whole.
+  if (in.nodes == 0) across.share = 1;
+  return {across.link, true, across.share};
 }
 
 std::vector<std::string> axes_across_nodes(const StepInputs& in, const HardwareProfile* hw) {
@@ -132,6 +138,7 @@ class RankWalk {
   // On the link the group crosses (group_link); a part p of its bandwidth
   // moves the bytes 1 / p times as long.
   double seconds(const comm::PlannedOp& op) {
+    if (const std::optional<double> t = hierarchical_seconds_of(op)) return *t;
     auto it = links_.find(op.group);
     if (it == links_.end()) it = links_.emplace(op.group, group_link(in_, rep_.rank, op.group, hw_)).first;
     const double wire = op.group == "tp" || op.group == "pp" ? wire_ : 1.0;
@@ -139,6 +146,17 @@ class RankWalk {
     comm::PlannedOp scaled = op;
     scaled.bytes = int64_t(double(op.bytes) * wire / it->second.share);
     return op_seconds(scaled, *it->second.link);
+  }
+  // A data-parallel group's collective that runs hierarchically across
+  // nodes (hierarchical_cost.h; 16-bit sums stay flat, as the trainer's).
+  std::optional<double> hierarchical_seconds_of(const comm::PlannedOp& op) {
+    auto it = layouts_.find(op.group);
+    if (it == layouts_.end())
+      it = layouts_.emplace(op.group, data_group_layout(in_.mesh, rep_.rank, op.group, ranks_per_node(in_, &hw_))).first;
+    const bool half_sum = op.kind != comm::OpKind::AllGather && comm::is_half(in_.precision.grad_reduce);
+    if (!it->second || half_sum || !runs_hierarchical(in_.hierarchical, op.kind, *it->second, double(op.bytes), hw_))
+      return std::nullopt;
+    return hierarchical_seconds(op.kind, *it->second, double(op.bytes), hw_);
   }
   void wait_until(double t) {
     if (t <= clock_) return;
@@ -189,6 +207,7 @@ class RankWalk {
   std::map<int, SegmentCost> seg_;
   std::map<int, std::vector<const comm::PlannedOp*>> by_action_;
   std::map<std::string, GroupLink> links_;  // per group
+  std::map<std::string, std::optional<comm::NodeLayout>> layouts_;  // per data-parallel group: its nodes
   std::map<std::string, double> stream_;  // a group's operations run in order
   std::map<int, double> gathered_at_;     // unit -> when its gather completes
   RankTime rt_;
@@ -229,7 +248,7 @@ void schedule_span(const StepInputs& in, double f, double b, double w, StepTime&
 void utilization(const StepInputs& in, const HardwareProfile& hw, StepTime& out) {
   const double tokens = double(in.global_rows()) * double(in.seq_len);
   out.model_flops = model::model_flops_per_token(in.model, in.seq_len) * tokens;
-  const double nodes = double(in.world() / ranks_per_node(in, &hw));
+  const double nodes = double(in.world() / ranks_sharing_cores(in));
   const double devices = hw.shared_node ? std::min(hw.devices_per_node * nodes, rank_speed(hw, in) * in.world())
                                         : double(in.world());
   const double peak = hw.peak(in.precision.compute) * devices;

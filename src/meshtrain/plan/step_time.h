@@ -4,7 +4,9 @@
 // collectives they block on; collectives the engine launches run one after
 // another on their group's stream (the backends run a group's non-blocking
 // operations in order) at the alpha-beta time of docs/math.md (M.20) for the link the
-// group crosses (inside a node, or between nodes); a Require waits for its
+// group crosses (inside a node, or between nodes), or (M.70) where a
+// data-parallel group runs hierarchically across nodes (comm.hierarchical,
+// hierarchical_cost.h); a Require waits for its
 // gather, the end of the window waits for every reduction (the exposed
 // tail of (M.24)). The pipeline's makespan and bubble come from simulating the
 // schedule with the slowest stage's F, B and W. The step is
@@ -48,24 +50,21 @@ struct StepTime {
 };
 
 // Ranks on each node (docs/planning.md, "Nodes and links"): world / nodes
-// with in.nodes; else the profile's node.devices, or every rank for a shared
-// node (CPU ranks on one machine) and without a profile. ConfigError when
+// with in.nodes; else the profile's node.devices (every rank without a
+// profile). ConfigError when
 // more ranks than a GPU node's devices would sit on a node.
 int ranks_per_node(const StepInputs& in, const HardwareProfile* hw);
+// CPU ranks that share a node's cores and memory (node.shared): world /
+// nodes with in.nodes, else every rank (one machine).
+int ranks_sharing_cores(const StepInputs& in);
 // Whether `rank`'s group (a mesh group key or "world") has members on more
 // than one node: the mesh's ranks fill the nodes in order (node by node,
 // tp innermost, then cp: comm/mesh.h, comm/node_placement.h).
 bool crosses_nodes(const StepInputs& in, int rank, const std::string& group, const HardwareProfile* hw);
 // The link that prices a collective of `rank`'s group (docs/planning.md,
-// "Nodes and links"): [link.intra] inside a node; across nodes
-// [link.inter.whole_nodes] for a group holding every rank of each node it
-// spans, where the profile has it, else [link.inter] with the part of its
-// bandwidth the group's stream gets (`share`). A shared link
-// (LinkProfile::shared_by > 0): the node's ranks form ranks_per_node / k
-// such groups (k: the group's members on the rank's node), all crossing at
-// once, each one stream through the node's link (a ring crosses a node's
-// boundary once each way), so each gets shared_by / (ranks_per_node / k);
-// share 1 for a link per device.
+// "Nodes and links"): [link.intra] inside a node, crossing_link
+// (hardware.h) across nodes, with the part of its bandwidth the group's
+// stream gets.
 struct GroupLink {
   const LinkProfile* link = nullptr;
   bool inter = false;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "meshtrain/core/memory_tracker.h"
+#include "meshtrain/report/membership_section.h"
 #include "meshtrain/report/rank_section.h"
 #include "meshtrain/report/svg_plot.h"
 
@@ -230,6 +231,7 @@ std::string render_report(const std::vector<RunLog>& runs) {
   h += "<h2>Memory</h2><figure>" + render(memory_chart(runs)) + "</figure>";
   h += "<h2>Communication</h2><figure>" + render(comm) + "</figure><figure>" + render(share) + "</figure>";
   h += "<h2>Ranks</h2>" + ranks_section(runs);
+  h += "<h2>Restarts and membership</h2>" + membership_section(runs);
   h += "<h2>Skipped steps</h2>" + skipped_table(runs);
   h += "<h2>Pipeline</h2>" + pipeline_section(runs);
   h += "<p class=\"note\">MFU is the model's FLOPs per second over the peak of the cores the run computed on: the "

@@ -35,6 +35,21 @@ void read_rank_times(const nlohmann::json& j, StepRecord& s) {
       if (x.is_object()) s.stragglers.push_back({x.value("rank", 0), x.value("host", std::string("?")), num(x, "ratio")});
 }
 
+// A "restart" or "membership" record (train/run.cc). A membership change
+// after a failure is written next to its restart record: one entry.
+void add_resume(std::vector<ResumeRecord>& out, const std::string& event, const nlohmann::json& j) {
+  ResumeRecord m;
+  m.resumed_step = j.value("resumed_step", int64_t(0));
+  m.lost_steps = j.value("lost_steps", int64_t(0));
+  m.reason = j.value("reason", std::string());
+  m.change = j.value("change", std::string());
+  m.ranks = j.value("ranks", 0), m.dp = j.value("dp", 0), m.grad_accum = j.value("grad_accum", 0);
+  m.recovery_s = j.contains("recovery_s") ? num(j, "recovery_s") : -1.0;
+  const bool told = event == "restart" && !out.empty() && !out.back().change.empty() &&
+                    out.back().resumed_step == m.resumed_step && out.back().reason == m.reason;
+  if (!told) out.push_back(m);
+}
+
 }  // namespace
 
 RunLog read_run(const std::string& run_dir) {
@@ -77,6 +92,8 @@ RunLog read_run(const std::string& run_dir) {
       e.val_loss = num(j, "val_loss");
       if (j.contains("val_bits_per_byte")) e.bits_per_byte = num(j, "val_bits_per_byte");
       evals[e.step] = e;
+    } else if (event == "restart" || event == "membership") {
+      add_resume(r.resumes, event, j);
     } else if (event == "pipeline_timeline") {
       r.pipeline_step = j.value("step", int64_t(0));
       r.pipeline.clear();

@@ -34,6 +34,16 @@ struct StepRecord {
   std::vector<StragglerMark> stragglers;
 };
 
+// A launch that resumed the run: after a failure (a restart) or at another
+// layout (an elastic membership change, train/elastic.h), or both.
+struct ResumeRecord {
+  int64_t resumed_step = 0, lost_steps = 0;
+  std::string change;  // "4 ranks: dp=4, grad_accum=1 -> 2 ranks: ..."; "" for a restart at the same layout
+  std::string reason;
+  int ranks = 0, dp = 0, grad_accum = 0;  // the layout it continued at (membership changes)
+  double recovery_s = -1;  // from the end of the last launch to this one ready to train; -1: not recorded
+};
+
 struct EvalRecord {
   int64_t step = 0;
   double tokens = 0;
@@ -54,6 +64,7 @@ struct RunLog {
   double unigram_entropy = -1;
   std::vector<StepRecord> steps;  // by step
   std::vector<EvalRecord> evals;  // by step
+  std::vector<ResumeRecord> resumes;  // in the order they happened
   int64_t pipeline_step = -1;     // the step of the latest recorded timeline
   std::vector<PipelineOp> pipeline;
   // The peak MFU divides by (docs/cli.md, "Reports"): the highest rate these

@@ -80,6 +80,9 @@ void check_config_limits(const TrainConfig& c) {
   finite_in("comm.straggler_factor", c.comm.straggler_factor, 0, 1e6, "0 (off) or (1, 1e6]");
   finite_in("comm.heartbeat_timeout_s", c.comm.heartbeat_timeout_s, -1, 1e7, "-1, 0 (off) or (0, comm.timeout_s)");
   int_at_most("comm.max_restarts", c.comm.max_restarts, 1000);
+  int_at_most("comm.min_ranks", c.comm.min_ranks, 1 << 20);
+  MT_REQUIRE(ConfigError, c.comm.min_ranks >= 1, "comm.min_ranks = ", c.comm.min_ranks,
+             ": expected >= 1 (the fewest ranks an elastic job continues on)");
   MT_REQUIRE(ConfigError, c.comm.max_restarts >= 0, "comm.max_restarts = ", c.comm.max_restarts, ": expected >= 0");
   int_at_most("checkpoint.every", c.checkpoint.every, int64_t(1) << 40);
   int_at_most("metrics.log_every", c.metrics.log_every, int64_t(1) << 40);

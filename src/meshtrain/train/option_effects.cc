@@ -22,6 +22,10 @@ void check_parallel_options_take_effect(const parallel::ParallelConfig& p) {
 
 void check_options_take_effect(const TrainConfig& cfg) {
   check_parallel_options_take_effect(cfg.parallel);
+  MT_REQUIRE(ConfigError, cfg.comm.hardware.empty() || cfg.comm.hierarchical == "auto", "comm.hardware = \"",
+             cfg.comm.hardware, "\" has no effect under comm.hierarchical = \"", cfg.comm.hierarchical,
+             "\": the machine profile prices the two forms of a collective for \"auto\" only. Remove it, or set "
+             "comm.hierarchical = \"auto\"");
   if (cfg.training.precision == "fp16") return;
   const optim::LossScaleConfig d, &l = cfg.training.loss_scale;
   const char* changed = l.initial != d.initial                 ? "training.loss_scale"

@@ -25,6 +25,7 @@ plan::StepInputs step_inputs(const TrainConfig& cfg) {
   in.seq_len = cfg.data.seq_len;
   in.schedule = cfg.parallel.schedule;
   in.threads_per_rank = cfg.training.threads;
+  in.hierarchical = comm::parse_hierarchical_mode(cfg.comm.hierarchical);
   return in;
 }
 

@@ -15,7 +15,9 @@
 #include "meshtrain/core/threading.h"
 #include "meshtrain/data/stats.h"
 #include "meshtrain/train/data_setup.h"
+#include "meshtrain/train/elastic.h"
 #include "meshtrain/train/heartbeat.h"
+#include "meshtrain/train/live_state.h"
 #include "meshtrain/train/progress.h"
 #include "meshtrain/train/run_dir.h"
 #include "meshtrain/train/run_memory.h"
@@ -52,6 +54,7 @@ void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
   if (cfg.parallel.pp > 1) std::fputs(t.pipeline_description().c_str(), console);
   if (const std::string nodes = comm::describe_nodes(t.context().host_of_rank); !nodes.empty())
     std::fprintf(console, "placement: %s (tp and cp inside a node, dp and pp across)\n", nodes.c_str());
+  std::fputs(t.training_step().hierarchy_note().c_str(), console);
   if (const data::TokenDataset* val = t.validation_data()) {
     const double h = data::unigram_entropy(*val);
     std::fprintf(console, "validation: %lld documents, %lld tokens | unigram entropy baseline %.4f nats/token\n",
@@ -114,18 +117,72 @@ void resume_metrics(const Trainer& t, const RestartInfo& restart, RunLog& log) {
       cfg.metrics.jsonl.empty() ? std::string() : (std::filesystem::path(cfg.metrics.run_dir) / cfg.metrics.jsonl).string();
   const int64_t last = truncate_metrics_after(path, t.steps_done());
   log.writer = std::make_unique<MetricsWriter>(path);
-  if (restart.index == 0) return;
   const int64_t lost = std::max<int64_t>(0, last - t.steps_done());
+  // From the end of the last launch to this one ready to train.
+  const double recovery_s = restart.ended_at_s > 0 ? std::max(0.0, wall_clock_s() - restart.ended_at_s) : -1;
+  char recovered[64] = "";
+  if (recovery_s >= 0) std::snprintf(recovered, sizeof recovered, ", ready again in %.2f s", recovery_s);
+  if (!restart.layout_change.empty()) {
+    log.line("membership: " + restart.layout_change + " at step " + std::to_string(t.steps_done()) + ", " +
+             std::to_string(lost) + " step(s) lost" + recovered +
+             (restart.reason.empty() ? "" : " (" + restart.reason + ")"));
+    const ElasticLayout now = current_layout(cfg);
+    log.writer->write({{"event", "membership"},
+                       {"change", restart.layout_change},
+                       {"ranks", now.ranks},
+                       {"dp", now.dp},
+                       {"grad_accum", now.grad_accum},
+                       {"resumed_step", t.steps_done()},
+                       {"lost_steps", lost},
+                       {"recovery_s", recovery_s},
+                       {"reason", restart.reason.empty() ? "capacity changed" : restart.reason}});
+  }
+  if (restart.index == 0 || restart.reason.empty()) return;
   log.line("restart " + std::to_string(restart.index) + " of " + std::to_string(restart.max) + ": resumed at step " +
-           std::to_string(t.steps_done()) + ", " + std::to_string(lost) + " step(s) since that checkpoint lost (" +
-           restart.reason + ")");
+           std::to_string(t.steps_done()) + ", " + std::to_string(lost) + " step(s) since that checkpoint lost" +
+           recovered + " (" + restart.reason + ")");
   log.writer->write({{"event", "restart"},
                      {"restart", restart.index},
                      {"max_restarts", restart.max},
                      {"resumed_step", t.steps_done()},
                      {"failed_after_step", std::max(last, t.steps_done())},
                      {"lost_steps", lost},
+                     {"recovery_s", recovery_s},
                      {"reason", restart.reason}});
+}
+
+// Rank 0 of an elastic job at a step boundary: the rank count of the layout
+// the capacity file allows when it differs from this one, else 0. A capacity
+// file that cannot be read is said once and changes nothing.
+int32_t capacity_change(const TrainConfig& cfg, int world_size, const RunLog& log) {
+  static std::string said;
+  try {
+    const int capacity = read_capacity(cfg, world_size);
+    if (capacity == world_size) return 0;
+    const std::optional<ElasticLayout> l = largest_layout(cfg, capacity);
+    return l && l->ranks != world_size ? l->ranks : 0;
+  } catch (const ConfigError& e) {
+    if (said != e.what()) log.line(std::string("warning: ") + e.what() + "; the job continues at its layout");
+    said = e.what();
+    return 0;
+  }
+}
+
+// After each step, every rank the same answer (one pair of flags reduced:
+// a signal; an elastic job's new rank count): stop (a signal asked), change
+// the layout (the capacity file asks, and steps are left), or go on.
+std::optional<RunEnd> agreed_end(Trainer& t, int64_t step, int64_t stop, const RunLog& log) {
+  const TrainConfig& cfg = t.config();
+  int32_t flags[2] = {StopSignals::received(), 0};
+  if (flags[0] == 0 && log.console) flags[0] = StopSignals::relayed();
+  if (log.console && cfg.comm.elastic) flags[1] = capacity_change(cfg, t.context().world_size, log);
+  t.context().world->all_reduce(flags, 2, DType::I32, comm::ReduceOp::Max);
+  if (flags[0] != 0) {
+    StopSignals::agree(flags[0]);
+    return RunEnd::Stopped;
+  }
+  if (flags[1] > 0 && step < stop) return RunEnd::Regrow;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -203,20 +260,21 @@ RunEnd run_training(Trainer& t, std::FILE* console, const RestartInfo& restart) 
                                     : "checkpoint step " + std::to_string(m.step) + " -> " + ckpt_dir);
     }
     log.report_commit(t);
-    // Every rank stops after the same step: one flag reduced per step.
-    int32_t signal = StopSignals::received();
-    if (signal == 0 && console) signal = StopSignals::relayed();
-    t.context().world->all_reduce(&signal, 1, DType::I32, comm::ReduceOp::Max);
-    if (signal != 0) {
+    if (const std::optional<RunEnd> end = agreed_end(t, m.step, stop, log)) {
       heartbeat.reset();
-      StopSignals::agree(signal);
       if (saved_at != m.step) t.save_checkpoint();
       t.finish_checkpoints();
       log.report_commit(t);
-      log.line(std::string("stopped by ") + StopSignals::name(signal) + " after step " + std::to_string(m.step) +
-               ": checkpoint saved in " + ckpt_dir + "; run the same command again to resume");
+      if (*end == RunEnd::Regrow) {
+        fault::point("elastic.change");
+        log.line("capacity changed after step " + std::to_string(m.step) + ": checkpoint saved, continuing at the "
+                 "new layout");
+      } else {
+        log.line(std::string("stopped by ") + StopSignals::name(StopSignals::received()) + " after step " +
+                 std::to_string(m.step) + ": checkpoint saved in " + ckpt_dir + "; run the same command again to resume");
+      }
       log.finish();
-      return RunEnd::Stopped;
+      return *end;
     }
   }
   heartbeat.reset();  // every rank passed the last step's stop check: none is watched any more
@@ -253,14 +311,6 @@ comm::MeshShape mesh_for(const TrainConfig& cfg, int world_size) {
 
 namespace {
 
-// Ranks of this job that share this machine's memory and cores.
-int local_ranks(const comm::ParallelContext& ctx, comm::Backend backend) {
-  if (backend == comm::Backend::Threads) return ctx.world_size;
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
-    if (const char* v = std::getenv(var)) return std::max(1, std::atoi(v));
-  return 1;
-}
-
 // One launch of the job's ranks; the end of rank 0's run.
 RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const RestartInfo& restart) {
   RunEnd end = RunEnd::Finished;
@@ -268,7 +318,8 @@ RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const R
     TrainConfig rank_cfg = cfg;
     rank_cfg.parallel.dp = ctx.mesh.shape().dp;
     std::FILE* console = ctx.rank == 0 ? stdout : nullptr;
-    const int here = local_ranks(ctx, o.backend);
+    // Ranks sharing this machine's memory and cores.
+    const int here = o.backend == comm::Backend::Threads ? ctx.world_size : comm::local_ranks(ctx);
     if (o.backend == comm::Backend::Mpi) check_rank_memory(rank_cfg, ctx.rank, here, console);
     if (cfg.training.threads > 0) {
       // More threads than the cores this process may use only slow it down.
@@ -290,7 +341,16 @@ RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const R
     if (std::filesystem::exists(std::filesystem::path(cfg.data.path) / "val.bin"))
       val = data::TokenDataset::open(cfg.data.path, "val");
     Trainer t(rank_cfg, ctx, std::move(train), std::move(val));
-    const RunEnd mine = run_training(t, console, restart);
+    RunEnd mine = RunEnd::Finished;
+    try {
+      mine = run_training(t, console, restart);
+    } catch (const CommError& e) {
+      // Another rank's failure seen from here (aborted or timed out): an
+      // elastic threads job keeps this rank's state (live_state.h).
+      const bool peer_failed = dynamic_cast<const CommAborted*>(&e) || dynamic_cast<const CommTimeout*>(&e);
+      if (peer_failed && cfg.comm.elastic && o.backend == comm::Backend::Threads) write_live_state(t, ctx.rank);
+      throw;
+    }
     if (ctx.rank == 0) end = mine;
   });
   return end;
@@ -298,7 +358,11 @@ RunEnd launch_once(const TrainConfig& cfg, const comm::LaunchOptions& o, const R
 
 }  // namespace
 
-int train_main(const TrainConfig& cfg) {
+namespace {
+
+// The launch options of one launch of `cfg` (its layout: an elastic job's
+// changes between launches).
+comm::LaunchOptions launch_options(const TrainConfig& cfg) {
   comm::LaunchOptions o;
   o.backend = comm::parse_backend(cfg.comm.backend);
   o.group.timeout = comm::Millis(int64_t(cfg.comm.timeout_s * 1000));
@@ -311,29 +375,78 @@ int train_main(const TrainConfig& cfg) {
                "exactly the ranks the layout asks for");
     o.mesh = mesh_for(cfg, cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp * cfg.parallel.pp);
     o.world_size = o.mesh.world_size();
-    check_run_memory(cfg, stdout);  // before anything is allocated
   } else {
     o.mesh_from_world = [&cfg](int world) { return mesh_for(cfg, world); };
   }
-  const int max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
+  return o;
+}
+
+// After an elastic threads job's failure: the survivors' live state of their
+// last step, committed as its checkpoint when it is complete (live_state.h).
+void resume_from_live_state(const TrainConfig& cfg) {
+  const LiveStateCommit c =
+      commit_live_state(cfg.checkpoint.resolved_dir(cfg.metrics.run_dir), cfg.checkpoint.keep_last);
+  if (!c.committed.empty())
+    std::fprintf(stderr, "meshtrain: the state of step %lld from %d live rank(s) committed as %s\n",
+                 static_cast<long long>(c.step), c.ranks, c.committed.c_str());
+  else if (!c.why_not.empty())
+    std::fprintf(stderr, "meshtrain: the live ranks' state is not complete (%s): resuming from the latest "
+                 "checkpoint\n", c.why_not.c_str());
+}
+
+// An elastic threads-backend job's layout for `capacity` ranks, with the
+// change recorded in `restart` when it differs from `now`'s.
+TrainConfig change_layout(const TrainConfig& now, int capacity, const std::string& why, RestartInfo& restart) {
+  restart.layout_change.clear();
+  const ElasticLayout from = current_layout(now), to = shrink_or_grow(now, capacity, why);
+  if (to.ranks == from.ranks && to.dp == from.dp) return now;
+  restart.layout_change = from.describe() + " -> " + to.describe();
+  return at_layout(now, to);
+}
+
+}  // namespace
+
+int train_main(const TrainConfig& cfg) {
+  const bool threads = comm::parse_backend(cfg.comm.backend) == comm::Backend::Threads;
+  const bool elastic = cfg.comm.elastic && threads;  // under mpirun `meshtrain launch --elastic` changes the layout
+  const int max_restarts = cfg.comm.restart_on_failure || cfg.comm.elastic ? cfg.comm.max_restarts : 0;
   RestartInfo restart = restart_info_from_environment();
-  if (o.backend == comm::Backend::Mpi && max_restarts > 0 && !std::getenv("MESHTRAIN_MAX_RESTARTS") &&
-      comm::launched_by_mpirun() && std::getenv("OMPI_COMM_WORLD_RANK") && std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) == 0)
+  if (!threads && max_restarts > 0 && !std::getenv("MESHTRAIN_MAX_RESTARTS") && comm::launched_by_mpirun() &&
+      std::getenv("OMPI_COMM_WORLD_RANK") && std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) == 0)
     std::fprintf(stderr, "meshtrain: note: under mpirun a failed job is restarted by `meshtrain launch`, which runs "
                  "mpirun again; started directly, comm.restart_on_failure cannot restart it\n");
+  TrainConfig now = cfg;
+  if (elastic) now = change_layout(cfg, read_capacity(cfg, current_layout(cfg).ranks), "capacity", restart);
   StopSignals signals;
   for (;;) {
+    std::vector<int> failed;
+    comm::LaunchOptions o = launch_options(now);
+    if (threads) check_run_memory(now, stdout);  // before anything is allocated
+    o.failed_ranks = &failed;
     try {
-      const RunEnd end = launch_once(cfg, o, restart);
+      const RunEnd end = launch_once(now, o, restart);
+      restart.ended_at_s = wall_clock_s();
+      if (end == RunEnd::Regrow && !threads) return kRelayoutExitCode;  // `meshtrain launch` relaunches it
+      if (end == RunEnd::Regrow) {
+        restart.reason.clear();
+        now = change_layout(now, read_capacity(now, current_layout(now).ranks), "capacity changed", restart);
+        continue;
+      }
       return end == RunEnd::Stopped ? 128 + StopSignals::received() : 0;
     } catch (const std::exception& e) {
       // Under mpirun the job is gone with the failed rank; `meshtrain launch`
       // restarts it. The threads backend restarts here.
-      if (o.backend != comm::Backend::Threads || restart.index >= max_restarts || !restartable(e)) throw;
-      restart = RestartInfo{restart.index + 1, max_restarts, e.what()};
+      if (!threads || restart.index >= max_restarts || !restartable(e)) throw;
+      restart = RestartInfo{restart.index + 1, max_restarts, e.what(), "", wall_clock_s()};
       std::fprintf(stderr, "meshtrain: the job failed: %s\nmeshtrain: restart %d of %d from the latest complete "
                    "checkpoint\n", e.what(), restart.index, max_restarts);
       std::fflush(stderr);
+      if (elastic) {
+        resume_from_live_state(now);
+        const int left = current_layout(now).ranks - int(failed.size());
+        now = change_layout(now, std::min(left, read_capacity(now, left)),
+                            detail::concat(failed.size(), " rank(s) lost"), restart);
+      }
     }
   }
 }

@@ -12,7 +12,10 @@
 
 namespace meshtrain::train {
 
-enum class RunEnd { Finished, Stopped };  // Stopped: a signal asked to stop; the state was saved
+// Stopped: a signal asked to stop; Regrow: an elastic job's capacity
+// changed, and it saved its state at a step boundary to continue at another
+// layout (elastic.h). The state was saved in both.
+enum class RunEnd { Finished, Stopped, Regrow };
 
 // Runs cfg.training.steps updates (or up to training.stop_at); logs to
 // `console` (null: silent, as on ranks other than 0). Collective. Throws

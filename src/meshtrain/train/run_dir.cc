@@ -83,6 +83,14 @@ std::string read_holder(int fd) {
   return s;
 }
 
+// A directory whose one entry is an elastic job's capacity file, written
+// before its first run.
+bool only_capacity_file(const std::string& dir) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  return !ec && it != end && it->path().filename() == kRunCapacityFile && ++it == end;
+}
+
 }  // namespace
 
 bool is_system_directory(const std::string& path) {
@@ -136,7 +144,7 @@ void check_run_directory(const TrainConfig& cfg) {
     check_metrics_file(metrics.string());
   }
   if (cfg.metrics.allow_nonempty_run_dir) return;
-  if (fs::exists(st) && !fs::is_empty(dir, ec))
+  if (fs::exists(st) && !fs::is_empty(dir, ec) && !only_capacity_file(dir))
     MT_REQUIRE(ConfigError, holds_a_run(cfg), "metrics.run_dir = '", dir, "' holds other files (", some_entries(dir),
                ") and no meshtrain run (no ", kRunLockFile, ", metrics file or checkpoints); a run writes its "
                "metrics and checkpoints there. Use a new or empty directory, or set "

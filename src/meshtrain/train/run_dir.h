@@ -21,7 +21,10 @@ struct TrainConfig;
 
 inline constexpr const char* kRunLockFile = ".meshtrain-lock";
 inline constexpr const char* kRunStopFile = ".meshtrain-stop";  // `launch` relays signals here (supervisor.h)
-inline constexpr const char* kRunAbortFile = ".meshtrain-abort";  // an MPI rank's abort, for `launch` (supervisor.h)
+inline constexpr const char* kRunAbortFile = ".meshtrain-abort";
+// An elastic job's capacity, written by a scheduler or an operator before or
+// during the run (elastic.h): a run directory may hold it before the run.
+inline constexpr const char* kRunCapacityFile = "capacity";  // an MPI rank's abort, for `launch` (supervisor.h)
 inline constexpr const char* kHeartbeatDir = ".meshtrain-heartbeat";  // every rank's heartbeat (heartbeat.h)
 
 // ConfigError naming the key and the path when the run may not use its

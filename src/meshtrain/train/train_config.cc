@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "meshtrain/comm/hierarchical_group.h"
 #include "meshtrain/core/precision.h"
 #include "meshtrain/model/model_config_fields.h"
 #include "meshtrain/core/suggest.h"
@@ -118,7 +119,11 @@ void read_comm(TomlSection s, CommConfig& c) {
   s.read("heartbeat_timeout_s", c.heartbeat_timeout_s);
   s.read("restart_on_failure", c.restart_on_failure);
   s.read("max_restarts", c.max_restarts);
+  s.read("elastic", c.elastic);
+  s.read("min_ranks", c.min_ranks);
   s.read("allow_cross_node_tp", c.allow_cross_node_tp);
+  s.read("hierarchical", c.hierarchical);
+  s.read("hardware", c.hardware);
   s.finish();
 }
 
@@ -187,6 +192,7 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, comm.backend == "threads" || comm.backend == "mpi", "comm.backend = \"", comm.backend,
              "\": expected \"threads\" or \"mpi\"");
   MT_REQUIRE(ConfigError, comm.timeout_s > 0, "comm.timeout_s = ", comm.timeout_s, ": expected > 0");
+  meshtrain::comm::parse_hierarchical_mode(comm.hierarchical);  // ConfigError naming the key
   MT_REQUIRE(ConfigError, comm.straggler_factor == 0 || comm.straggler_factor > 1, "comm.straggler_factor = ",
              comm.straggler_factor, ": expected 0 (off) or a factor > 1 (a rank whose compute time per step is at "
              "least that many times the median rank's, for a few steps in a row, is named a straggler)");
@@ -197,6 +203,8 @@ void TrainConfig::validate() {
              "comm.heartbeat_timeout_s = ", comm.heartbeat_timeout_s, " is not below comm.timeout_s = ",
              comm.timeout_s, ": the heartbeat must name a hung rank before the collective timeout ends the job. "
              "Lower it, raise comm.timeout_s, or set comm.heartbeat_timeout_s = 0 to turn heartbeats off");
+  MT_REQUIRE(ConfigError, !comm.elastic || parallel.dp >= 1, "comm.elastic keeps the global window of parallel.dp x "
+             "training.grad_accum micro-batches while dp changes: set parallel.dp (not 0) to the layout's starting dp");
   MT_REQUIRE(ConfigError, checkpoint.every >= 0, "checkpoint.every = ", checkpoint.every, ": expected >= 0");
   MT_REQUIRE(ConfigError, checkpoint.keep_last >= 1, "checkpoint.keep_last = ", checkpoint.keep_last,
              ": expected >= 1 (the newest complete checkpoint is always kept)");

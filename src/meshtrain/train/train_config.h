@@ -70,9 +70,21 @@ struct CommConfig {
   // max_restarts times (threads: in this process; mpirun: `meshtrain launch`).
   bool restart_on_failure = false;
   int max_restarts = 3;
+  // Elastic membership (docs/comm.md, "Elastic membership"): on a failure the
+  // job continues on the ranks left at the largest runnable layout of the
+  // same global window (not below min_ranks), and grows back at a step
+  // boundary when the run directory's `capacity` file allows more.
+  bool elastic = false;
+  int min_ranks = 1;
   // Run a tp or cp group whose ranks are on more than one node instead of
   // refusing the layout (docs/multi-node.md; `meshtrain launch --allow-cross-node-tp`).
   bool allow_cross_node_tp = false;
+  // Data-parallel collectives of groups that span nodes as reduce-scatter
+  // inside the node, all-reduce across, all-gather inside (docs/comm.md,
+  // "Hierarchical collectives"): auto | on | off. auto: per collective, the
+  // form the planner predicts faster on `hardware`; without one, flat.
+  std::string hierarchical = "auto";
+  std::string hardware;  // a machine profile (configs/hardware/*.toml) for auto; "": none
 };
 
 struct CheckpointConfig {

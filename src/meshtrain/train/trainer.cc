@@ -24,6 +24,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
   steps_ = std::make_unique<TrainingStep>(cfg_, ctx_);
   engine_ = &steps_->engine();
   layout_ = &steps_->layout();
+  mark_boundary();
 }
 
 StepMetrics Trainer::step() {
@@ -43,6 +44,7 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
   ++step_;
   consumed_rows_ += cfg_.training.grad_accum * cfg_.training.micro_batch * dp_size();
   consumed_tokens_ += m.non_pad_tokens;
+  mark_boundary();
   if (async_ckpt_) async_ckpt_->poll();
   return m;
 }

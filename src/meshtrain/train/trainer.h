@@ -49,6 +49,7 @@ class Trainer {
   EvalResult evaluate();
 
   TrainingStep& training_step() { return *steps_; }
+  const TrainingStep& training_step() const { return *steps_; }
   model::Transformer& model() { return steps_->model(); }
   parallel::DataParallel& engine() { return steps_->engine(); }
   const parallel::LayoutPlan& layout() const { return steps_->layout(); }
@@ -77,6 +78,12 @@ class Trainer {
   // This rank's share of the state (parameter and Adam-moment boxes of
   // the global tensors, 1/R of every unit it holds) plus the run metadata.
   checkpoint::SaveRequest save_request() const;
+  // Everything this rank holds of the state at its last completed step
+  // (every parameter value and Adam moment of its units, replicas
+  // included, not 1/R), for a checkpoint assembled from the ranks a
+  // failure left (live_state.h); nullopt when the failure came while the
+  // update was changing the state.
+  std::optional<checkpoint::SaveRequest> live_state_request() const;
   // Collective: saves now (synchronously, or staged when checkpoint.async).
   void save_checkpoint();
   // Collective: restores what this rank's layout holds from `reader` (all
@@ -113,6 +120,18 @@ class Trainer {
   data::BatchLoader loader_;
   data::Batch window_;
   int64_t step_ = 0;
+  // The data position and loss scale at step_ (the loader moves on when a
+  // step starts): what live_state_request() records.
+  struct Boundary {
+    data::LoaderState loader;
+    nlohmann::json scaler;
+  } boundary_;
+  void mark_boundary();
+  // The pieces of [begin, end) of unit u's weights and moments (each where
+  // this rank holds it), all copies when `replicas`.
+  void add_unit_pieces(std::vector<checkpoint::TensorPiece>& out, int u, int64_t begin, int64_t end,
+                       bool weights, bool moments, bool replicas) const;
+  nlohmann::json state_metadata(const data::LoaderState& loader, const nlohmann::json& scaler) const;
   std::unique_ptr<checkpoint::AsyncCheckpointer> async_ckpt_;
   int64_t consumed_rows_ = 0, consumed_tokens_ = 0;
 };

@@ -73,36 +73,65 @@ nlohmann::json layout_json(const LayoutFacts& facts, const TrainConfig& cfg, int
 
 }  // namespace
 
-checkpoint::SaveRequest Trainer::save_request() const {
+void Trainer::add_unit_pieces(std::vector<checkpoint::TensorPiece>& out, int u, int64_t begin, int64_t end,
+                              bool weights, bool moments, bool replicas) const {
   auto& engine = *engine_;
   const auto& plan = engine.plan();
-  const auto& spec = plan.spec();
+  // The authoritative weights (the f32 masters under the 16-bit policies).
+  const Tensor values = engine.weights(u);
+  const int64_t values_begin = engine.weights_range(u).first, owned_begin = plan.unit(u).owned_begin;
+  for (const auto& piece : plan.pieces_in(u, begin, end)) {
+    if (!replicas && !layout_->param(piece.param).writes_checkpoint) continue;  // a replica's copy
+    const auto& ps = plan.spec().params[size_t(piece.param)];
+    const int64_t n = piece.param_end - piece.param_begin;
+    auto slice = [&](const Tensor& t, int64_t from) {
+      return t.flat_slice(piece.unit_offset - from, piece.unit_offset - from + n);
+    };
+    if (weights) add_pieces(out, ps.name, ps, piece.param_begin, piece.param_end, slice(values, values_begin));
+    if (!moments) continue;
+    add_pieces(out, kExpAvg + ps.name, ps, piece.param_begin, piece.param_end, slice(engine.moment(0, u), owned_begin));
+    add_pieces(out, kExpAvgSq + ps.name, ps, piece.param_begin, piece.param_end,
+               slice(engine.moment(1, u), owned_begin));
+  }
+}
+
+checkpoint::SaveRequest Trainer::save_request() const {
+  const auto& plan = engine_->plan();
   checkpoint::SaveRequest r;
   r.step = step_;
   for (int u = 0; u < plan.num_units(); ++u) {
     if (plan.unit(u).padded == 0) continue;  // another pipeline stage's unit
     // The data-parallel replicas split the writing (each its 1/R of the unit).
     const auto [begin, end] = plan.save_range(u);
-    // The authoritative weights (the f32 masters under the 16-bit policies).
-    const Tensor values = engine.weights(u);
-    const int64_t values_begin = engine.weights_range(u).first, owned_begin = plan.unit(u).owned_begin;
-    for (const auto& piece : plan.pieces_in(u, begin, end)) {
-      if (!layout_->param(piece.param).writes_checkpoint) continue;  // a replica's copy
-      const auto& ps = spec.params[size_t(piece.param)];
-      const int64_t n = piece.param_end - piece.param_begin;
-      auto slice = [&](const Tensor& t, int64_t from) {
-        return t.flat_slice(piece.unit_offset - from, piece.unit_offset - from + n);
-      };
-      add_pieces(r.pieces, ps.name, ps, piece.param_begin, piece.param_end, slice(values, values_begin));
-      add_pieces(r.pieces, kExpAvg + ps.name, ps, piece.param_begin, piece.param_end, slice(engine.moment(0, u), owned_begin));
-      add_pieces(r.pieces, kExpAvgSq + ps.name, ps, piece.param_begin, piece.param_end,
-                 slice(engine.moment(1, u), owned_begin));
-    }
+    add_unit_pieces(r.pieces, u, begin, end, true, true, false);
   }
+  r.metadata = state_metadata(loader_.state(), scaler_.state());
+  return r;
+}
+
+void Trainer::mark_boundary() { boundary_ = {loader_.state(), scaler_.state()}; }
+
+std::optional<checkpoint::SaveRequest> Trainer::live_state_request() const {
+  if (steps_->updating()) return std::nullopt;
+  const auto& plan = engine_->plan();
+  checkpoint::SaveRequest r;
+  r.step = step_;
+  for (int u = 0; u < plan.num_units(); ++u) {
+    if (plan.unit(u).padded == 0) continue;
+    // The weights wherever this rank holds them; the moments of its owned range.
+    const auto [wb, we] = engine_->weights_range(u);
+    add_unit_pieces(r.pieces, u, wb, we, true, false, true);
+    add_unit_pieces(r.pieces, u, plan.unit(u).owned_begin, plan.unit(u).owned_end, false, true, true);
+  }
+  r.metadata = state_metadata(boundary_.loader, boundary_.scaler);
+  return r;
+}
+
+nlohmann::json Trainer::state_metadata(const data::LoaderState& loader, const nlohmann::json& scaler) const {
   nlohmann::json loader_state;
-  data::to_json(loader_state, loader_.state());
+  data::to_json(loader_state, loader);
   const LayoutFacts facts = LayoutFacts::from_layout(cfg_, *layout_);
-  r.metadata = {
+  return {
       {"step", step_},
       {"consumed_rows", consumed_rows_},
       {"consumed_tokens", consumed_tokens_},
@@ -111,7 +140,7 @@ checkpoint::SaveRequest Trainer::save_request() const {
       {"rng", {{"model_seed", cfg_.model.seed}, {"data_seed", cfg_.data.seed}, {"kind", "philox4x32-10"}}},
       {"optimizer",
        {{"kind", "adamw"},
-        {"steps_taken", engine.optimizer_steps()},
+        {"steps_taken", engine_->optimizer_steps()},
         {"lr", cfg_.optimizer.lr},
         {"min_lr", cfg_.optimizer.min_lr},
         {"beta1", cfg_.optimizer.beta1},
@@ -128,13 +157,12 @@ checkpoint::SaveRequest Trainer::save_request() const {
       {"kernels", facts.kernels},
       {"precision", {{"policy", cfg_.training.precision}, {"grad_reduce_dtype", cfg_.training.grad_reduce_dtype},
                      {"describe", precision().describe()}}},
-      {"loss_scaler", scaler_.state()},
+      {"loss_scaler", scaler},
       {"data", {{"path", cfg_.data.path}, {"mode", cfg_.data.mode}, {"seq_len", cfg_.data.seq_len},
                 {"train_sha256", train_.content_digest()}}},
       {checkpoint::kMetaModelConfig, checkpoint::model_config_to_json(cfg_.model)},
       {checkpoint::kMetaTokenizer, train_.tokenizer().describe()},
   };
-  return r;
 }
 
 void Trainer::save_checkpoint() {
@@ -211,6 +239,7 @@ std::string Trainer::restore(const checkpoint::CheckpointReader& reader, Restore
   consumed_rows_ = meta.value("consumed_rows", int64_t(0));
   consumed_tokens_ = meta.value("consumed_tokens", int64_t(0));
   loader_.restore(loader_state);
+  mark_boundary();
 
   // 4. Which claim holds (docs/math.md, "Rule: restore claims").
   return restore_claim(*saved, LayoutFacts::from_layout(cfg_, *layout_)).text;

@@ -11,6 +11,7 @@
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/parallel/tree_reduce.h"
 #include "meshtrain/train/cp_config.h"
+#include "meshtrain/train/hierarchy.h"
 
 namespace meshtrain::train {
 
@@ -52,7 +53,7 @@ TrainingStep::TrainingStep(const TrainConfig& cfg, comm::ParallelContext& ctx)
     : cfg_(runnable(cfg)),
       ctx_(ctx),
       layout_(std::make_unique<parallel::LayoutPlan>(cfg_.model, ctx.mesh.shape(), ctx.rank, layout_options(cfg_))),
-      groups_(parallel::resolve_groups(*layout_, ctx.mesh)),
+      groups_(parallel::resolve_groups(*layout_, ctx.mesh, data_group_form(cfg_, ctx, &hierarchy_note_))),
       shard_(ctx.mesh.shape().cp, layout_->coord(comm::Axis::Cp)) {
   check_layout();
   model::ExecOptions exec;
@@ -189,7 +190,9 @@ void TrainingStep::train_window(const data::Batch& window, int64_t N, optim::Los
   // optimizer unscales on the fly.
   m.clip_coef = optim::clip_coefficient(m.grad_norm, cfg_.optimizer.grad_clip);
   mark(comm::StepPhase::Publish);
+  updating_ = true;
   engine_->step(m.lr, m.clip_coef / scale);
+  updating_ = false;
   mark(comm::StepPhase::Bookkeeping);
 }
 

@@ -58,6 +58,9 @@ class TrainingStep {
   // One update on this replica's rows of a window (G * micro_batch rows) at
   // learning rate lr; the loss scaler scales the loss and decides skips.
   StepMetrics run(const data::Batch& window, double lr, optim::LossScaler& scaler);
+  // True while run() changes the rank's state (the optimizer update and
+  // ZeRO's publish after it): a failure then leaves it between two steps.
+  bool updating() const { return updating_; }
   // Forward only over `rows` (one micro-batch of this replica, any number of
   // rows; every rank of the group runs it, rows or none): the loss sum and
   // count of the targets whose head this rank holds, and their text bytes.
@@ -87,6 +90,9 @@ class TrainingStep {
   // The group gradients are summed and ZeRO state sharded over (dp x cp).
   comm::ProcessGroup& data_group() { return *groups_.data; }
   comm::ParallelContext& context() { return ctx_; }
+  // A line per data-parallel group spanning nodes: flat or hierarchical, and
+  // why (train/hierarchy.h); empty on one node.
+  const std::string& hierarchy_note() const { return hierarchy_note_; }
 
   // Called after gradients are reduced, before the norm (fault injection in
   // tests, debugging tools).
@@ -107,6 +113,7 @@ class TrainingStep {
 
   TrainConfig cfg_;
   comm::ParallelContext& ctx_;
+  std::string hierarchy_note_;  // which form the data-parallel groups run in (train/hierarchy.h)
   std::unique_ptr<parallel::LayoutPlan> layout_;
   parallel::RankGroups groups_;  // resolved once from the plan: every group the step uses
   std::unique_ptr<model::Transformer> model_;
@@ -119,6 +126,7 @@ class TrainingStep {
   ContextShard shard_;  // this rank's chunks of the rows under context parallelism
   double flops_per_token_ = 0;
   std::function<void()> after_reduction_;
+  bool updating_ = false;
 };
 
 }  // namespace meshtrain::train

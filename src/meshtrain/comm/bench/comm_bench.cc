@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "meshtrain/comm/hierarchical_group.h"
 #include "meshtrain/comm/mpi_world.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/threading.h"
@@ -81,6 +82,7 @@ BenchOptions parse_args(const std::vector<std::string>& args) {
     else if (a == "--min-bytes") o.min_bytes = parse_size(value());
     else if (a == "--max-bytes") o.max_bytes = parse_size(value());
     else if (a == "--iters") o.iters = std::stoi(value());
+    else if (a == "--hierarchical") o.hierarchical = true;
     else if (a == "--ops") {
       o.ops.clear();
       std::string list = value();
@@ -94,7 +96,7 @@ BenchOptions parse_args(const std::vector<std::string>& args) {
     } else {
       MT_THROW(ConfigError, "unknown flag '", a,
                "' (bench comm [--backend threads|mpi] [--ranks N] [--min-bytes 4K] [--max-bytes 256M] [--iters N] "
-               "[--ops all_reduce,reduce_scatter,all_gather,all_to_all,broadcast])");
+               "[--ops all_reduce,reduce_scatter,all_gather,all_to_all,broadcast] [--hierarchical])");
     }
   }
   MT_REQUIRE(ConfigError, o.ranks >= 1 && o.min_bytes >= 4 && o.min_bytes <= o.max_bytes, "bad bench options");
@@ -152,15 +154,25 @@ AlphaBeta fit_alpha_beta(OpKind op, int R, const std::vector<Measurement>& ms) {
   return {a / ka, b / kb};
 }
 
-std::vector<Measurement> measure(const BenchOptions& o, int* ranks) {
+std::vector<Measurement> measure(const BenchOptions& o, int* ranks, std::string* layout) {
   LaunchOptions lo;
   lo.backend = o.backend;
   lo.world_size = o.ranks;
   std::vector<Measurement> results;
   int R = 0;
+  std::string layout_note;
   launch(lo, [&](ParallelContext& ctx) {
     ProcessGroup& g = *ctx.world;
     const int me = g.rank();
+    std::shared_ptr<HierarchicalGroup> h;
+    if (o.hierarchical) {
+      std::string why;
+      const auto layout = node_layout(ctx.host_of_rank, me, &why);
+      MT_REQUIRE(ConfigError, layout, "bench comm --hierarchical: the world cannot run hierarchically: ", why,
+                 " (run it on several nodes with as many ranks on each, or name hosts with MESHTRAIN_HOST_OF_RANK)");
+      h = HierarchicalGroup::create(ctx.world, *layout);
+      if (me == 0) layout_note = layout->str();
+    }
     std::vector<char> a(o.max_bytes), b(o.max_bytes);
     for (size_t i = 0; i < a.size(); i += 4096) a[i] = 1, b[i] = 0;  // touch every page once
     std::vector<Measurement> mine;
@@ -168,7 +180,8 @@ std::vector<Measurement> measure(const BenchOptions& o, int* ranks) {
       for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
         const int iters = iterations(o, bytes);
         const bool raw = o.backend == Backend::Mpi;
-        std::vector<double> times, raw_times;
+        const bool hier = h && h->hierarchical(op, DType::F32, bytes / 4);
+        std::vector<double> times, raw_times, hier_times;
         // Backend and raw MPI alternate, timed the same way, so drifting
         // machine load hits both alike.
         auto timed = [&](auto&& call) {
@@ -181,18 +194,24 @@ std::vector<Measurement> measure(const BenchOptions& o, int* ranks) {
         };
         for (int it = 0; it <= iters; ++it) {
           // Alternate which goes first so cache and page state favour neither.
-          double t = 0, tr = 0;
+          double t = 0, tr = 0, th = 0;
           if (raw && it % 2) tr = timed([&] { mpi_raw_call(op, bytes); });
+          if (hier && it % 2) th = timed([&] { call_op(*h, op, bytes, a.data(), b.data()); });
           t = timed([&] { call_op(g, op, bytes, a.data(), b.data()); });
           if (raw && !(it % 2)) tr = timed([&] { mpi_raw_call(op, bytes); });
+          if (hier && !(it % 2)) th = timed([&] { call_op(*h, op, bytes, a.data(), b.data()); });
           if (it == 0) continue;  // the first calls warm up
           times.push_back(t);
           raw_times.push_back(tr);
+          hier_times.push_back(th);
         }
-        std::sort(times.begin(), times.end());
-        std::sort(raw_times.begin(), raw_times.end());
-        Measurement m{op, bytes, times[times.size() / 2]};
-        if (raw) m.raw_seconds = raw_times[raw_times.size() / 2];
+        auto median = [](std::vector<double>& v) {
+          std::sort(v.begin(), v.end());
+          return v[v.size() / 2];
+        };
+        Measurement m{op, bytes, median(times)};
+        if (raw) m.raw_seconds = median(raw_times);
+        if (hier) m.hier_seconds = median(hier_times);
         mine.push_back(m);
       }
     if (me == 0) {
@@ -201,6 +220,7 @@ std::vector<Measurement> measure(const BenchOptions& o, int* ranks) {
     }
   });
   if (ranks) *ranks = R;
+  if (layout) *layout = layout_note;
   return results;
 }
 
@@ -212,15 +232,19 @@ void run(const BenchOptions& o, std::FILE* out) {
   const bool measure_copy = o.backend == Backend::Threads || !env_rank || std::atoi(env_rank) == 0;
   const double copy_bw = measure_copy ? copy_bandwidth(size_t(256) << 20, hardware_cores()) : 0;
   int R = 0;
-  const std::vector<Measurement> results = measure(o, &R);
+  std::string layout;
+  const std::vector<Measurement> results = measure(o, &R, &layout);
   if (results.empty()) return;  // MPI ranks other than 0
-  const bool mpi = o.backend == Backend::Mpi;
+  const bool mpi = o.backend == Backend::Mpi, hier = o.hierarchical;
   std::fprintf(out, "# bench comm: backend=%s ranks=%d cores=%d, f32, median of >=%d iterations (max over ranks)\n",
                mpi ? "mpi" : "threads", R, hardware_cores(), o.iters);
   std::fprintf(out, "# copy bandwidth (STREAM copy, %d threads, read+write): %.1f GB/s\n", hardware_cores(),
                copy_bw / 1e9);
-  std::fprintf(out, "%-15s %8s %11s %9s %9s %11s %7s%s\n", "op", "bytes", "time_us", "algbw", "busbw", "bound_us",
-               "x_bound", mpi ? "      raw_us  overhead" : "");
+  if (hier)
+    std::fprintf(out, "# hierarchical (%s): reduce-scatter inside each node, all-reduce across, all-gather inside; "
+                 "hier_us beside the flat time_us, alternating\n", layout.c_str());
+  std::fprintf(out, "%-15s %8s %11s %9s %9s %11s %7s%s%s\n", "op", "bytes", "time_us", "algbw", "busbw", "bound_us",
+               "x_bound", mpi ? "      raw_us  overhead" : "", hier ? "     hier_us  flat/hier" : "");
   for (const auto& m : results) {
     const double bound = bound_bytes(m.op, m.bytes, R) / copy_bw;
     std::fprintf(out, "%-15s %8s %11.1f %9.2f %9.2f %11.1f %7.2f", std::string(op_kind_name(m.op)).c_str(),
@@ -228,6 +252,8 @@ void run(const BenchOptions& o, std::FILE* out) {
                  double(m.bytes) / m.seconds / 1e9 * busbw_factor(m.op, R), bound * 1e6,
                  bound > 0 ? m.seconds / bound : 0.0);
     if (mpi) std::fprintf(out, " %11.1f %+8.1f%%", m.raw_seconds * 1e6, (m.seconds / m.raw_seconds - 1) * 100);
+    if (hier && m.hier_seconds >= 0) std::fprintf(out, " %11.1f %9.2fx", m.hier_seconds * 1e6, m.seconds / m.hier_seconds);
+    else if (hier) std::fprintf(out, " %11s %10s", "-", "-");
     std::fprintf(out, "\n");
   }
   std::fprintf(out, "# alpha-beta fit of docs/math.md (M.20), (M.23), weighted least squares:\n");

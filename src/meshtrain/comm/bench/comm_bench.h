@@ -1,6 +1,8 @@
 // `meshtrain bench comm`: algorithm and bus bandwidth of every collective, the
-// copy-bandwidth lower bound next to each time, raw MPI for the MPI backend, and
-// a least-squares fit of the alpha-beta model (docs/math.md (M.20), (M.23)).
+// copy-bandwidth lower bound next to each time, raw MPI for the MPI backend,
+// the hierarchical form across nodes beside the flat one (--hierarchical,
+// comm/hierarchical_group.h), and a least-squares fit of the alpha-beta model
+// (docs/math.md (M.20), (M.23)).
 #pragma once
 
 #include <cstdio>
@@ -16,6 +18,10 @@ struct BenchOptions {
   int ranks = 2;  // threads only
   size_t min_bytes = 4096, max_bytes = size_t(256) << 20;
   int iters = 7;  // median of at least this many (more for small sizes)
+  // Also time the hierarchical form of all_reduce, reduce_scatter and
+  // all_gather (the world spread over nodes, node_placement.h), alternating
+  // with the flat one.
+  bool hierarchical = false;
   std::vector<OpKind> ops{OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather, OpKind::AllToAll,
                           OpKind::Broadcast};
 };
@@ -29,6 +35,7 @@ struct Measurement {
   size_t bytes;            // M: all_reduce/bcast buffer, RS input, AG output, A2A send
   double seconds;          // median, max over ranks
   double raw_seconds = -1; // raw MPI call (MPI backend only)
+  double hier_seconds = -1; // the hierarchical form (--hierarchical; ops it composes)
 };
 
 // STREAM-like copy with `threads` threads: (read + write bytes) / s.
@@ -44,7 +51,8 @@ AlphaBeta fit_alpha_beta(OpKind op, int R, const std::vector<Measurement>& ms);
 
 // Median time of every op and size (on rank 0; empty on other MPI ranks);
 // *ranks receives the group size.
-std::vector<Measurement> measure(const BenchOptions& options, int* ranks);
+// *layout: "2 nodes x 2 ranks" with --hierarchical.
+std::vector<Measurement> measure(const BenchOptions& options, int* ranks, std::string* layout = nullptr);
 void run(const BenchOptions& options, std::FILE* out);
 
 }  // namespace meshtrain::comm::bench

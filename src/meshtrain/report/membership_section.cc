@@ -1,0 +1,45 @@
+#include "meshtrain/report/membership_section.h"
+
+#include <cstdio>
+
+#include "meshtrain/report/svg_plot.h"
+
+namespace meshtrain::report {
+namespace {
+
+std::string cell(const std::string& s) { return "<td>" + xml_escape(s) + "</td>"; }
+
+std::string seconds(double s) {
+  if (s < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
+}
+
+}  // namespace
+
+std::string membership_section(const std::vector<RunLog>& runs) {
+  std::string h;
+  bool any = false;
+  for (const RunLog& r : runs) {
+    if (r.resumes.empty()) continue;
+    any = true;
+    int64_t lost = 0;
+    for (const ResumeRecord& m : r.resumes) lost += m.lost_steps;
+    h += "<p>" + xml_escape(r.name) + ": " + std::to_string(r.resumes.size()) + " resume(s), " +
+         std::to_string(lost) + " step(s) lost in all.</p>";
+    h += "<table><tr><th>resumed at step</th><th>layout from there</th><th>change</th><th>steps lost</th>"
+         "<th>ready again after</th><th>why</th></tr>";
+    for (const ResumeRecord& m : r.resumes) {
+      const std::string layout = m.change.empty() ? "unchanged"
+                                                  : std::to_string(m.ranks) + " ranks: dp=" + std::to_string(m.dp) +
+                                                        ", grad_accum=" + std::to_string(m.grad_accum);
+      h += "<tr>" + cell(std::to_string(m.resumed_step)) + cell(layout) + cell(m.change.empty() ? "-" : m.change) +
+           cell(std::to_string(m.lost_steps)) + cell(seconds(m.recovery_s)) + cell(m.reason) + "</tr>";
+    }
+    h += "</table>";
+  }
+  return any ? h : "<p class=\"note\">No restarts or membership changes.</p>";
+}
+
+}  // namespace meshtrain::report
