@@ -63,7 +63,7 @@ on_node0() { "$agent" node0 "$@"; }
 # The profile, measured on every slot of the cluster.
 on_node0 "$meshtrain" bench machine --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" \
   --out "$work/cluster.toml" > "$work/bench.log" 2>&1 || { cat "$work/bench.log"; exit 1; }
-grep -E '^(name|devices|\[link|all_reduce|send) ' "$work/cluster.toml" | sed 's/^/#   /'
+grep -E '^(name|devices|shared_by|\[link|all_reduce|send) ' "$work/cluster.toml" | sed 's/^/#   /'
 
 echo "# meshtrain plan configs/demo.toml ${model[*]} --hardware cluster.toml --devices 4 --nodes 2"
 "$meshtrain" plan configs/demo.toml "${model[@]}" --hardware "$work/cluster.toml" --devices 4 --nodes 2 > "$work/plan.txt"

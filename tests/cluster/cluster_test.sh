@@ -379,6 +379,7 @@ case "$case_name" in
     grep -q '^name = "2 nodes (node0, node1)' "$profile" || { cat "$profile"; fail "the profile names no 2 nodes"; }
     # The namespaces share this machine's cores: a node gets its share.
     grep -q "2 nodes share one machine of $(nproc) cores" "$profile" || { cat "$profile"; fail "no shared machine"; }
+    grep -q '^shared_by = 2 ' "$profile" || { cat "$profile"; fail "[link.inter] has no shared_by = 2"; }
     section() { sed -n "/^\[link.$1\]/,/^\$/p" "$profile" | grep -E '^(all_reduce|reduce_scatter|all_gather|send) = '; }
     [ "$(section intra | wc -l)" -eq 4 ] && [ "$(section inter | wc -l)" -eq 4 ] &&
       [ "$(section inter.whole_nodes | wc -l)" -eq 4 ] || { cat "$profile"; fail "not every collective in every link"; }

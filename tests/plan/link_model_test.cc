@@ -135,6 +135,13 @@ TEST(LinkPricing, ASharedNodesLinkIsSplitBetweenTheGroupsCrossingIt) {
     return plan::predict(in, train::meta_step_recorder(), &hw, false).time->ranks.front().grad_comm_s;
   };
   EXPECT_NEAR(grads(shared) / grads(own), 2.0, 0.01);
+  // Figures measured as one of 2 streams at once (shared_by = 2, bench
+  // machine --hostfile): two streams get them as measured, one twice them.
+  const plan::HardwareProfile measured = two_links("shared_by = 2\n", /*shared=*/true);
+  EXPECT_EQ(plan::group_link(inputs("dp=2,tp=2", 2), 0, "dp", measured).share, 1.0);
+  EXPECT_EQ(plan::group_link(inputs("dp=4", 2), 0, "dp", measured).share, 2.0);  // one stream a node
+  EXPECT_EQ(plan::crossing_link(measured, 1, 1).share, 2.0);
+  EXPECT_THAT([] { two_links("shared_by = 0.5\n", true); }, ThrowsMessage<ConfigError>(HasSubstr("link.inter.shared_by")));
 }
 
 // A group holding every rank of each node it spans (dp=4 on 2 nodes of 2;

@@ -86,6 +86,12 @@ AlphaBeta read_alpha_beta(Section& s) {
 LinkProfile link(Section s) {
   LinkProfile l;
   l.base = read_alpha_beta(s);
+  if (s.find("shared_by")) {
+    const double n = s.number("shared_by");
+    MT_REQUIRE(ConfigError, n >= 1 && n == double(int(n)), s.file(), ": ", s.where("shared_by"),
+               " must be a whole number of streams, at least 1");
+    l.shared_by = int(n);
+  }
   const std::pair<const char*, comm::OpKind> ops[] = {{"all_reduce", comm::OpKind::AllReduce},
                                                       {"reduce_scatter", comm::OpKind::ReduceScatter},
                                                       {"all_gather", comm::OpKind::AllGather},
@@ -113,7 +119,9 @@ const AlphaBeta& LinkProfile::for_op(comm::OpKind k) const {
 
 CrossingLink crossing_link(const HardwareProfile& hw, int here, int per_node) {
   if (here == per_node && hw.inter.whole_nodes) return {hw.inter.whole_nodes.get(), 1.0};
-  return {&hw.inter, hw.shared_node ? double(here) / double(per_node) : 1.0};
+  if (!hw.shared_node) return {&hw.inter, 1.0};
+  const double streams = double(per_node) / double(here);
+  return {&hw.inter, double(std::max(1, hw.inter.shared_by)) / streams};
 }
 
 double HardwareProfile::peak(DType t) const {

@@ -13,6 +13,9 @@
 //   [link.intra] / [link.inter]   alpha_us = 8.0   bandwidth_gbps = 235
 //             optional per collective: all_reduce = { alpha_us = .., bandwidth_gbps = .. },
 //             reduce_scatter, all_gather, send
+//             optional shared_by = 2 (a shared node's [link.inter]): the figures are
+//             what each of that many streams crossing the node's link at once gets
+//             (bench machine --hostfile: every rank of a node crossing)
 //             optional [link.inter.whole_nodes], the same keys: a group holding
 //             every rank of each node it spans (bench machine --hostfile: the job)
 //   [overheads] (optional) step_us = 0   per launch of a kernel, layer_us = 0
@@ -36,6 +39,9 @@ struct AlphaBeta {
 struct LinkProfile {
   AlphaBeta base;
   std::map<comm::OpKind, AlphaBeta> per_op;  // measured per collective where known
+  // > 0: the figures are what each of this many streams crossing a shared
+  // node's link at once gets; 0: the link's, alone (crossing_link).
+  int shared_by = 0;
   // Measured for a group holding every rank of each node it spans (its own
   // collective algorithm and no stream beside it); null: the figures above.
   std::shared_ptr<const LinkProfile> whole_nodes;
@@ -71,9 +77,11 @@ struct HardwareProfile {
 // bandwidth the group's stream gets (docs/planning.md, "Nodes and links"):
 // [link.inter.whole_nodes] for a group of whole nodes (here == per_node)
 // where the profile has it; else [link.inter], which on a shared node
-// (node.shared: one link a node) the per_node / here groups crossing at once
-// share, one stream each (a ring crosses a node's boundary once each way),
-// and which a device with a link of its own (a GPU node) has whole.
+// (node.shared: one link a node) the S = per_node / here groups crossing at
+// once share, one stream each (a ring crosses a node's boundary once each
+// way): each gets 1 / S of the link, or shared_by / S of figures measured
+// as one of shared_by streams. A device with a link of its own (a GPU node)
+// has it whole.
 struct CrossingLink {
   const LinkProfile* link = nullptr;
   double share = 1;

@@ -139,10 +139,13 @@ Compute measure_compute(comm::ProcessGroup& world, const MachineBenchOptions& o)
   return c;
 }
 
+// shared_by > 0: the figures are what each of that many streams crossing a
+// node's link at once gets (hardware.h).
 std::string link_section(const std::string& name, const std::vector<LinkSample>& samples, int R,
-                         const std::string& how) {
+                         const std::string& how, int shared_by = 0) {
   std::ostringstream os;
   os << "[link." << name << "]   # " << how << "\n";
+  if (shared_by > 0) os << "shared_by = " << shared_by << "   # the node's ranks crossed its link at once\n";
   const std::map<comm::OpKind, const char*> keys = {{comm::OpKind::AllReduce, "all_reduce"},
                                                     {comm::OpKind::ReduceScatter, "reduce_scatter"},
                                                     {comm::OpKind::AllGather, "all_gather"},
@@ -171,9 +174,9 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
 
   // Links: each node's ranks, one node after another (nodes of one
   // machine, as an emulated cluster's, would otherwise take each other's
-  // cores), then the first rank of every node with the link to itself (the
-  // planner divides a shared node's link between the streams that cross it
-  // at once: crossing_link, hardware.h), then the whole job as one group.
+  // cores), then every place's ranks across the nodes at once (a step's
+  // groups cross side by side and share the nodes' links: shared_by), then
+  // the whole job as one group.
   LinkBenchOptions lo;
   lo.max_bytes = o.max_bytes;
   lo.iters = o.iters;
@@ -184,8 +187,7 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
     if (node == p.node && p.per_node > 1) in_node = time_link(*intra, *intra, lo);
     world.barrier();
   }
-  if (p.nodes.size() > 1 && p.local == 0) across = time_link(*inter, *inter, lo);
-  world.barrier();
+  if (p.nodes.size() > 1) across = time_link(*inter, world, lo);
   if (p.nodes.size() > 1 && p.per_node > 1) whole = time_link(world, world, lo);
   if (ctx.rank != 0) return "";
 
@@ -228,10 +230,10 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
      << "\nshared = true\n\n";
 
   const std::string within = std::to_string(p.per_node) + " ranks of a node, one node after another";
-  const std::string between = std::to_string(N) + " nodes, one rank of each, the link alone";
+  const std::string between = std::to_string(N) + " nodes, one rank of each, every rank of a node at once";
   if (!in_node.empty() && !across.empty()) {
     os << link_section("intra", in_node, p.per_node, within);
-    os << link_section("inter", across, N, between);
+    os << link_section("inter", across, N, between, p.per_node);
     os << link_section("inter.whole_nodes", whole, ctx.world_size,
                        "the " + std::to_string(ctx.world_size) + " ranks as one group: every rank of each node");
   } else if (!in_node.empty()) {

@@ -18,8 +18,9 @@
 //   - alpha and beta of docs/math.md (M.20) per collective (link_bench.h):
 //     [link.intra] over the ranks of each node (one node after another:
 //     the nodes of an emulated cluster share one machine's cores),
-//     [link.inter] over the first rank of each node, the link to itself,
-//     [link.inter.whole_nodes] over the whole job as one group; with one node the inter-node figures repeat
+//     [link.inter] over one rank of each node, every rank of a node in its
+//     group at once (shared_by = the ranks per node), [link.inter.whole_nodes]
+//     over the whole job as one group; with one node the inter-node figures repeat
 //     the intra-node ones, with one rank per node the other way round, and
 //     the file says so.
 // peak_tflops is the best rate of one product repeated (cache-hot) per
