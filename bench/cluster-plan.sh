@@ -64,6 +64,11 @@ on_node0() { "$agent" node0 "$@"; }
 on_node0 "$meshtrain" bench machine --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" \
   --out "$work/cluster.toml" > "$work/bench.log" 2>&1 || { cat "$work/bench.log"; exit 1; }
 grep -E '^(name|devices|shared_by|\[link|all_reduce|send) ' "$work/cluster.toml" | sed 's/^/#   /'
+# The smallest intra-node all-reduce: a few microseconds on a quiet machine;
+# milliseconds when waiting ranks gave their cores to other processes.
+small=$(sed -n '/^\[link.intra\]/,/^$/p' "$work/cluster.toml" | sed -n 's/^#   measured: 256B \([0-9]*\)us.*/\1/p' | head -1)
+[ "${small:-0}" -lt 1000 ] || echo "# warning: a 256 B all-reduce inside a node took ${small} us (a busy machine's" \
+  "scheduler, not the link): this profile and the runs below do not show what a quiet machine does"
 
 echo "# meshtrain plan configs/demo.toml ${model[*]} --hardware cluster.toml --devices 4 --nodes 2"
 "$meshtrain" plan configs/demo.toml "${model[@]}" --hardware "$work/cluster.toml" --devices 4 --nodes 2 > "$work/plan.txt"
