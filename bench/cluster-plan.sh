@@ -8,8 +8,10 @@
 # prints the predicted step beside the measured median step, their ratio,
 # and both rankings. The model is the demo's with 8 query heads (so that tp=4
 # splits them), micro-batches of 4 rows, one compute thread a rank and the
-# global batch held at 32 rows (grad_accum = 32 / (4 dp)). Needs root (the
-# cluster's namespaces).
+# global batch held at 32 rows (grad_accum = 32 / (4 dp)); the runs get the
+# profile as comm.hardware, so that comm.hierarchical = auto chooses each
+# collective's form as the planner does. Needs root (the cluster's
+# namespaces).
 #   bench/cluster-plan.sh [BUILD_DIR] [--link-gbit G] [--steps N] [--name NAME] [--keep DIR]
 # Defaults: build, 1 Gbit/s, 8 steps (the median of steps 2..N), cluster
 # name plan$$. --keep DIR leaves the profile, plans and run logs there.
@@ -86,7 +88,8 @@ for layout in "${layouts[@]}"; do
   for axis in $(echo "$layout" | tr ',' ' '); do sets+=(--set "parallel.$axis"); done
   on_node0 "$meshtrain" launch -n 4 --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --allow-cross-node-tp \
     configs/demo.toml "${model[@]}" --set training.grad_accum="$G" "${sets[@]}" --set data.path="$work/data" \
-    --set training.steps="$steps" --set training.eval_every=0 --set checkpoint.every=0 --set metrics.log_every=1 \
+    --set comm.hardware="$work/cluster.toml" --set training.steps="$steps" --set training.eval_every=0 \
+    --set checkpoint.every=0 --set metrics.log_every=1 \
     --set metrics.run_dir="$dir" > "$dir.log" 2>&1 || { tail -20 "$dir.log"; exit 1; }
   measured=$(jq -s '[.[] | select(.seconds != null and .step > 1) | .seconds] | sort |
                     if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end' \
