@@ -1,7 +1,8 @@
 // The checkpoint made from the live ranks' state (train/live_state.h): what
 // every rank holds of its last step, one copy of each piece kept, equals
 // the checkpoint the ranks would have saved together; a state a lost rank
-// held alone (a ZeRO-3 shard) is refused, naming the gap.
+// held alone (a ZeRO-3 shard) is refused, naming the gap. The data position
+// is the last step's even when the failed step had read its window.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -43,7 +44,13 @@ std::string root_of(const TrainConfig& cfg) { return cfg.checkpoint.resolved_dir
 TEST(LiveState, EveryRanksStateMakesTheCheckpointTheRanksWouldHaveSaved) {
   const fs::path dir = meshtrain::testing::fresh_test_dir("live");
   const TrainConfig live = live_config(dir / "live", 0), saved = live_config(dir / "saved", 0);
-  two_steps(live, [](Trainer& t) { write_live_state(t, t.context().rank); });
+  two_steps(live, [](Trainer& t) {
+    // The third step fails after its window was read: the loader has moved on.
+    const int64_t local = t.config().training.micro_batch;  // G = 1
+    data::Batch window;
+    t.loader().next_window(2 * local, t.context().rank * local, local, &window);
+    write_live_state(t, t.context().rank);
+  });
   two_steps(saved, [](Trainer& t) { t.save_checkpoint(); });
 
   const LiveStateCommit c = commit_live_state(root_of(live), live.checkpoint.keep_last);
