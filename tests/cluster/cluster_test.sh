@@ -119,6 +119,18 @@ wait_job() {  # ID LOG: until it has ended; fails unless COMPLETED
 link_bytes() { ip netns exec "$MESHTRAIN_CLUSTER-node$1" tc -s qdisc show dev eth0 | awk '/Sent/ {print $2; exit}'; }
 
 # Equal final checkpoints: the cluster's run and the threads backend's.
+# identical A B NAME WHY: A's final checkpoint equals B's bit for bit
+# (`meshtrain ckpt diff`), or the case fails saying WHY.
+identical() {
+  "$bin" ckpt diff "$1/checkpoints" "$2/checkpoints" > "$work/$3-diff.log" 2>&1 &&
+    grep -q IDENTICAL "$work/$3-diff.log" || { cat "$work/$3-diff.log"; fail "$4"; }
+}
+# saved_step_2 LOG: waits (up to 120 s) until the job's log says it saved step 2.
+saved_step_2() {
+  local i
+  for i in $(seq 1200); do grep -q "^checkpoint step 2 " "$1" 2> /dev/null && break; sleep 0.1; done
+  grep -q "^checkpoint step 2 " "$1" || { cat "$1"; fail "the job never saved step 2"; }
+}
 same_as_threads() {  # NAME OVERRIDES...
   local name="$1"
   shift
@@ -128,9 +140,7 @@ same_as_threads() {  # NAME OVERRIDES...
   cluster_launch "$work/$name-cluster" 4 "$@" > "$work/$name-cluster.log" 2>&1 ||
     { cat "$work/$name-cluster.log"; fail "the cluster run failed"; }
   after=$(link_bytes 0)
-  "$bin" ckpt diff "$work/$name-threads/checkpoints" "$work/$name-cluster/checkpoints" > "$work/$name-diff.log" 2>&1 ||
-    { cat "$work/$name-diff.log"; fail "the cluster's final checkpoint differs from the threads backend's"; }
-  grep -q "IDENTICAL" "$work/$name-diff.log" || { cat "$work/$name-diff.log"; fail "ckpt diff did not say IDENTICAL"; }
+  identical "$work/$name-threads" "$work/$name-cluster" "$name" "the cluster's final checkpoint differs from the threads backend's"
   echo "$name: 2 nodes x 2 ranks, final checkpoint bitwise equal to the threads backend's;" \
        "$((after - before)) bytes left node0 over its link"
   # Something crossed the link: the across-node axis is not local.
@@ -186,8 +196,7 @@ case "$case_name" in
     cluster_launch "$work/by-node" 4 --set parallel.dp=2 --set parallel.tp=2 --set parallel.zero_stage=3 \
       --mpirun-arg=--map-by --mpirun-arg=node > "$work/by-node.log" 2>&1 ||
       { tail -20 "$work/by-node.log"; fail "the run mapped by node failed"; }
-    "$bin" ckpt diff "$work/dp-tp-zero3-threads/checkpoints" "$work/by-node/checkpoints" > "$work/by-node-diff.log" 2>&1 &&
-      grep -q IDENTICAL "$work/by-node-diff.log" || { cat "$work/by-node-diff.log"; fail "mapped by node: checkpoints differ"; }
+    identical "$work/dp-tp-zero3-threads" "$work/by-node" by-node "mapped by node: checkpoints differ"
     echo "dp-tp-zero3: mapped by node, renumbered node by node, bitwise equal too"
     ;;
   pp)
@@ -244,8 +253,7 @@ case "$case_name" in
     on_node node0 "$bin" launch -n 4 --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --max-restarts 1 \
       "${demo[@]}" --set metrics.run_dir="$dir" "${layout[@]}" --set comm.timeout_s=6 --set comm.heartbeat_timeout_s=4 > "$dir.log" 2>&1 &
     pid=$!
-    for i in $(seq 600); do grep -q "^checkpoint step 2 " "$dir.log" 2> /dev/null && break; sleep 0.1; done
-    grep -q "^checkpoint step 2 " "$dir.log" || { cat "$dir.log"; fail "the job never saved step 2"; }
+    saved_step_2 "$dir.log"
     "$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" kill-node node1
     for i in $(seq 300); do grep -q "waiting up to .* for node1 to answer" "$dir.log" && break; sleep 0.1; done
     grep -q "waiting up to .* for node1 to answer" "$dir.log" || { cat "$dir.log"; fail "the launcher did not wait for node1"; }
@@ -253,9 +261,7 @@ case "$case_name" in
     wait "$pid" || { tail -30 "$dir.log"; fail "the restarted job failed"; }
     grep -q "restart 1 of 1" "$dir.log" || { tail -30 "$dir.log"; fail "no restart"; }
     grep -q "resumed from .* at step [2-6]" "$dir.log" || { tail -30 "$dir.log"; fail "the restart did not resume"; }
-    "$bin" ckpt diff "$work/restart-threads/checkpoints" "$dir/checkpoints" > "$work/restart-diff.log" 2>&1 &&
-      grep -q IDENTICAL "$work/restart-diff.log" ||
-      { cat "$work/restart-diff.log"; fail "the resumed job's final checkpoint differs from the uninterrupted run"; }
+    identical "$work/restart-threads" "$dir" restart "the resumed job's final checkpoint differs from the uninterrupted run"
     echo "node-restart: node1 lost after step 2, back, job resumed: $(grep -o 'resumed from .*' "$dir.log" | head -1)"
     ;;
   elastic)
@@ -270,16 +276,13 @@ case "$case_name" in
     on_node node0 "$bin" launch -n 4 --hostfile "$work/cluster/hostfile" --rsh-agent "$agent" --elastic \
       "${demo[@]}" --set metrics.run_dir="$dir" "${layout[@]}" --set comm.timeout_s=6 --set comm.heartbeat_timeout_s=4 > "$dir.log" 2>&1 &
     pid=$!
-    for i in $(seq 600); do grep -q "^checkpoint step 2 " "$dir.log" 2> /dev/null && break; sleep 0.1; done
-    grep -q "^checkpoint step 2 " "$dir.log" || { cat "$dir.log"; fail "the job never saved step 2"; }
+    saved_step_2 "$dir.log"
     "$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" kill-node node1
     wait "$pid" || { tail -30 "$dir.log"; fail "the elastic job failed"; }
     grep -q "membership: 4 ranks: dp=4, grad_accum=2 -> 2 ranks: dp=2, grad_accum=4" "$dir.log" ||
       { tail -30 "$dir.log"; fail "no membership change to dp=2"; }
     grep -q "^node0 slots=2$" "$dir/.meshtrain-hosts" || fail "the relaunch did not run on node0 alone"
-    "$bin" ckpt diff "$work/elastic-threads/checkpoints" "$dir/checkpoints" > "$work/elastic-diff.log" 2>&1 &&
-      grep -q IDENTICAL "$work/elastic-diff.log" ||
-      { cat "$work/elastic-diff.log"; fail "the elastic job's final checkpoint differs from the uninterrupted run"; }
+    identical "$work/elastic-threads" "$dir" elastic "the elastic job's final checkpoint differs from the uninterrupted run"
     echo "elastic: node1 lost after step 2, the job continued on node0: $(grep -o 'membership: .*' "$dir.log" | head -1)"
     ;;
   hierarchical)
@@ -320,8 +323,7 @@ case "$case_name" in
     grep -q "^meshtrain launch: Slurm job $id: 4 rank(s) on node0,node1 with srun --mpi=pmix" "$work/slurm.log" ||
       { cat "$work/slurm.log"; fail "the launcher did not start the ranks with srun"; }
     grep -q "^placement: 2 nodes: node0 ranks 0-1, node1 ranks 2-3" "$work/slurm.log" || fail "no placement line"
-    "$bin" ckpt diff "$work/slurm-threads/checkpoints" "$work/slurm-job/checkpoints" > "$work/slurm-diff.log" 2>&1 &&
-      grep -q IDENTICAL "$work/slurm-diff.log" || { cat "$work/slurm-diff.log"; fail "the sbatch job differs from threads"; }
+    identical "$work/slurm-threads" "$work/slurm-job" slurm "the sbatch job differs from threads"
     [ $((after - before)) -gt 100000 ] || fail "only $((after - before)) bytes crossed node0's link"
     echo "slurm: sbatch job $id, 2 nodes x 2 ranks under srun --mpi=pmix, bitwise equal to the threads backend;" \
          "$((after - before)) bytes left node0 over its link"
@@ -339,8 +341,7 @@ case "$case_name" in
     threads_run "$work/restart-threads" --set parallel.dp=2 "${layout[@]}"
     log="$work/restart.log"
     id="$(submit "$log" --set metrics.run_dir="$work/restart" "${layout[@]}")"
-    for _ in $(seq 1200); do grep -q "^checkpoint step 2 " "$log" 2> /dev/null && break; sleep 0.1; done
-    grep -q "^checkpoint step 2 " "$log" || { cat "$log"; fail "the job never saved step 2"; }
+    saved_step_2 "$log"
     # A rank on node1 dies (as a crash or the OOM killer would end it).
     victim="$(ip netns pids "$MESHTRAIN_CLUSTER-node1" | while read -r p; do
                 [ "$(cat /proc/"$p"/comm 2> /dev/null)" = meshtrain ] && echo "$p"; done | head -1)"
@@ -350,8 +351,7 @@ case "$case_name" in
     grep -q "meshtrain launch: srun exited with code .*; restart 1 of 2 from the latest complete checkpoint" "$log" ||
       { tail -30 "$log"; fail "the launcher did not run srun again"; }
     grep -q "^restart 1 of 2: resumed at step [2-6]" "$log" || { tail -30 "$log"; fail "the ranks did not see MESHTRAIN_RESTART"; }
-    "$bin" ckpt diff "$work/restart-threads/checkpoints" "$work/restart/checkpoints" > "$work/restart-diff.log" 2>&1 &&
-      grep -q IDENTICAL "$work/restart-diff.log" || { cat "$work/restart-diff.log"; fail "the restarted job differs"; }
+    identical "$work/restart-threads" "$work/restart" restart "the restarted job differs"
     echo "slurm-restart: $(grep -o '^restart 1 of 2: resumed at step [0-9]*' "$log"), bitwise equal to the uninterrupted run"
     ;;
   slurm-node-loss)

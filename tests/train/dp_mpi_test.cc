@@ -36,6 +36,22 @@ std::vector<double> run_single_rank(const train::TrainConfig& cfg, const data::T
   return p;
 }
 
+// A pure data-parallel context over the whole MPI world; `hosts` names each
+// rank's node (empty: one host).
+comm::ParallelContext dp_context(const std::shared_ptr<comm::ProcessGroup>& world,
+                                 std::vector<std::string> hosts = {}) {
+  comm::ParallelContext ctx;
+  ctx.rank = world->rank();
+  ctx.world_size = world->size();
+  ctx.world = world;
+  ctx.host_of_rank = std::move(hosts);
+  comm::MeshShape shape;
+  shape.dp = world->size();
+  ctx.mesh = comm::Mesh::create(shape, world);
+  ctx.allocator = CachingAllocator::create();
+  return ctx;
+}
+
 }  // namespace
 
 TEST(DataParallelMpi, EquivalentToSingleRank) {
@@ -47,14 +63,7 @@ TEST(DataParallelMpi, EquivalentToSingleRank) {
     for (int stage : {0, 1, 2, 3}) {
       for (auto reduce : {parallel::GradReduce::Sum, parallel::GradReduce::Avg}) {
         SCOPED_TRACE(::testing::Message() << "R=" << R << " G=" << G << " stage=" << stage);
-        comm::ParallelContext ctx;
-        ctx.rank = world->rank();
-        ctx.world_size = R;
-        ctx.world = world;
-        comm::MeshShape shape;
-        shape.dp = R;
-        ctx.mesh = comm::Mesh::create(shape, world);
-        ctx.allocator = CachingAllocator::create();
+        comm::ParallelContext ctx = dp_context(world);
         train::Trainer t(layout(R, G, stage, reduce), ctx, ds, std::nullopt);
         for (int s = 0; s < 3; ++s) EXPECT_FALSE(t.step().skipped);
         EXPECT_LT(max_abs_diff(gathered(t), ref), 1e-6);
@@ -77,14 +86,7 @@ TEST(DataParallelMpi, ReproducibleModeIsBitwiseAcrossTheSplit) {
   const auto ref = run_single_rank(cfg(1, 2 * R, 0), ds);
   for (int stage : {0, 3}) {
     SCOPED_TRACE(::testing::Message() << "R=" << R << " stage=" << stage);
-    comm::ParallelContext ctx;
-    ctx.rank = world->rank();
-    ctx.world_size = R;
-    ctx.world = world;
-    comm::MeshShape shape;
-    shape.dp = R;
-    ctx.mesh = comm::Mesh::create(shape, world);
-    ctx.allocator = CachingAllocator::create();
+    comm::ParallelContext ctx = dp_context(world);
     train::Trainer t(cfg(R, 2, stage), ctx, ds, std::nullopt);
     for (int s = 0; s < 3; ++s) t.step();
     EXPECT_EQ(gathered(t), ref);
@@ -110,15 +112,7 @@ TEST(DataParallelMpi, HierarchicalAcrossTwoNodesIsBitwiseInReproducibleMode) {
   const auto ref = run_single_rank(cfg(1, 2 * R, 0), ds);
   for (int stage : {0, 3}) {
     SCOPED_TRACE(::testing::Message() << "stage=" << stage);
-    comm::ParallelContext ctx;
-    ctx.rank = world->rank();
-    ctx.world_size = R;
-    ctx.world = world;
-    ctx.host_of_rank = {"node0", "node0", "node1", "node1"};
-    comm::MeshShape shape;
-    shape.dp = R;
-    ctx.mesh = comm::Mesh::create(shape, world);
-    ctx.allocator = CachingAllocator::create();
+    comm::ParallelContext ctx = dp_context(world, {"node0", "node0", "node1", "node1"});
     train::Trainer t(cfg(R, 2, stage), ctx, ds, std::nullopt);
     for (int s = 0; s < 3; ++s) t.step();
     EXPECT_EQ(gathered(t), ref);

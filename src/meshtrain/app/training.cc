@@ -224,8 +224,7 @@ std::function<std::string(train::LaunchJob&, bool)> elastic_relayout(const train
     *std::next(std::find(next.mpirun.begin(), next.mpirun.end(), "-np")) = std::to_string(to.ranks);
     next.command.insert(next.command.end(), {"--set", "parallel.dp=" + std::to_string(to.dp), "--set",
                                              "training.grad_accum=" + std::to_string(to.grad_accum)});
-    if (to.ranks == last->ranks && to.dp == last->dp) return std::string();
-    const std::string change = last->describe() + " -> " + to.describe();
+    const std::string change = train::describe_change(*last, to);
     *last = to;
     return change;
   };

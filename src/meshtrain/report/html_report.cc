@@ -30,8 +30,6 @@ LinePlot per_step(const std::vector<RunLog>& runs, const std::string& title, con
   return p;
 }
 
-std::string cell(const std::string& s) { return "<td>" + xml_escape(s) + "</td>"; }
-
 std::string num(double v, const char* f = "%.4g") {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -57,13 +55,13 @@ std::string layout_table(const std::vector<RunLog>& runs) {
                                              std::to_string(l.value("seq_len", 0)) + " " + l.value("mode", "");
     std::string prec;
     for (const auto& [k, v] : p.items()) prec += (prec.empty() ? "" : ", ") + k + " " + v.get<std::string>();
-    out += "<tr>" + cell(r.name) + cell(j.value("model", "not recorded")) +
-           cell(j.contains("parameters") ? short_number(j["parameters"].get<double>()) : "") + cell(layout) +
-           cell(batch) + cell(prec.empty() ? "not recorded" : prec) +
-           cell(r.peak_gflops() > 0 ? num(r.peak_gflops(), "%.1f GFLOP/s") +
+    out += "<tr>" + table_cell(r.name) + table_cell(j.value("model", "not recorded")) +
+           table_cell(j.contains("parameters") ? short_number(j["parameters"].get<double>()) : "") + table_cell(layout) +
+           table_cell(batch) + table_cell(prec.empty() ? "not recorded" : prec) +
+           table_cell(r.peak_gflops() > 0 ? num(r.peak_gflops(), "%.1f GFLOP/s") +
                                           (r.peak_from_steps ? " (the fastest step, above the recorded peak)" : "")
                                     : "not recorded") +
-           cell(std::to_string(r.steps.back().step) + (j.contains("total_steps")
+           table_cell(std::to_string(r.steps.back().step) + (j.contains("total_steps")
                                                            ? " of " + std::to_string(j["total_steps"].get<int64_t>())
                                                            : "")) +
            "</tr>";
@@ -92,10 +90,10 @@ std::string summary_table(const std::vector<RunLog>& runs) {
     };
     const double m_tps = median(tps), m_mfu = median(mfu);
     const EvalRecord* e = r.evals.empty() ? nullptr : &r.evals.back();
-    out += "<tr>" + cell(r.name) + cell(num(r.steps.back().loss)) + cell(e ? num(e->val_loss) : "none") +
-           cell(e && e->bits_per_byte >= 0 ? num(e->bits_per_byte) : "none") +
-           cell(m_tps >= 0 ? short_number(m_tps) : "") + cell(m_mfu >= 0 ? num(m_mfu, "%.1f%%") : "unknown") +
-           cell(std::to_string(skipped)) + "</tr>";
+    out += "<tr>" + table_cell(r.name) + table_cell(num(r.steps.back().loss)) + table_cell(e ? num(e->val_loss) : "none") +
+           table_cell(e && e->bits_per_byte >= 0 ? num(e->bits_per_byte) : "none") +
+           table_cell(m_tps >= 0 ? short_number(m_tps) : "") + table_cell(m_mfu >= 0 ? num(m_mfu, "%.1f%%") : "unknown") +
+           table_cell(std::to_string(skipped)) + "</tr>";
   }
   return out + "</table>";
 }
@@ -104,7 +102,7 @@ std::string skipped_table(const std::vector<RunLog>& runs) {
   std::string rows;
   for (const auto& r : runs)
     for (const auto& s : r.steps)
-      if (s.skipped) rows += "<tr>" + cell(r.name) + cell(std::to_string(s.step)) + cell(s.skip_reason) + "</tr>";
+      if (s.skipped) rows += "<tr>" + table_cell(r.name) + table_cell(std::to_string(s.step)) + table_cell(s.skip_reason) + "</tr>";
   if (rows.empty()) return "<p class=\"note\">No step was skipped.</p>";
   return "<table><tr><th>run</th><th>step</th><th>reason</th></tr>" + rows + "</table>";
 }

@@ -7,8 +7,6 @@
 namespace meshtrain::report {
 namespace {
 
-std::string cell(const std::string& s) { return "<td>" + xml_escape(s) + "</td>"; }
-
 std::string seconds(double s) {
   if (s < 0) return "-";
   char buf[32];
@@ -34,8 +32,8 @@ std::string membership_section(const std::vector<RunLog>& runs) {
       const std::string layout = m.change.empty() ? "unchanged"
                                                   : std::to_string(m.ranks) + " ranks: dp=" + std::to_string(m.dp) +
                                                         ", grad_accum=" + std::to_string(m.grad_accum);
-      h += "<tr>" + cell(std::to_string(m.resumed_step)) + cell(layout) + cell(m.change.empty() ? "-" : m.change) +
-           cell(std::to_string(m.lost_steps)) + cell(seconds(m.recovery_s)) + cell(m.reason) + "</tr>";
+      h += "<tr>" + table_cell(std::to_string(m.resumed_step)) + table_cell(layout) + table_cell(m.change.empty() ? "-" : m.change) +
+           table_cell(std::to_string(m.lost_steps)) + table_cell(seconds(m.recovery_s)) + table_cell(m.reason) + "</tr>";
     }
     h += "</table>";
   }

@@ -13,8 +13,6 @@ namespace {
 // Past this many ranks the table lists the slowest kShownRanks only.
 constexpr size_t kAllRanksUpTo = 32, kShownRanks = 16;
 
-std::string cell(const std::string& s) { return "<td>" + xml_escape(s) + "</td>"; }
-
 std::string fixed(double v, const char* f = "%.4f") {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -67,10 +65,10 @@ std::string rank_table(const RunLog& r) {
   for (size_t k : order) {
     const RankSums& s = sums[k];
     const double n = double(std::max<int64_t>(1, s.steps));
-    out += "<tr>" + cell(r.name) + cell(std::to_string(k)) + cell(fixed(s.step / n)) + cell(fixed(s.compute / n)) +
-           cell(fixed(std::max(0.0, s.step - s.compute) / n)) +
-           cell(std::to_string(s.slowest) + " of " + std::to_string(s.steps) + " steps") +
-           cell(std::to_string(s.named) + " of " + std::to_string(s.steps) + " steps") + "</tr>";
+    out += "<tr>" + table_cell(r.name) + table_cell(std::to_string(k)) + table_cell(fixed(s.step / n)) + table_cell(fixed(s.compute / n)) +
+           table_cell(fixed(std::max(0.0, s.step - s.compute) / n)) +
+           table_cell(std::to_string(s.slowest) + " of " + std::to_string(s.steps) + " steps") +
+           table_cell(std::to_string(s.named) + " of " + std::to_string(s.steps) + " steps") + "</tr>";
   }
   return out + "</table>" + note;
 }
@@ -93,9 +91,9 @@ std::string straggler_table(const std::vector<RunLog>& runs) {
         n.ratio = std::max(n.ratio, m.ratio);
       }
     for (const auto& [rank, n] : by_rank)
-      rows += "<tr>" + cell(r.name) + cell(std::to_string(rank)) + cell(n.host) +
-              cell(std::to_string(n.first) + " to " + std::to_string(n.last)) + cell(std::to_string(n.steps)) +
-              cell(fixed(n.ratio, "%.2fx")) + "</tr>";
+      rows += "<tr>" + table_cell(r.name) + table_cell(std::to_string(rank)) + table_cell(n.host) +
+              table_cell(std::to_string(n.first) + " to " + std::to_string(n.last)) + table_cell(std::to_string(n.steps)) +
+              table_cell(fixed(n.ratio, "%.2fx")) + "</tr>";
   }
   if (rows.empty()) return "<p class=\"note\">No rank was named a straggler.</p>";
   return "<table><tr><th>run</th><th>rank</th><th>host</th><th>steps</th><th>steps named</th>"

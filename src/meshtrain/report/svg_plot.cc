@@ -74,6 +74,8 @@ const char* palette(int i) {
   return colors[((i % 8) + 8) % 8];
 }
 
+std::string table_cell(const std::string& text) { return "<td>" + xml_escape(text) + "</td>"; }
+
 std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {

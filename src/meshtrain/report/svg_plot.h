@@ -53,6 +53,8 @@ std::string render(const BarChart& chart);
 std::string render(const Timeline& timeline);
 
 std::string xml_escape(const std::string& text);
+// <td>text</td>, the text escaped: a table cell of the report.
+std::string table_cell(const std::string& text);
 // "1.5k", "2.3M", "0.0012", "12.5": short labels for ticks, with `digits`
 // significant digits.
 std::string short_number(double v, int digits = 3);

@@ -33,6 +33,11 @@ std::string ElasticLayout::describe() const {
   return detail::concat(ranks, ranks == 1 ? " rank" : " ranks", ": dp=", dp, ", grad_accum=", grad_accum);
 }
 
+std::string describe_change(const ElasticLayout& from, const ElasticLayout& to) {
+  if (to.ranks == from.ranks && to.dp == from.dp) return "";
+  return from.describe() + " -> " + to.describe();
+}
+
 ElasticLayout current_layout(const TrainConfig& cfg) {
   return {int(cfg.parallel.dp * model_ranks(cfg)), cfg.parallel.dp, cfg.training.grad_accum};
 }

@@ -36,6 +36,10 @@ std::optional<ElasticLayout> largest_layout(const TrainConfig& cfg, int ranks);
 // cfg run at `layout` (dp and grad_accum set; validated).
 TrainConfig at_layout(const TrainConfig& cfg, const ElasticLayout& layout);
 
+// "4 ranks: dp=4, grad_accum=1 -> 2 ranks: dp=2, grad_accum=2", or "" when
+// `to` is `from`: a membership change as the logs and metrics show it.
+std::string describe_change(const ElasticLayout& from, const ElasticLayout& to);
+
 // The layout cfg runs at now.
 ElasticLayout current_layout(const TrainConfig& cfg);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,13 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kLivePrefix = ".live-step-";
-
-std::string live_dir_name(int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "%s%08lld", kLivePrefix, static_cast<long long>(step));
-  return name;
-}
+// ".live-" + the checkpoint's own name of the step (step-NNNNNNNN).
+constexpr const char* kLivePrefix = ".live-";
 
 bool overlaps(const checkpoint::Box& a, const checkpoint::Box& b) {
   for (int d = 0; d < a.rank(); ++d)
@@ -80,13 +76,13 @@ void write_live_state(const Trainer& t, int rank) {
     const std::optional<checkpoint::SaveRequest> r = t.live_state_request();
     if (!r) return;
     const TrainConfig& cfg = t.config();
-    const fs::path dir = fs::path(cfg.checkpoint.resolved_dir(cfg.metrics.run_dir)) / live_dir_name(r->step);
+    const fs::path dir =
+        fs::path(cfg.checkpoint.resolved_dir(cfg.metrics.run_dir)) / (kLivePrefix + checkpoint::step_dir_name(r->step));
     fs::create_directories(dir);
     const checkpoint::LocalShard shard = checkpoint::write_rank_shard(dir, rank, r->pieces, {});
     const nlohmann::json shard_json = nlohmann::json::parse(checkpoint::shard_descriptor(shard));
-    char name[32];
-    std::snprintf(name, sizeof name, "rank-%05d.json", rank);
-    write_file_atomically((dir / name).string(), nlohmann::json{{"shard", shard_json}, {"metadata", r->metadata}}.dump());
+    const fs::path descriptor = (dir / checkpoint::shard_file_name(rank)).replace_extension(".json");
+    write_file_atomically(descriptor.string(), nlohmann::json{{"shard", shard_json}, {"metadata", r->metadata}}.dump());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "meshtrain: rank %d could not write its live state (%s): the job resumes from its latest "
                  "checkpoint\n", rank, e.what());
@@ -99,7 +95,9 @@ LiveStateCommit commit_live_state(const std::string& root, int keep_last) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(kLivePrefix, 0) == 0) live.emplace_back(std::atoll(name.c_str() + std::strlen(kLivePrefix)), e.path());
+    if (name.rfind(kLivePrefix, 0) != 0) continue;
+    if (const auto step = checkpoint::parse_step_dir_name(name.substr(std::strlen(kLivePrefix))))
+      live.emplace_back(*step, e.path());
   }
   std::sort(live.rbegin(), live.rend());
   const auto complete = checkpoint::list_complete_checkpoints(root);
@@ -112,7 +110,7 @@ LiveStateCommit commit_live_state(const std::string& root, int keep_last) {
         checkpoint::SaveOptions o;
         o.keep_last = keep_last;
         checkpoint::publish(m, root, dir, o);
-        out.committed = (fs::path(root) / dir.filename().string().substr(std::strlen(".live-"))).string();
+        out.committed = (fs::path(root) / checkpoint::step_dir_name(step)).string();
         out.step = step;
         out.ranks = m.world_size;
         continue;

@@ -397,11 +397,9 @@ void resume_from_live_state(const TrainConfig& cfg) {
 // An elastic threads-backend job's layout for `capacity` ranks, with the
 // change recorded in `restart` when it differs from `now`'s.
 TrainConfig change_layout(const TrainConfig& now, int capacity, const std::string& why, RestartInfo& restart) {
-  restart.layout_change.clear();
-  const ElasticLayout from = current_layout(now), to = shrink_or_grow(now, capacity, why);
-  if (to.ranks == from.ranks && to.dp == from.dp) return now;
-  restart.layout_change = from.describe() + " -> " + to.describe();
-  return at_layout(now, to);
+  const ElasticLayout to = shrink_or_grow(now, capacity, why);
+  restart.layout_change = describe_change(current_layout(now), to);
+  return restart.layout_change.empty() ? now : at_layout(now, to);
 }
 
 }  // namespace
