@@ -31,4 +31,18 @@ if ! ip netns exec "$cluster-sw" ip link show "v${node#node}" 2> /dev/null | gre
   echo "cluster-rsh.sh: ssh: connect to host $node: no route to host (its link is down)" >&2
   exit 255
 fi
+# Open MPI's waits yield the core: a node's TCP packets cross its link in
+# kernel threads on the node's own cores (the shaped veth), and a rank that
+# busy-polls keeps them from running until the next scheduler tick, 4-8 ms
+# a message (docs/multi-node.md, "The emulated cluster"). On a real
+# machine the network card does that work.
+export OMPI_MCA_mpi_yield_when_idle="${OMPI_MCA_mpi_yield_when_idle:-1}"
+# On the node's own cores (emulated-cluster.sh): what the node's processes
+# see as their machine.
+cpus="$(cat "/run/meshtrain-cluster/$cluster/$node.cpus" 2> /dev/null || true)"
+if [ -n "$cpus" ]; then
+  # Open MPI would bind its ranks to the machine's socket, all of its cores.
+  export OMPI_MCA_hwloc_base_binding_policy="${OMPI_MCA_hwloc_base_binding_policy:-none}"
+  exec nsenter --net="$net" --uts="$uts" -- taskset -c "$cpus" /bin/sh -c "$*"
+fi
 exec nsenter --net="$net" --uts="$uts" -- /bin/sh -c "$*"

@@ -19,10 +19,18 @@
 # names coexist, so parallel tests do not collide) and --dir DIR (where the
 # hostfile goes; default runs/cluster of this checkout).
 #
+# A node's processes run on cores of their own (cluster-rsh.sh starts them
+# under taskset): N nodes split this machine's cores in N contiguous blocks,
+# or share them one core a node, round robin, when nodes outnumber cores. A
+# node then has a real machine's core count, its ranks see it (their
+# affinity), and one node's idle time (a pipeline bubble) does not speed up
+# another node's work.
+#
 # Everything it makes: the network namespaces NAME-node<i> and NAME-sw (the
 # switch: a bridge and one veth per node, no address), the bind-mounted UTS
-# namespaces under /run/meshtrain-cluster/NAME, and DIR/hostfile. The host's
-# own network namespace gets no address, link or route. `down` kills every
+# namespaces and each node's core list under /run/meshtrain-cluster/NAME,
+# and DIR/hostfile. The host's own network namespace gets no address, link
+# or route. `down` kills every
 # process left in the nodes and removes all of it; `up` runs `down` first,
 # so a second `up` after a crash starts clean.
 #
@@ -60,7 +68,7 @@ require_capabilities() {
          "namespaces; this process has neither or only one of them" >&2
     exit "$kSkip"
   fi
-  for tool in ip tc nsenter unshare; do
+  for tool in ip tc nsenter unshare taskset; do
     command -v "$tool" > /dev/null || die "'$tool' not found (Debian packages iproute2 and util-linux)"
   done
 }
@@ -108,9 +116,26 @@ shape() {
   ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${gbit}gbit" burst "$burst" latency 50ms
 }
 
-# make_node I GBIT: node I's namespaces, address and shaped link.
+# node_cpus I N: the cores node I of N runs on, as a taskset list.
+node_cpus() {
+  local i="$1" n="$2" cpus=() range lo hi c
+  for range in $(grep '^Cpus_allowed_list:' /proc/self/status | awk '{print $2}' | tr ',' ' '); do
+    lo="${range%-*}"
+    hi="${range#*-}"
+    for ((c = lo; c <= hi; ++c)); do cpus+=("$c"); done
+  done
+  local k="${#cpus[@]}"
+  if [ "$n" -gt "$k" ]; then
+    echo "${cpus[$((i % k))]}"
+  else
+    local first=$((i * k / n)) last=$(((i + 1) * k / n - 1))
+    echo "${cpus[*]:$first:$((last - first + 1))}" | tr ' ' ','
+  fi
+}
+
+# make_node I GBIT N: node I's namespaces, address, shaped link and cores.
 make_node() {
-  local i="$1" gbit="$2" ns="$name-node$1" sw="$name-sw"
+  local i="$1" gbit="$2" n="$3" ns="$name-node$1" sw="$name-sw"
   ip netns add "$ns"
   ip netns exec "$sw" ip link add "v$i" type veth peer name eth0 netns "$ns"
   ip netns exec "$sw" ip link set "v$i" master br0 up
@@ -119,6 +144,7 @@ make_node() {
   ip netns exec "$ns" ip link set eth0 up
   shape "$ns" eth0 "$gbit"
   shape "$sw" "v$i" "$gbit"
+  node_cpus "$i" "$n" > "$state/node$i.cpus"
   touch "$state/node$i.uts"
   unshare --uts="$state/node$i.uts" hostname "node$i"
 }
@@ -145,7 +171,7 @@ up() {
   ip netns exec "$sw" ip link set br0 up
   : > "$dir/hostfile.tmp"
   for ((i = 0; i < n; ++i)); do
-    make_node "$i" "$gbit"
+    make_node "$i" "$gbit" "$n"
     echo "node$i slots=$slots" >> "$dir/hostfile.tmp"
   done
   mv "$dir/hostfile.tmp" "$dir/hostfile"
@@ -191,7 +217,7 @@ restore_node() {
   [ ! -e "/run/netns/$name-$node" ] || die "node '$node' of cluster '$name' is up"
   grep -q "^$node " "$dir/hostfile" 2> /dev/null || die "'$node' is not in $dir/hostfile"
   gbit="$(sed -n 's/^link_gbit=//p' "$dir/cluster.env")"
-  make_node "${node#node}" "${gbit:-10}"
+  make_node "${node#node}" "${gbit:-10}" "$(sed -n 's/^nodes=//p' "$dir/cluster.env")"
 }
 
 cut_link() {

@@ -47,7 +47,10 @@ std::vector<LinkSample> time_link(comm::ProcessGroup& g, comm::ProcessGroup& sta
       const int reps = std::clamp(int(o.bytes_per_size / bytes), o.iters, 20);
       std::vector<double> times;
       for (int it = 0; it <= reps; ++it) {
+        // The group's own barrier after the job's: a rank late out of a
+        // barrier across the link must not count in an op inside a node.
         start.barrier();
+        g.barrier();
         const auto t0 = Clock::now();
         call(g, op, bytes, a.data(), b.data());
         double dt = std::chrono::duration<double>(Clock::now() - t0).count();

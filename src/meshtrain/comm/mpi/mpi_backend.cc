@@ -10,10 +10,27 @@
 #include "meshtrain/comm/mpi/mpi_group.h"
 #include "meshtrain/comm/mpi/mpi_watchdog.h"
 #include "meshtrain/comm/mpi/mpi_work.h"
+#include "meshtrain/core/threading.h"
 
 namespace meshtrain::comm {
 
 namespace mpi {
+namespace {
+
+// Open MPI busy-polls inside blocking calls unless it knows the node is
+// oversubscribed, and it knows only the hostfile's slots. When this node's
+// ranks outnumber the cores they may run on (a cpuset, a cgroup quota),
+// a spinning rank takes the core from the very peer it waits for and from
+// the kernel thread that moves its TCP packets: a blocking call then lasts
+// a scheduler tick (milliseconds; docs/comm.md, "Ranks that outnumber their
+// cores"). Told before MPI_Init, unless the user chose.
+void yield_when_oversubscribed() {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local) return;  // not Open MPI's mpirun: the launcher's own default
+  if (std::atoi(local) > hardware_cores()) setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+}
+
+}  // namespace
 
 Runtime& rt() {
   static Runtime r;
@@ -74,6 +91,7 @@ std::shared_ptr<ProcessGroup> mpi_world(GroupOptions options) {
     // library built without MPI_THREAD_MULTIPLE (every call under one lock).
     const char* level = std::getenv("MESHTRAIN_MPI_THREAD_LEVEL");
     const int wanted = level && std::string(level) == "serialized" ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+    if (!flag) yield_when_oversubscribed();
     if (!flag) check_mpi(MPI_Init_thread(nullptr, nullptr, wanted, &provided), "MPI_Init_thread");
     else MPI_Query_thread(&provided);
     r.multiple = provided >= MPI_THREAD_MULTIPLE;  // else calls are serialized by CallLock
