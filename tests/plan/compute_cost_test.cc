@@ -146,3 +146,21 @@ TEST(ComputeCost, ContextParallelRankTakesHalfTheComputeTime) {
   EXPECT_GT(a.compute_s, 0);
   EXPECT_NEAR((b.compute_s - b.tp_comm_s) / (a.compute_s - a.tp_comm_s), 0.5, 1e-12);
 }
+
+// The GEMM classes sample one curve of the smallest dimension: between two
+// classes the rate is interpolated in log2 of it (a dimension of 32 is
+// halfway from 16 to 64), below the first it is the first's, above the last
+// the last's, and never above the peak.
+TEST(ComputeCost, GemmRateInterpolatesBetweenClassesInLog2OfTheSmallestDimension) {
+  std::string toml = test_machine_toml("classes", 1, true, {});
+  toml.replace(toml.find("fp32 = [{ min_dim = 1, tflops = 1.0 }]"), 38,
+               "fp32 = [{ min_dim = 16, tflops = 0.2 }, { min_dim = 64, tflops = 0.6 }, { min_dim = 256, tflops = 0.8 },"
+               " { min_dim = 1024, tflops = 1.5 }]");
+  const plan::HardwareProfile hw = plan::parse_hardware(toml, "classes.toml");
+  EXPECT_DOUBLE_EQ(hw.gemm_rate(DType::F32, 1024, 8, 1024), 0.2e12);    // below the first class
+  EXPECT_DOUBLE_EQ(hw.gemm_rate(DType::F32, 1024, 1024, 16), 0.2e12);   // on a class
+  EXPECT_NEAR(hw.gemm_rate(DType::F32, 32, 1024, 1024), 0.4e12, 1e3);   // log2 halfway from 16 to 64
+  EXPECT_NEAR(hw.gemm_rate(DType::F32, 1024, 128, 512), 0.7e12, 1e3);  // log2 halfway from 64 to 256
+  EXPECT_NEAR(hw.gemm_rate(DType::F32, 512, 512, 512), 1.0e12, 1e3);   // 1.15 between 256 and 1024: the peak
+  EXPECT_DOUBLE_EQ(hw.gemm_rate(DType::F32, 4096, 4096, 4096), 1.0e12);  // the last class, above the peak
+}

@@ -1,6 +1,7 @@
 #include "meshtrain/plan/hardware.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -135,10 +136,21 @@ double HardwareProfile::gemm_rate(DType t, int64_t m, int64_t n, int64_t k) cons
   auto it = gemm.find(t);
   MT_REQUIRE(ConfigError, it != gemm.end() && !it->second.empty(), path, ": gemm has no ", dtype_name(t),
              " classes (the precision policy multiplies in it)");
-  const int64_t smallest = std::min({m, n, k});
-  double rate = it->second.front().flops_per_s;
-  for (const GemmClass& c : it->second)
-    if (smallest >= c.min_dim) rate = c.flops_per_s;
+  // The classes sample one smooth curve of the smallest dimension: between
+  // two of them the rate is interpolated in log2 of the dimension (a 192
+  // wide projection runs between the 128 and 256 classes, not at 128's).
+  const std::vector<GemmClass>& classes = it->second;
+  const double smallest = double(std::max<int64_t>(1, std::min({m, n, k})));
+  double rate = classes.front().flops_per_s;
+  for (size_t i = 0; i < classes.size(); ++i) {
+    if (smallest < double(classes[i].min_dim)) break;
+    rate = classes[i].flops_per_s;
+    if (i + 1 < classes.size() && smallest < double(classes[i + 1].min_dim)) {
+      const double lo = std::log2(double(std::max<int64_t>(1, classes[i].min_dim)));
+      const double x = (std::log2(smallest) - lo) / (std::log2(double(classes[i + 1].min_dim)) - lo);
+      rate += x * (classes[i + 1].flops_per_s - rate);
+    }
+  }
   return std::min(rate, peak(t));
 }
 

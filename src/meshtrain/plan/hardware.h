@@ -67,8 +67,9 @@ struct HardwareProfile {
   double per_layer_overhead_s = 0;  // fixed cost per block per pass (kernel launches)
 
   double peak(DType t) const;  // ConfigError naming the dtype when the file lacks it
-  // Achieved rate of an m x n x k GEMM in `t` (the class of its smallest
-  // dimension), never above the peak.
+  // Achieved rate of an m x n x k GEMM in `t` by its smallest dimension:
+  // the class's, interpolated in log2 of the dimension between two classes,
+  // never above the peak.
   double gemm_rate(DType t, int64_t m, int64_t n, int64_t k) const;
 };
 
