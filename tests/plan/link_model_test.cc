@@ -159,3 +159,23 @@ TEST(LinkPricing, WholeNodeGroupsHaveFiguresOfTheirOwn) {
   // tp=2 on 2 nodes of one rank: 0.5 GB/s against the link's 1.
   EXPECT_NEAR(tp_seconds("tp=2", 2, hw) / tp_seconds("tp=2", 2, two_links()), 2.0, 1e-3);
 }
+
+// Ranks that outnumber their node's cores (one core, two ranks a node):
+// the two data-parallel replicas of a stage on one node fill each other's
+// pipeline bubble, so the makespan is the busy time plus half the bubble a
+// node of its own per rank would have (docs/math.md (M.72)): at half the
+// speed, 2 busy + (2 span - 2 busy) / 2 = busy + span of the 4-node run.
+// A tensor-parallel pair on one node waits for itself and keeps the whole
+// bubble.
+TEST(LinkPlacement, ReplicasSharingANodesCoresFillEachOthersBubble) {
+  const plan::HardwareProfile hw = test_machine("one core", 1, true, {});
+  const auto time = [&](const std::string& layout, int nodes) {
+    return *plan::predict(inputs(layout, nodes), train::meta_step_recorder(), &hw, false).time;
+  };
+  const plan::StepTime own = time("pp=2,dp=2", 4), shared = time("pp=2,dp=2", 2);
+  ASSERT_GT(own.bubble, 0.05);
+  EXPECT_NEAR(shared.makespan_s / (own.makespan_s * (2.0 - own.bubble)), 1.0, 1e-9);
+  EXPECT_LT(shared.bubble, own.bubble);
+  const plan::StepTime tp_own = time("pp=2,tp=2", 4), tp_shared = time("pp=2,tp=2", 2);
+  EXPECT_NEAR(tp_shared.bubble, tp_own.bubble, 1e-9);
+}

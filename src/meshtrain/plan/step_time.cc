@@ -226,10 +226,23 @@ double update_seconds(const StepInputs& in, const RankTime& rt) {
   return rt.optimizer_s + publish + rt.bookkeeping_s;
 }
 
+// Pipeline replicas whose ranks of one stage share a node's cores: CPU
+// ranks that outnumber their node's cores, k = min(dp, ranks a node /
+// (tp cp)) of them (ranks numbered tp innermost, then cp, then dp). They
+// run their micro-batches independently, so while one waits in the bubble
+// the others take its share of the cores (docs/math.md (M.72)); tp and cp
+// partners wait for each other at every collective and fill nothing.
+int bubble_sharing_replicas(const StepInputs& in, const HardwareProfile& hw) {
+  if (in.mesh.pp < 2 || !hw.shared_node || rank_speed(hw, in) >= 1.0) return 1;
+  const int lockstep = in.mesh.tp * in.mesh.cp;
+  return std::clamp(ranks_sharing_cores(in) / lockstep, 1, in.mesh.dp);
+}
+
 // The slowest stage sets the beat (docs/math.md, "Rule: stage
 // partitioning"): the schedule simulated with the slowest rank's f, b and
-// w, which cover all of a rank's chunks (M.45).
-void schedule_span(const StepInputs& in, double f, double b, double w, StepTime& out) {
+// w, which cover all of a rank's chunks (M.45); replicas sharing cores
+// fill each other's bubble (M.72).
+void schedule_span(const StepInputs& in, double f, double b, double w, int sharing, StepTime& out) {
   if (in.interleave > 1) {
     // Interleaved 1F1B: the fill and drain shrink by v.
     const double m = double(in.grad_accum), p = double(in.mesh.pp), v = double(in.interleave);
@@ -239,8 +252,9 @@ void schedule_span(const StepInputs& in, double f, double b, double w, StepTime&
   }
   const double v = double(in.layout.virtual_stages);  // each chunk takes its share
   const parallel::SimResult sim = parallel::simulate(train_schedule(in), f / v, b / v, w / v);
-  out.makespan_s = sim.makespan;
-  out.bubble = sim.bubble;
+  const double busy = double(in.grad_accum) * (f + b + w);
+  out.makespan_s = sharing > 1 ? busy + std::max(0.0, sim.makespan - busy) / sharing : sim.makespan;
+  out.bubble = sharing > 1 ? 1.0 - busy / out.makespan_s : sim.bubble;
 }
 
 // MFU and HFU over the devices the ranks compute on (CPU ranks share one
@@ -272,7 +286,7 @@ StepTime predict_step_time(const StepInputs& in, const std::vector<RankStep>& st
     out.flops += walk.flops() * rep.count;
     out.ranks.push_back(rt);
   }
-  schedule_span(in, f, b, w, out);
+  schedule_span(in, f, b, w, bubble_sharing_replicas(in, hw), out);
   out.step_s = out.makespan_s + out.exposed_comm_s + out.update_s;
   utilization(in, hw, out);
   return out;
