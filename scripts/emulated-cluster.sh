@@ -109,11 +109,17 @@ down() {
 
 # tbf on the node's side of its link (its egress toward the switch) and on
 # the switch's side (its ingress): G Gbit/s each way. The bucket holds
-# 4 ms of traffic (at least 64 KiB) so TCP bursts pass at the rate.
+# 4 ms of traffic (at least 64 KiB) so TCP bursts pass at the rate; the
+# peak rate (1% above it, over 64 KiB packets: tbf splits larger ones)
+# keeps a full bucket from sending faster than the wire, as a real link
+# never does: a tensor-parallel all-reduce sent after a pause would cross
+# at once instead of at G.
 shape() {
-  local ns="$1" dev="$2" gbit="$3" burst
+  local ns="$1" dev="$2" gbit="$3" burst peak
   burst=$(awk -v g="$gbit" 'BEGIN { b = g * 1e9 / 8 * 0.004; if (b < 65536) b = 65536; printf "%d", b }')
-  ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${gbit}gbit" burst "$burst" latency 50ms
+  peak=$(awk -v g="$gbit" 'BEGIN { printf "%dkbit", g * 1.01e6 }')
+  ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${gbit}gbit" burst "$burst" latency 50ms \
+    peakrate "$peak" mtu 65536
 }
 
 # node_cpus I N: the cores node I of N runs on, as a taskset list.

@@ -168,7 +168,9 @@ TEST(LinkPricing, WholeNodeGroupsHaveFiguresOfTheirOwn) {
 // A tensor-parallel pair on one node waits for itself and keeps the whole
 // bubble.
 TEST(LinkPlacement, ReplicasSharingANodesCoresFillEachOthersBubble) {
-  const plan::HardwareProfile hw = test_machine("one core", 1, true, {});
+  // Free links: no transfer time that would not halve with the speed.
+  const plan::HardwareProfile hw =
+      test_machine("one core", 1, true, {.intra_alpha_us = 0, .intra_gbps = 1e9, .inter_alpha_us = 0, .inter_gbps = 1e9});
   const auto time = [&](const std::string& layout, int nodes) {
     return *plan::predict(inputs(layout, nodes), train::meta_step_recorder(), &hw, false).time;
   };
@@ -178,4 +180,18 @@ TEST(LinkPlacement, ReplicasSharingANodesCoresFillEachOthersBubble) {
   EXPECT_LT(shared.bubble, own.bubble);
   const plan::StepTime tp_own = time("pp=2,tp=2", 4), tp_shared = time("pp=2,tp=2", 2);
   EXPECT_NEAR(tp_shared.bubble, tp_own.bubble, 1e-9);
+}
+
+// A pipeline transfer arrives its link's time after the send, and the
+// schedule waits for it: at least the first activation and the last
+// gradient lie on the path of pp=2 across a link of 1 ms latency.
+TEST(LinkPlacement, PipelineTransfersAcrossTheLinkLengthenTheSchedule) {
+  const auto time = [&](double inter_alpha_us) {
+    const plan::HardwareProfile hw = test_machine(
+        "link", 1, false, {.intra_alpha_us = 0, .intra_gbps = 1e9, .inter_alpha_us = inter_alpha_us, .inter_gbps = 1e9});
+    return *plan::predict(inputs("pp=2", 2), train::meta_step_recorder(), &hw, false).time;
+  };
+  const plan::StepTime fast = time(0), slow = time(1000);
+  EXPECT_GT(slow.ranks.front().pp_comm_s, 1e-3);
+  EXPECT_GE(slow.makespan_s - fast.makespan_s, 2e-3 * (1 - 1e-9));
 }

@@ -159,7 +159,7 @@ std::string render_text(const Prediction& p) {
        << "), exposed communication " << seconds(t.exposed_comm_s) << ", update " << seconds(t.update_s) << "\n";
     for (const RankTime& r : t.ranks)
       os << "  rank " << r.rank << ": compute " << seconds(r.compute_s) << " (tensor-parallel collectives "
-         << seconds(r.tp_comm_s) << "), gradient/parameter collectives " << seconds(r.grad_comm_s) << " of which exposed "
+         << seconds(r.tp_comm_s) << "), pipeline sends " << seconds(r.pp_comm_s) << ", gradient/parameter collectives " << seconds(r.grad_comm_s) << " of which exposed "
          << seconds(r.exposed_s) << ", optimizer " << seconds(r.optimizer_s) << ", publish " << seconds(r.publish_s)
          << "\n";
     const double tokens = double(in.global_rows() * in.seq_len);
@@ -222,7 +222,7 @@ nlohmann::json render_json(const Prediction& p) {
     const StepTime& t = *p.time;
     json ranks = json::array();
     for (const RankTime& r : t.ranks)
-      ranks.push_back({{"rank", r.rank}, {"compute_s", r.compute_s}, {"tp_comm_s", r.tp_comm_s},
+      ranks.push_back({{"rank", r.rank}, {"compute_s", r.compute_s}, {"tp_comm_s", r.tp_comm_s}, {"pp_comm_s", r.pp_comm_s},
                        {"grad_comm_s", r.grad_comm_s}, {"exposed_s", r.exposed_s}, {"optimizer_s", r.optimizer_s},
                        {"publish_s", r.publish_s}, {"bookkeeping_s", r.bookkeeping_s}});
     j["time"] = {{"step_s", t.step_s}, {"makespan_s", t.makespan_s}, {"bubble", t.bubble},

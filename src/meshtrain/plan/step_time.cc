@@ -178,9 +178,16 @@ class RankWalk {
   }
   void communicate(const parallel::Action& a, const std::vector<const comm::PlannedOp*>& ops) {
     for (const comm::PlannedOp* op : ops) {
-      // Pipeline transfers are in the schedule's makespan; a tree level's
-      // receive pairs with its send.
-      if (op->group == "pp" || op->kind == comm::OpKind::Recv) continue;
+      // A pipeline transfer arrives at the next (previous) stage that long
+      // after its send: the schedule's simulation waits for it (docs/math.md
+      // (M.67)). Its receive pairs with it, as a tree level's does.
+      if (op->kind == comm::OpKind::Recv) continue;
+      if (op->group == "pp") {
+        const double t = seconds(*op);
+        rt_.pp_comm_s += t;
+        rt_.pp_transfer_s = std::max(rt_.pp_transfer_s, t);
+        continue;
+      }
       const double t = seconds(*op);
       rt_.grad_comm_s += t;
       if (op->kind == comm::OpKind::Send) {  // reproducible mode: blocking exchanges
@@ -242,7 +249,8 @@ int bubble_sharing_replicas(const StepInputs& in, const HardwareProfile& hw) {
 // partitioning"): the schedule simulated with the slowest rank's f, b and
 // w, which cover all of a rank's chunks (M.45); replicas sharing cores
 // fill each other's bubble (M.72).
-void schedule_span(const StepInputs& in, double f, double b, double w, int sharing, StepTime& out) {
+void schedule_span(const StepInputs& in, double f, double b, double w, double transfer, int sharing,
+                   StepTime& out) {
   if (in.interleave > 1) {
     // Interleaved 1F1B: the fill and drain shrink by v.
     const double m = double(in.grad_accum), p = double(in.mesh.pp), v = double(in.interleave);
@@ -251,7 +259,13 @@ void schedule_span(const StepInputs& in, double f, double b, double w, int shari
     return;
   }
   const double v = double(in.layout.virtual_stages);  // each chunk takes its share
-  const parallel::SimResult sim = parallel::simulate(train_schedule(in), f / v, b / v, w / v);
+  const parallel::Schedule schedule = train_schedule(in);
+  parallel::ChunkCosts costs;
+  costs.f.assign(size_t(schedule.chunks()), f / v);
+  costs.b.assign(size_t(schedule.chunks()), b / v);
+  costs.w.assign(size_t(schedule.chunks()), w / v);
+  costs.latency = transfer;
+  const parallel::SimResult sim = parallel::simulate(schedule, costs);
   const double busy = double(in.grad_accum) * (f + b + w);
   out.makespan_s = sharing > 1 ? busy + std::max(0.0, sim.makespan - busy) / sharing : sim.makespan;
   out.bubble = sharing > 1 ? 1.0 - busy / out.makespan_s : sim.bubble;
@@ -274,19 +288,20 @@ void utilization(const StepInputs& in, const HardwareProfile& hw, StepTime& out)
 
 StepTime predict_step_time(const StepInputs& in, const std::vector<RankStep>& steps, const HardwareProfile& hw) {
   StepTime out;
-  double f = 0, b = 0, w = 0;
+  double f = 0, b = 0, w = 0, transfer = 0;
   for (const RankStep& rep : steps) {
     RankWalk walk(in, rep, hw);
     const RankTime rt = walk.run();
     f = std::max(f, rt.chunk_f);
     b = std::max(b, rt.chunk_b);
     w = std::max(w, rt.chunk_w);
+    transfer = std::max(transfer, rt.pp_transfer_s);
     out.exposed_comm_s = std::max(out.exposed_comm_s, rt.exposed_s);
     out.update_s = std::max(out.update_s, update_seconds(in, rt));
     out.flops += walk.flops() * rep.count;
     out.ranks.push_back(rt);
   }
-  schedule_span(in, f, b, w, bubble_sharing_replicas(in, hw), out);
+  schedule_span(in, f, b, w, transfer, bubble_sharing_replicas(in, hw), out);
   out.step_s = out.makespan_s + out.exposed_comm_s + out.update_s;
   utilization(in, hw, out);
   return out;

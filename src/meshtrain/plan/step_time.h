@@ -28,6 +28,8 @@ struct RankTime {
   int rank = 0;
   double compute_s = 0;         // F + B + W of every micro-batch, tensor-parallel collectives included
   double tp_comm_s = 0;         // the part spent in tensor-parallel collectives
+  double pp_comm_s = 0;         // pipeline sends, each arriving pp_transfer_s after it leaves (not in compute_s)
+  double pp_transfer_s = 0;     // the longest one: the schedule's transfer latency
   double grad_comm_s = 0;       // gradient reductions and ZeRO-3 gathers, overlapped or not
   double exposed_s = 0;         // of those, what the rank waited for
   double optimizer_s = 0;
