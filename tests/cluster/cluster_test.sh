@@ -310,8 +310,12 @@ case "$case_name" in
       want=$((M / 2))  # l * k (n-1)/n * M/l with n = l = 2: M for an all-reduce (k = 2), M/2 else
       [ "$op" = all_reduce ] && want=$M
       echo "$op 4 MiB hierarchical: $per_call bytes over node0's link per call; (M.71) x 2 ranks: $want"
-      [ "$per_call" -ge "$want" ] && [ "$per_call" -le $((want * 112 / 100)) ] ||
-        fail "$op: $per_call bytes per call over the link, (M.71) says $want (+ at most 12% framing)"
+      # The difference of two runs' counters: their own traffic (launch,
+      # acknowledgements, a retransmitted segment) differs by up to a few
+      # percent of a call's bytes, so 5% below the formula is allowed; the
+      # flat all-gather and reduce-scatter send twice the formula.
+      [ "$per_call" -ge $((want * 95 / 100)) ] && [ "$per_call" -le $((want * 112 / 100)) ] ||
+        fail "$op: $per_call bytes per call over the link, (M.71) says $want (-5% to +12%: framing, noise)"
     done
     ;;
   slurm)
