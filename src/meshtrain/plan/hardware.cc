@@ -154,22 +154,10 @@ double HardwareProfile::gemm_rate(DType t, int64_t m, int64_t n, int64_t k) cons
   return std::min(rate, peak(t));
 }
 
-HardwareProfile parse_hardware(const std::string& text, const std::string& file) {
-  toml::table root;
-  try {
-    root = toml::parse(text, file);
-  } catch (const toml::parse_error& e) {
-    std::ostringstream os;
-    os << e.description() << " (line " << e.source().begin.line << ")";
-    MT_THROW(ConfigError, file, ": ", os.str());
-  }
-  Section top(file, &root, "");
-  HardwareProfile h;
-  h.path = file;
-  h.name = top.text("name");
-  h.source = top.text("source");
+namespace {
 
-  Section device = top.table("device");
+// [device]: memory, its bandwidth and the peak rate per dtype.
+void parse_device(Section device, const std::string& file, HardwareProfile& h) {
   h.memory_bytes = parse_bytes(device.text("memory"), file + ": device.memory");
   h.memory_bytes_per_s = device.number("memory_bandwidth_gbps") * 1e9;
   Section peaks = device.table("peak_tflops");
@@ -179,8 +167,10 @@ HardwareProfile parse_hardware(const std::string& text, const std::string& file)
   }
   MT_REQUIRE(ConfigError, !h.peak_flops.empty(), file, ": device.peak_tflops lists no dtype");
   device.finish();
+}
 
-  Section gemm = top.table("gemm");
+// [gemm]: per dtype, the classes { min_dim, tflops } sorted by min_dim.
+void parse_gemm(Section gemm, const std::string& file, HardwareProfile& h) {
   for (const auto& [k, v] : *gemm.raw()) {
     const std::string key(k.str());
     const DType t = dtype_key(file, "gemm", key);
@@ -197,8 +187,10 @@ HardwareProfile parse_hardware(const std::string& text, const std::string& file)
     std::sort(h.gemm[t].begin(), h.gemm[t].end(), [](auto& a, auto& b) { return a.min_dim < b.min_dim; });
   }
   MT_REQUIRE(ConfigError, !h.gemm.empty(), file, ": gemm lists no dtype");
+}
 
-  Section node = top.table("node");
+// [node]: devices a node and whether CPU ranks share them.
+void parse_node(Section node, const std::string& file, HardwareProfile& h) {
   h.devices_per_node = int(node.number("devices"));
   MT_REQUIRE(ConfigError, h.devices_per_node >= 1, file, ": node.devices must be at least 1");
   if (const toml::node* shared = node.find("shared")) {
@@ -206,12 +198,31 @@ HardwareProfile parse_hardware(const std::string& text, const std::string& file)
     h.shared_node = shared->value<bool>().value_or(false);
   }
   node.finish();
+}
 
+}  // namespace
+
+HardwareProfile parse_hardware(const std::string& text, const std::string& file) {
+  toml::table root;
+  try {
+    root = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << e.description() << " (line " << e.source().begin.line << ")";
+    MT_THROW(ConfigError, file, ": ", os.str());
+  }
+  Section top(file, &root, "");
+  HardwareProfile h;
+  h.path = file;
+  h.name = top.text("name");
+  h.source = top.text("source");
+  parse_device(top.table("device"), file, h);
+  parse_gemm(top.table("gemm"), file, h);
+  parse_node(top.table("node"), file, h);
   Section links = top.table("link");
   h.intra = link(links.table("intra"));
   h.inter = link(links.table("inter"));
   links.finish();
-
   Section over = top.table("overheads", /*required=*/false);
   if (over.present()) {
     if (over.find("layer_us")) h.per_layer_overhead_s = over.number("layer_us") * 1e-6;

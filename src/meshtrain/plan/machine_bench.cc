@@ -177,36 +177,33 @@ std::string link_section(const std::string& name, const std::vector<LinkSample>&
   return os.str() + "\n";
 }
 
-std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
-  comm::ProcessGroup& world = *ctx.world;
-  const Placement p = placement(ctx.host_of_rank, ctx.rank);
-  std::string sharing;
-  const int cores = cores_per_node(world, p, sharing);
-  const Compute c = measure_compute(world, o);
+// The collectives' samples: each node's ranks, one node after another
+// (nodes of one machine, as an emulated cluster's, would otherwise take
+// each other's cores), then every place's ranks across the nodes at once (a
+// step's groups cross side by side and share the nodes' links: shared_by),
+// then the whole job as one group.
+struct LinkSamples {
+  std::vector<LinkSample> in_node, across, whole;
+};
 
-  // Links: each node's ranks, one node after another (nodes of one
-  // machine, as an emulated cluster's, would otherwise take each other's
-  // cores), then every place's ranks across the nodes at once (a step's
-  // groups cross side by side and share the nodes' links: shared_by), then
-  // the whole job as one group.
-  LinkBenchOptions lo;
-  lo.max_bytes = o.max_bytes;
-  lo.iters = o.iters;
+LinkSamples measure_links(comm::ProcessGroup& world, const Placement& p, const LinkBenchOptions& lo) {
   const auto intra = world.split(p.node, p.local, comm::SplitPlace{p.per_node, p.local}, "node");
   const auto inter = world.split(p.local, p.node, comm::SplitPlace{int(p.nodes.size()), p.node}, "across");
-  std::vector<LinkSample> in_node, across, whole;
+  LinkSamples l;
   for (int node = 0; node < int(p.nodes.size()); ++node) {
-    if (node == p.node && p.per_node > 1) in_node = time_link(*intra, *intra, lo);
+    if (node == p.node && p.per_node > 1) l.in_node = time_link(*intra, *intra, lo);
     world.barrier();
   }
-  if (p.nodes.size() > 1) across = time_link(*inter, world, lo);
-  if (p.nodes.size() > 1 && p.per_node > 1) whole = time_link(world, world, lo);
-  if (ctx.rank != 0) return "";
+  if (p.nodes.size() > 1) l.across = time_link(*inter, world, lo);
+  if (p.nodes.size() > 1 && p.per_node > 1) l.whole = time_link(world, world, lo);
+  return l;
+}
 
+// The profile's opening comment, name and source.
+void write_header(std::ostringstream& os, const Placement& p, const LinkBenchOptions& lo, int cores) {
   const int N = int(p.nodes.size());
   std::string hosts;
   for (const std::string& h : p.nodes) hosts += (hosts.empty() ? "" : ", ") + h;
-  std::ostringstream os;
   os << "# Measured by `meshtrain bench machine`: " << N << " node(s) (" << hosts << ") x " << p.per_node
      << " rank(s), " << hardware_cores() << " cores visible to each rank.\n"
      << "# A CPU \"device\" is one core; the ranks of a run share their node's cores (node.shared).\n"
@@ -219,12 +216,15 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
      << cores << " core(s) per node, measured\"\n"
      << "source = \"meshtrain bench machine: GEMM of the kernel table and a STREAM-like copy on one core with every "
         "rank measuring at once, alpha-beta fits of the collectives inside and across nodes\"\n\n";
+}
 
+// [device], [gemm] and [node].
+void write_compute(std::ostringstream& os, const Compute& c, int ranks, int cores, const std::string& sharing) {
   const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   os << "[device]\n"
      << "memory = \"" << fixed(memory / double(hardware_cores()) / (1 << 20), 0) << "MiB\"   # physical memory / cores\n"
      << "memory_bandwidth_gbps = " << fixed(c.copy / 1e9, 2) << "   # STREAM-like copy on one core, median of "
-     << ctx.world_size << " ranks\n"
+     << ranks << " ranks\n"
      << "peak_tflops = { fp32 = " << fixed(c.peak_f32 / 1e12, 5) << ", bf16 = " << fixed(c.peak_bf16 / 1e12, 5)
      << " }   # best GEMM rate measured on one core (a product repeated, cache-hot)\n\n";
   auto classes = [&](const char* name, const auto& v) {
@@ -235,29 +235,52 @@ std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
   };
   os << "[gemm]   # one core (its thread's CPU time), by the smallest of m, n, k: a linear layer of d inputs and\n"
      << "# max(256, d) outputs over 1024 tokens, its forward, input-gradient and weight-gradient products over\n"
-     << "# operands from beyond the caches (kernels/cpu/gemm_peak.h); median of " << ctx.world_size << " ranks\n";
+     << "# operands from beyond the caches (kernels/cpu/gemm_peak.h); median of three tries of " << ranks
+     << " ranks\n";
   classes("fp32", c.f32);
   classes("bf16", c.bf16);
   os << "\n[node]   # cores per node" << (sharing.empty() ? "" : ": " + sharing) << "\ndevices = " << cores
      << "\nshared = true\n\n";
+}
 
+// [link.intra], [link.inter] and [link.inter.whole_nodes]; with one node or
+// one rank a node, the missing side repeats the other and says so.
+void write_links(std::ostringstream& os, const LinkSamples& l, const Placement& p, int ranks) {
+  const int N = int(p.nodes.size());
   const std::string within = std::to_string(p.per_node) + " ranks of a node, one node after another";
   const std::string between = std::to_string(N) + " nodes, one rank of each, every rank of a node at once";
-  if (!in_node.empty() && !across.empty()) {
-    os << link_section("intra", in_node, p.per_node, within);
-    os << link_section("inter", across, N, between, p.per_node);
-    os << link_section("inter.whole_nodes", whole, ctx.world_size,
-                       "the " + std::to_string(ctx.world_size) + " ranks as one group: every rank of each node");
-  } else if (!in_node.empty()) {
-    os << link_section("intra", in_node, p.per_node, within);
-    os << link_section("inter", in_node, p.per_node, within + "; no second node here: the same figures");
-  } else if (!across.empty()) {
-    os << link_section("intra", across, N, between + "; one rank per node, nothing inside a node: the same figures");
-    os << link_section("inter", across, N, between);
+  if (!l.in_node.empty() && !l.across.empty()) {
+    os << link_section("intra", l.in_node, p.per_node, within);
+    os << link_section("inter", l.across, N, between, p.per_node);
+    os << link_section("inter.whole_nodes", l.whole, ranks,
+                       "the " + std::to_string(ranks) + " ranks as one group: every rank of each node");
+  } else if (!l.in_node.empty()) {
+    os << link_section("intra", l.in_node, p.per_node, within);
+    os << link_section("inter", l.in_node, p.per_node, within + "; no second node here: the same figures");
+  } else if (!l.across.empty()) {
+    os << link_section("intra", l.across, N, between + "; one rank per node, nothing inside a node: the same figures");
+    os << link_section("inter", l.across, N, between);
   } else {
     MT_THROW(ConfigError, "bench machine: one rank measures no collective: give --ranks 2 or more, or a hostfile "
                           "with two slots or two hosts");
   }
+}
+
+std::string measure(comm::ParallelContext& ctx, const MachineBenchOptions& o) {
+  comm::ProcessGroup& world = *ctx.world;
+  const Placement p = placement(ctx.host_of_rank, ctx.rank);
+  std::string sharing;
+  const int cores = cores_per_node(world, p, sharing);
+  const Compute c = measure_compute(world, o);
+  LinkBenchOptions lo;
+  lo.max_bytes = o.max_bytes;
+  lo.iters = o.iters;
+  const LinkSamples links = measure_links(world, p, lo);
+  if (ctx.rank != 0) return "";
+  std::ostringstream os;
+  write_header(os, p, lo, cores);
+  write_compute(os, c, ctx.world_size, cores, sharing);
+  write_links(os, links, p, ctx.world_size);
   return os.str();
 }
 
