@@ -30,9 +30,8 @@
 # switch: a bridge and one veth per node, no address), the bind-mounted UTS
 # namespaces and each node's core list under /run/meshtrain-cluster/NAME,
 # and DIR/hostfile. The host's own network namespace gets no address, link
-# or route. `down` kills every
-# process left in the nodes and removes all of it; `up` runs `down` first,
-# so a second `up` after a crash starts clean.
+# or route. `down` kills every process left in the nodes and removes all of
+# it; `up` runs `down` first, so a second `up` after a crash starts clean.
 #
 # Exit status 77 (and a message on stderr) when this process lacks
 # CAP_NET_ADMIN or CAP_SYS_ADMIN: the cluster tests report it as a skip.

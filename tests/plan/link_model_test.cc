@@ -91,10 +91,10 @@ TEST(NodePlacement, RanksFillTheNodesInMeshOrder) {
   EXPECT_EQ(plan::ranks_per_node(dp_tp, nullptr), 2);
   EXPECT_FALSE(plan::crosses_nodes(dp_tp, 0, "tp", nullptr));
   EXPECT_TRUE(plan::crosses_nodes(dp_tp, 0, "dp", nullptr));
-  EXPECT_TRUE(plan::axes_across_nodes(dp_tp, nullptr).empty());
+  EXPECT_TRUE(plan::axes_across_nodes(dp_tp, nullptr, plan::kLayerAxes).empty());
   const plan::StepInputs tp = inputs("tp=2", 2);
   EXPECT_TRUE(plan::crosses_nodes(tp, 0, "tp", nullptr));
-  EXPECT_EQ(plan::axes_across_nodes(tp, nullptr), std::vector<std::string>{"tp"});
+  EXPECT_EQ(plan::axes_across_nodes(tp, nullptr, plan::kLayerAxes), std::vector<std::string>{"tp"});
   // pp=2 x dp=2: dp {0,1} inside, pp {0,2} across.
   const plan::StepInputs pp_dp = inputs("pp=2,dp=2", 2);
   EXPECT_FALSE(plan::crosses_nodes(pp_dp, 1, "dp", nullptr));

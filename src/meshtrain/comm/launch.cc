@@ -71,11 +71,16 @@ Backend parse_backend(const std::string& name) {
   MT_THROW(ConfigError, "unknown backend '", name, "' (threads | mpi)");
 }
 
-int local_ranks(const ParallelContext& ctx) {
-  // Open MPI's and MPICH's count of the processes on this machine; srun's
-  // direct launch exports none, so then the ranks' host names count.
+int launcher_local_ranks() {
+  // Open MPI's and MPICH's count of the processes on this machine.
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
     if (const char* v = std::getenv(var)) return std::max(1, std::atoi(v));
+  return 0;
+}
+
+int local_ranks(const ParallelContext& ctx) {
+  // srun's direct launch exports no count, so then the ranks' host names do.
+  if (const int n = launcher_local_ranks()) return n;
   const auto& hosts = ctx.host_of_rank;
   return int(std::count(hosts.begin(), hosts.end(), hosts.at(size_t(ctx.rank))));
 }

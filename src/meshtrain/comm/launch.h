@@ -47,5 +47,8 @@ void launch(const LaunchOptions& options, const RankFn& fn);
 // The processes of an MPI job on this rank's machine, this one included:
 // mpirun's count, else (srun) the ranks on this rank's host (host_of_rank).
 int local_ranks(const ParallelContext& ctx);
+// mpirun's count of them, known before MPI_Init; 0 where the launcher sets
+// none (srun's direct launch).
+int launcher_local_ranks();
 
 }  // namespace meshtrain::comm

@@ -4,19 +4,13 @@
 #include <limits>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/median.h"
 
 namespace meshtrain::parallel {
 
 namespace {
 
 constexpr size_t kFields = 6;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 

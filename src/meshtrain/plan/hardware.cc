@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -139,17 +140,16 @@ double HardwareProfile::gemm_rate(DType t, int64_t m, int64_t n, int64_t k) cons
   // The classes sample one smooth curve of the smallest dimension: between
   // two of them the rate is interpolated in log2 of the dimension (a 192
   // wide projection runs between the 128 and 256 classes, not at 128's).
-  const std::vector<GemmClass>& classes = it->second;
-  const double smallest = double(std::max<int64_t>(1, std::min({m, n, k})));
-  double rate = classes.front().flops_per_s;
-  for (size_t i = 0; i < classes.size(); ++i) {
-    if (smallest < double(classes[i].min_dim)) break;
-    rate = classes[i].flops_per_s;
-    if (i + 1 < classes.size() && smallest < double(classes[i + 1].min_dim)) {
-      const double lo = std::log2(double(std::max<int64_t>(1, classes[i].min_dim)));
-      const double x = (std::log2(smallest) - lo) / (std::log2(double(classes[i + 1].min_dim)) - lo);
-      rate += x * (classes[i + 1].flops_per_s - rate);
-    }
+  const std::vector<GemmClass>& classes = it->second;  // sorted by min_dim
+  const int64_t smallest = std::max<int64_t>(1, std::min({m, n, k}));
+  const auto above = std::upper_bound(classes.begin(), classes.end(), smallest,
+                                      [](int64_t d, const GemmClass& c) { return d < c.min_dim; });
+  double rate = above == classes.begin() ? above->flops_per_s : std::prev(above)->flops_per_s;
+  if (above != classes.begin() && above != classes.end()) {
+    const GemmClass& below = *std::prev(above);
+    const double lo = std::log2(double(std::max<int64_t>(1, below.min_dim)));
+    const double x = (std::log2(double(smallest)) - lo) / (std::log2(double(above->min_dim)) - lo);
+    rate += x * (above->flops_per_s - rate);
   }
   return std::min(rate, peak(t));
 }

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/median.h"
 #include "meshtrain/plan/formulas.h"
 
 namespace meshtrain::plan {
@@ -57,8 +58,7 @@ std::vector<LinkSample> time_link(comm::ProcessGroup& g, comm::ProcessGroup& sta
         g.all_reduce(&dt, 1, DType::F64, comm::ReduceOp::Max);
         if (it > 0) times.push_back(dt);  // the first call warms up
       }
-      std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
-      out.push_back({op, bytes, times[times.size() / 2]});
+      out.push_back({op, bytes, median(times)});
     }
   return out;
 }

@@ -15,6 +15,7 @@
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/comm/mpi_world.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/median.h"
 #include "meshtrain/core/threading.h"
 #include "meshtrain/kernels/cpu/gemm_peak.h"
 #include "meshtrain/plan/link_bench.h"
@@ -38,11 +39,6 @@ std::vector<std::vector<double>> gather(comm::ProcessGroup& world, const std::ve
   std::vector<std::vector<double>> out(R);
   for (size_t r = 0; r < R; ++r) out[r].assign(all.begin() + long(k * r), all.begin() + long(k * (r + 1)));
   return out;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 // The running kernel's boot id as a number: nodes that share it share one

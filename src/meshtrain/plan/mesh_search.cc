@@ -34,7 +34,7 @@ namespace {
 std::string across_nodes(const StepInputs& in, const HardwareProfile* hw) {
   std::string out;
   if (in.nodes == 0) return out;
-  for (const std::string& axis : axes_across_nodes(in, hw)) out += (out.empty() ? "; " : "+") + axis;
+  for (const std::string& axis : axes_across_nodes(in, hw, kLayerAxes)) out += (out.empty() ? "; " : "+") + axis;
   return out.empty() ? out : out + " across nodes";
 }
 

@@ -43,14 +43,8 @@ struct CommRow {
 };
 
 // The mesh's axes whose rank-0 group spans nodes (plan --nodes).
-std::vector<std::string> groups_across_nodes(const Prediction& p) {
-  const HardwareProfile* hw = p.hardware ? &*p.hardware : nullptr;
-  std::vector<std::string> out;
-  for (comm::Axis axis : comm::kWorldAxes) {
-    const std::string name(comm::axis_name(axis));
-    if (p.inputs.mesh.size(axis) > 1 && crosses_nodes(p.inputs, 0, name, hw)) out.push_back(name);
-  }
-  return out;
+std::vector<std::string> groups_across_nodes(const Prediction& p, std::span<const comm::Axis> axes) {
+  return axes_across_nodes(p.inputs, p.hardware ? &*p.hardware : nullptr, axes);
 }
 
 std::vector<CommRow> comm_rows(const comm::CommLedger& ledger) {
@@ -144,10 +138,10 @@ std::string render_text(const Prediction& p) {
     const int per_node = ranks_per_node(in, p.hardware ? &*p.hardware : nullptr);
     os << "\nplacement: " << in.nodes << " node(s) x " << per_node
        << " ranks, numbered node by node (tp innermost, then cp); groups across nodes, priced on [link.inter]:";
-    const std::vector<std::string> across = groups_across_nodes(p);
+    const std::vector<std::string> across = groups_across_nodes(p, comm::kWorldAxes);
     for (const std::string& a : across) os << " " << a;
     if (across.empty()) os << " none";
-    for (const std::string& a : axes_across_nodes(in, p.hardware ? &*p.hardware : nullptr))
+    for (const std::string& a : groups_across_nodes(p, kLayerAxes))
       os << "\n  " << a << " ACROSS NODES: every layer's " << a
          << " collectives cross the link (meshtrain launch --allow-cross-node-tp runs it)";
     os << "\n";
@@ -213,7 +207,7 @@ nlohmann::json render_json(const Prediction& p) {
   j["peak_bytes"] = p.peak_bytes();
   if (in.nodes > 0)
     j["placement"] = {{"nodes", in.nodes}, {"ranks_per_node", ranks_per_node(in, p.hardware ? &*p.hardware : nullptr)},
-                      {"groups_across_nodes", groups_across_nodes(p)}};
+                      {"groups_across_nodes", groups_across_nodes(p, comm::kWorldAxes)}};
   if (p.hardware) {
     j["hardware"] = {{"name", p.hardware->name}, {"file", p.hardware->path}, {"memory", p.hardware->memory_bytes},
                      {"fits", p.fits()}};

@@ -55,16 +55,15 @@ int ranks_sharing_cores(const StepInputs& in) { return in.nodes > 0 ? in.world()
 bool crosses_nodes(const StepInputs& in, int rank, const std::string& group, const HardwareProfile* hw) {
   const int per_node = ranks_per_node(in, hw);
   const std::vector<int> members = group_members(in.mesh, rank, group);
-  const int node = members.front() / per_node;
-  return std::any_of(members.begin(), members.end(), [&](int r) { return r / per_node != node; });
+  return std::any_of(members.begin(), members.end(), [&](int r) { return r / per_node != rank / per_node; });
 }
 
 GroupLink group_link(const StepInputs& in, int rank, const std::string& group, const HardwareProfile& hw) {
-  if (!crosses_nodes(in, rank, group, &hw)) return {&hw.intra, false, 1.0};
   const int per_node = ranks_per_node(in, &hw);
   const std::vector<int> members = group_members(in.mesh, rank, group);
   const int here = int(std::count_if(members.begin(), members.end(),
                                      [&](int r) { return r / per_node == rank / per_node; }));
+  if (here == int(members.size())) return {&hw.intra, false, 1.0};  // inside the rank's node
   CrossingLink across = crossing_link(hw, here, per_node);
   // Without --nodes a CPU profile's nodes are groups of one machine's cores,
   // priced as before the option: a crossing group has the link whole.
@@ -72,15 +71,14 @@ GroupLink group_link(const StepInputs& in, int rank, const std::string& group, c
   return {across.link, true, across.share};
 }
 
-std::vector<std::string> axes_across_nodes(const StepInputs& in, const HardwareProfile* hw) {
+std::vector<std::string> axes_across_nodes(const StepInputs& in, const HardwareProfile* hw,
+                                           std::span<const comm::Axis> axes) {
   std::vector<std::string> out;
-  for (const char* axis : {"tp", "cp"})
-    if (crosses_nodes(in, 0, axis, hw)) out.push_back(axis);
+  for (comm::Axis axis : axes) {
+    const std::string name(comm::axis_name(axis));
+    if (in.mesh.size(axis) > 1 && crosses_nodes(in, 0, name, hw)) out.push_back(name);
+  }
   return out;
-}
-
-double op_seconds(const comm::PlannedOp& op, bool inter_node, const HardwareProfile& hw) {
-  return op_seconds(op, inter_node ? hw.inter : hw.intra);
 }
 
 double op_seconds(const comm::PlannedOp& op, const LinkProfile& link) {

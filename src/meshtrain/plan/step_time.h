@@ -15,6 +15,8 @@
 //   + the step's small collectives (counts, loss, norm, finiteness flag).
 #pragma once
 
+#include <array>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,13 +75,13 @@ struct GroupLink {
   double share = 1;
 };
 GroupLink group_link(const StepInputs& in, int rank, const std::string& group, const HardwareProfile& hw);
-// The tensor- and context-parallel axes whose groups span nodes ("tp",
-// "cp"): allowed (launch --allow-cross-node-tp) and priced on the
-// inter-node link, every layer's collectives crossing it.
-std::vector<std::string> axes_across_nodes(const StepInputs& in, const HardwareProfile* hw);
-// Alpha-beta time of one planned collective (docs/math.md (M.20)) on the intra- or
-// inter-node link, or on `link`.
-double op_seconds(const comm::PlannedOp& op, bool inter_node, const HardwareProfile& hw);
+// The names of `axes` (comm::kWorldAxes: all) whose rank-0 group spans
+// nodes. Of them tp and cp (kLayerAxes) cross the link in every
+// layer: allowed only with launch --allow-cross-node-tp.
+inline constexpr std::array<comm::Axis, 2> kLayerAxes = {comm::Axis::Tp, comm::Axis::Cp};
+std::vector<std::string> axes_across_nodes(const StepInputs& in, const HardwareProfile* hw,
+                                           std::span<const comm::Axis> axes);
+// Alpha-beta time of one planned collective (docs/math.md (M.20)) on `link`.
 double op_seconds(const comm::PlannedOp& op, const LinkProfile& link);
 
 // steps: one per rank class, each with the number of ranks it stands for

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "meshtrain/comm/launch.h"
 #include "meshtrain/comm/mpi/mpi_group.h"
 #include "meshtrain/comm/mpi/mpi_watchdog.h"
 #include "meshtrain/comm/mpi/mpi_work.h"
@@ -25,9 +26,7 @@ namespace {
 // a scheduler tick (milliseconds; docs/comm.md, "Ranks that outnumber their
 // cores"). Told before MPI_Init, unless the user chose.
 void yield_when_oversubscribed() {
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!local) return;  // not Open MPI's mpirun: the launcher's own default
-  if (std::atoi(local) > hardware_cores()) setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  if (launcher_local_ranks() > hardware_cores()) setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
 }
 
 }  // namespace
