@@ -419,7 +419,7 @@ void BM_CrossEntropyPasses(benchmark::State& state) {
   float *row_max = stats.data(), *sum_exp = row_max + kTokens, *target_logit = sum_exp + kTokens;
   for (auto _ : state) {
     mk::vocab_ce_max(logits.data(), t.data(), kTokens, kVocab, kVocab, row_max);
-    mk::vocab_ce_sums(logits.data(), t.data(), kTokens, kVocab, int64_t(0), row_max, sum_exp, target_logit, g.data());
+    mk::vocab_ce_sums(logits.data(), t.data(), kTokens, kVocab, kVocab, int64_t(0), row_max, sum_exp, target_logit, g.data());
     benchmark::DoNotOptimize(mk::vocab_ce_finish(t.data(), kTokens, kVocab, int64_t(0), row_max, sum_exp,
                                                  target_logit, 1.0f / kTokens, g.data()));
   }

@@ -50,13 +50,13 @@ TEST(VocabParallelKernels, OneSliceIsTheSerialKernelBitForBit) {
       const auto ref_fwd = cross_entropy_forward(x.data(), targets.data(), n, V);
       std::vector<float> mx(static_cast<size_t>(n)), sum(static_cast<size_t>(n)), tl(static_cast<size_t>(n)), g = x;  // in place, as the head does
       vocab_ce_max(g.data(), targets.data(), n, V, V, mx.data());
-      vocab_ce_sums(g.data(), targets.data(), n, V, 0, mx.data(), sum.data(), tl.data(), g.data());
+      vocab_ce_sums(g.data(), targets.data(), n, V, V, 0, mx.data(), sum.data(), tl.data(), g.data());
       const auto got = vocab_ce_finish(targets.data(), n, V, 0, mx.data(), sum.data(), tl.data(), scale, g.data());
       EXPECT_EQ(got.loss_sum, ref.loss_sum);
       EXPECT_EQ(got.count, ref.count);
       EXPECT_EQ(g, ref_g);
       // Forward only (evaluation): no gradient buffer.
-      vocab_ce_sums(x.data(), targets.data(), n, V, 0, mx.data(), sum.data(), tl.data(), static_cast<float*>(nullptr));
+      vocab_ce_sums(x.data(), targets.data(), n, V, V, 0, mx.data(), sum.data(), tl.data(), static_cast<float*>(nullptr));
       const auto fwd = vocab_ce_finish(targets.data(), n, V, 0, mx.data(), sum.data(), tl.data(), 0.0f,
                                        static_cast<float*>(nullptr));
       EXPECT_EQ(fwd.loss_sum, ref_fwd.loss_sum);
@@ -93,7 +93,7 @@ TEST(VocabParallelKernels, SlicesReducedByHandMatchTheSerialLossAndGradient) {
     for (int p = 0; p < parts; ++p) {
       const auto e = slice_of(V, parts, p);
       std::vector<double> s(static_cast<size_t>(n)), t(static_cast<size_t>(n));
-      vocab_ce_sums(g[size_t(p)].data(), targets.data(), n, e.length, e.offset, mx.data(), s.data(), t.data(),
+      vocab_ce_sums(g[size_t(p)].data(), targets.data(), n, e.length, e.length, e.offset, mx.data(), s.data(), t.data(),
                     g[size_t(p)].data());
       for (int64_t i = 0; i < n; ++i) sum[size_t(i)] += s[size_t(i)], tl[size_t(i)] += t[size_t(i)];
     }

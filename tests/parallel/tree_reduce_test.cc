@@ -1,7 +1,7 @@
 // The fixed-tree reductions of reproducible mode: every rank ends with the
 // bits of ((g0 + g1) + (g2 + g3)), which is not what a rank-order sum gives
 // on the same data.
-#include "meshtrain/parallel/tree_reduce.h"
+#include "meshtrain/model/tree_reduce.h"
 
 #include <gtest/gtest.h>
 
@@ -53,8 +53,8 @@ TEST(TreeReduce, AllReduceAndReduceScatterFollowTheTree) {
   std::vector<std::vector<float>> all(R), scattered(R);
   comm::launch_threads(R, [&](comm::ParallelContext& ctx) {
     std::vector<float> a = contribution(ctx.rank, n), b = a;
-    parallel::tree_all_reduce(*ctx.world, Tensor::wrap(a.data(), Shape{n}, DType::F32), ctx.allocator);
-    parallel::tree_reduce_scatter(*ctx.world, Tensor::wrap(b.data(), Shape{n}, DType::F32), ctx.allocator);
+    model::tree_all_reduce(*ctx.world, Tensor::wrap(a.data(), Shape{n}, DType::F32), ctx.allocator);
+    model::tree_reduce_scatter(*ctx.world, Tensor::wrap(b.data(), Shape{n}, DType::F32), ctx.allocator);
     std::lock_guard<std::mutex> lock(mu);
     all[size_t(ctx.rank)] = a;
     scattered[size_t(ctx.rank)] = {b.begin() + ctx.rank * (n / R), b.begin() + (ctx.rank + 1) * (n / R)};
@@ -64,7 +64,7 @@ TEST(TreeReduce, AllReduceAndReduceScatterFollowTheTree) {
     EXPECT_EQ(scattered[size_t(r)], std::vector<float>(want.begin() + r * (n / R), want.begin() + (r + 1) * (n / R)))
         << "rank " << r << " owns chunk " << r;
   }
-  EXPECT_EQ(parallel::tree_sum({1e16, 1.0, -1e16, 1.0}), (1e16 + 1.0) + (-1e16 + 1.0));
+  EXPECT_EQ(model::tree_sum({1e16, 1.0, -1e16, 1.0}), (1e16 + 1.0) + (-1e16 + 1.0));
 }
 
 TEST(TreeReduce, LocalLeavesBuildTheSameTreeAsRanks) {
@@ -88,7 +88,7 @@ TEST(TreeReduce, LocalLeavesBuildTheSameTreeAsRanks) {
   EXPECT_THROW(tree.root(0), ConfigError) << "three leaves do not make one tree";
   comm::launch_threads(3, [&](comm::ParallelContext& ctx) {
     std::vector<float> a(4, 1.f);
-    EXPECT_THROW(parallel::tree_all_reduce(*ctx.world, Tensor::wrap(a.data(), Shape{4}, DType::F32), ctx.allocator),
+    EXPECT_THROW(model::tree_all_reduce(*ctx.world, Tensor::wrap(a.data(), Shape{4}, DType::F32), ctx.allocator),
                  ConfigError);
   });
 }
@@ -103,7 +103,7 @@ TEST(TreeReduce, UnevenChunksReduceScatterByTheBalancedSplit) {
   std::vector<std::vector<float>> scattered(R);
   comm::launch_threads(R, [&](comm::ParallelContext& ctx) {
     std::vector<float> b = contribution(ctx.rank, n);
-    parallel::tree_reduce_scatter(*ctx.world, Tensor::wrap(b.data(), Shape{n}, DType::F32), ctx.allocator);
+    model::tree_reduce_scatter(*ctx.world, Tensor::wrap(b.data(), Shape{n}, DType::F32), ctx.allocator);
     const size_t off = comm::chunk_offset(n, R, ctx.rank), len = comm::chunk_size(n, R, ctx.rank);
     std::lock_guard<std::mutex> lock(mu);
     scattered[size_t(ctx.rank)] = {b.begin() + long(off), b.begin() + long(off + len)};
@@ -135,7 +135,7 @@ TEST(TreeReduce, TheHierarchicalFormIsTheSameTree) {
         for (int r = 0; r < R; ++r) hosts.push_back("node" + std::to_string(r / local));
         auto h = comm::HierarchicalGroup::create(ctx.world, *comm::node_layout(hosts, ctx.rank, nullptr));
         std::vector<float> a = contribution(ctx.rank, n);
-        parallel::tree_all_reduce(*h, Tensor::wrap(a.data(), Shape{n}, DType::F32), ctx.allocator);
+        model::tree_all_reduce(*h, Tensor::wrap(a.data(), Shape{n}, DType::F32), ctx.allocator);
         std::lock_guard<std::mutex> lock(mu);
         all[size_t(ctx.rank)] = a;
         link_calls += h->inter().stats()[comm::OpKind::Send].calls;

@@ -4,6 +4,7 @@
 // the MPI world and compares every step per tensor (gradients, update
 // deltas, parameters; equivalence.h) for 3 AdamW steps under fp64
 // (tolerance 1e-10) and f32 (1e-4, updates 0.1).
+// Reproducible mode: bitwise (tolerance 0).
 //   mpirun -np 4 --oversubscribe --allow-run-as-root train_tp_mpi_test
 #include <gtest/gtest.h>
 
@@ -56,6 +57,31 @@ TEST(TensorParallelMpi, EquivalentToSingleRank) {
                                                        for (const auto& r : records) EXPECT_FALSE(r.metrics.skipped);
                                                      });
     EXPECT_GT(reports.back().steps.back().param.rel, 0.0) << "a different reduction order: not bitwise";
+  }
+}
+
+// Reproducible mode's canonical blocks (docs/math.md (M.73)) make tp and
+// sp bitwise against one rank across processes too: zero difference in f32.
+TEST(TensorParallelMpi, ReproducibleModeIsBitwiseOneRank) {
+  auto world = comm::mpi_world();
+  const int W = world->size();
+  const auto ds = varied_documents(96, 3);
+  set_compute_threads(1);
+  for (const int tp : {2, W}) {
+    if (W % tp != 0) continue;
+    SCOPED_TRACE(::testing::Message() << "world " << W << ": tp=" << tp << " sp dp=" << W / tp);
+    auto cfg = model_config();
+    cfg.model.n_kv_heads = 4;  // whole KV heads per rank
+    cfg.model.ffn_hidden = 32;
+    cfg.training.reproducible = true;
+    cfg.parallel.tp = tp;
+    cfg.parallel.dp = W / tp;
+    cfg.parallel.sequence_parallel = true;
+    const auto ref = single_rank_records(cfg, cfg.parallel.dp, ds, 3);
+    comm::ParallelContext ctx = mpi_context(world, train::mesh_for(cfg, W));
+    train::Trainer t(cfg, ctx, ds, std::nullopt);
+    const auto r = train::compare_records(ref, train::record_steps(t, 3), train::global_tensors(cfg.model), "fp32", 0.0);
+    EXPECT_TRUE(r.pass()) << r.str();
   }
 }
 

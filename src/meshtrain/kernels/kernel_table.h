@@ -57,6 +57,8 @@ class KernelTable {
   virtual void bias_grad(const Tensor& dbias, const Tensor& dy) const = 0;    // dbias += sum_i dy[i, :]
   virtual void add(const Tensor& y, const Tensor& x) const = 0;               // y += x (same numel)
   virtual void copy(const Tensor& dst, const Tensor& src) const = 0;          // same numel and dtype
+  // dst [M, w] = src[:, col : col + w] (src [M, K], same dtype).
+  virtual void copy_columns(const Tensor& dst, const Tensor& src, int64_t col) const = 0;
   virtual void fill(const Tensor& y, double value) const = 0;
   virtual void scale(const Tensor& y, double a) const = 0;                    // y *= a
   // Sum of squares in f64 over canonical blocks (elementwise.h kSumBlock):
@@ -138,11 +140,14 @@ class KernelTable {
   // Vocabulary-parallel cross-entropy over local logits [n, Vl] in three
   // passes around the caller's reductions: row max [n]; then sum_exp and
   // target_logit [n] (exps, may alias the logits, undefined in forward-only
-  // use); then the loss SUM and COUNT (and dlogits from the exps).
+  // use) over the local columns [col_begin, col_end) (col_end -1: all; a
+  // canonical block of reproducible mode, model/canonical_sum.h); then the
+  // loss SUM and COUNT (and dlogits from the exps).
   virtual void vocab_ce_max(const Tensor& logits, const int32_t* targets, int64_t vocab_size,
                             const Tensor& row_max) const = 0;
   virtual void vocab_ce_sums(const Tensor& logits, const int32_t* targets, int64_t vocab_begin, const Tensor& row_max,
-                             const Tensor& sum_exp, const Tensor& target_logit, const Tensor& exps) const = 0;
+                             const Tensor& sum_exp, const Tensor& target_logit, const Tensor& exps,
+                             int64_t col_begin = 0, int64_t col_end = -1) const = 0;
   virtual CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t vocab_begin, const Tensor& row_max,
                                              const Tensor& sum_exp, const Tensor& target_logit, double grad_scale,
                                              const Tensor& dlogits) const = 0;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/model/linear_init.h"
 
 namespace meshtrain::model {
@@ -11,7 +12,7 @@ constexpr std::string_view kLayer = "self-attention";
 }  // namespace
 
 SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
-                             const kernels::RopeTable* rope, const RingAttention* ring)
+                             const kernels::RopeTable* rope, const RingAttention* ring, int canonical_blocks)
     : head_dim_(cfg.head_dim),
       op_(params.precision().compute),
       acc_(params.precision().accumulate()),
@@ -23,7 +24,8 @@ SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, con
       q_heads_(q_proj_.out / cfg.head_dim),
       kv_heads_(k_proj_.out / cfg.head_dim),
       rope_(rope),
-      ring_(ring && ring->active() ? ring : nullptr) {}
+      ring_(ring && ring->active() ? ring : nullptr),
+      canonical_blocks_(canonical_blocks) {}
 
 kernels::AttentionShape SelfAttention::shape(const TokenBatch& b) const {
   return {b.rows, b.seq, q_heads_, kv_heads_, head_dim_};
@@ -54,7 +56,12 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
   else
     k.attention_forward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse);
   s.out_op = as_operand(k, s.out, op_, alloc);
-  o_proj_.forward(k, s.out_op, y, base);
+  if (canonical_blocks_ > 0) {
+    MT_CHECK(!base.defined(), "canonical blocks with a fused residual");
+    canonical_gemm_sum(k, {{s.out_op, o_proj_.weight, true}}, canonical_blocks_, y, alloc);  // docs/math.md (M.73)
+  } else {
+    o_proj_.forward(k, s.out_op, y, base);
+  }
   return s;
 }
 
@@ -84,9 +91,15 @@ void SelfAttention::backward(const kernels::KernelTable& k, const Tensor& xn, co
   const Tensor dq_op = as_operand(k, dq, op_, alloc, grads_cat), dk_op = as_operand(k, dk, op_, alloc, grads_cat),
                dv_op = as_operand(k, dv, op_, alloc, grads_cat);
   wg.linears(k, {&q_proj_, &k_proj_, &v_proj_}, xn, {dq_op, dk_op, dv_op}, false);  // one pass over xn
-  q_proj_.backward_input(k, dq_op, dxn, false);
-  k_proj_.backward_input(k, dk_op, dxn, true);
-  v_proj_.backward_input(k, dv_op, dxn, true);
+  if (canonical_blocks_ > 0) {
+    // Block j: q, k and v's slices j in that order, the blocks in the tree (M.73).
+    canonical_gemm_sum(k, {{dq_op, q_proj_.weight, false}, {dk_op, k_proj_.weight, false}, {dv_op, v_proj_.weight, false}},
+                       canonical_blocks_, dxn, alloc);
+  } else {
+    q_proj_.backward_input(k, dq_op, dxn, false);
+    k_proj_.backward_input(k, dk_op, dxn, true);
+    v_proj_.backward_input(k, dv_op, dxn, true);
+  }
 }
 
 }  // namespace meshtrain::model

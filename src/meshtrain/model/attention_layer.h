@@ -24,8 +24,10 @@ class SelfAttention {
     Tensor lse;      // [rows, Hq, seq]
   };
 
+  // canonical_blocks: reproducible mode's blocks of the sums over heads'
+  // features (canonical_sum.h; 0: one GEMM each).
   SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
-                const kernels::RopeTable* rope, const RingAttention* ring = nullptr);
+                const kernels::RopeTable* rope, const RingAttention* ring = nullptr, int canonical_blocks = 0);
   // xn is the projections' operand (in the policy's matmul type).
   // y = o_proj(attention(xn)) + base when base is defined (the fused
   // residual add; base may be y), else y = o_proj(attention(xn)) (a partial
@@ -49,6 +51,7 @@ class SelfAttention {
   int64_t q_heads_, kv_heads_;
   const kernels::RopeTable* rope_;
   const RingAttention* ring_;  // context parallelism: attention over the cp group (null or inactive: none)
+  int canonical_blocks_;
 };
 
 }  // namespace meshtrain::model

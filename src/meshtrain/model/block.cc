@@ -1,5 +1,6 @@
 #include "meshtrain/model/block.h"
 
+#include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/model/linear_init.h"
 
 namespace meshtrain::model {
@@ -14,16 +15,17 @@ Block::Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, cons
     : cfg_(cfg),
       norm1_(bind_norm(params, cfg, layer_prefix(layer) + ".input_layernorm")),
       norm2_(bind_norm(params, cfg, layer_prefix(layer) + ".post_attention_layernorm")),
-      attn_(cfg, params, layer_prefix(layer) + ".self_attn", rope, ring),
+      attn_(cfg, params, layer_prefix(layer) + ".self_attn", rope, ring, tp.canonical_blocks()),
       moe_stats_(moe_stats),
       tp_(tp),
-      fuse_(fuse_residual && tp.size() == 1),
+      // The residual joins after the reduction where there is one: a group, or canonical blocks (M.73).
+      fuse_(fuse_residual && tp.size() == 1 && tp.canonical_blocks() == 0),
       op_(params.precision().compute) {
   const std::string p = layer_prefix(layer);
   if (cfg.is_moe_layer(layer))
     moe_ = std::make_unique<MoeLayer>(cfg, params, p + ".mlp", ep);
   else
-    mlp_ = std::make_unique<Mlp>(cfg, params, p + ".mlp");
+    mlp_ = std::make_unique<Mlp>(cfg, params, p + ".mlp", tp.canonical_blocks());
   if (cfg.bias) {
     attn_bias_ = &params.find(p + ".self_attn.o_proj.bias");
     if (mlp_) mlp_bias_ = &params.find(p + (cfg.mlp == MlpKind::SwiGLU ? ".mlp.down_proj.bias" : ".mlp.fc_out.bias"));
@@ -98,12 +100,23 @@ void Block::backward(const kernels::KernelTable& k, Saved& saved, const TokenBat
   // SP; else dres itself, which the norm backward below updates in place, so
   // deferred weight jobs keep a copy), the branch's partial input gradient
   // summed over the group, then the norm.
+  // Reproducible mode sums the replicated weights' gradients over canonical
+  // token blocks (docs/math.md (M.73)); its schedules never defer them.
+  const bool canonical = tp_.canonical_blocks() > 0;
+  MT_CHECK(!canonical || !wg.deferred(), "canonical token sums with deferred weight gradients");
   auto sublayer = [&](Parameter* bias, auto&& branch_backward, const Norm& norm, const Tensor& norm_in,
                       const Norm::Stats& stats) {
-    if (bias) wg.bias(k, *bias, dres, /*dy_changes=*/true);
+    if (bias && canonical)
+      canonical_bias_grad(k, *bias, dres, tp_, n, alloc);
+    else if (bias)
+      wg.bias(k, *bias, dres, /*dy_changes=*/true);
     const Tensor dy = tp_.row_output_grad(dres, n, alloc, kept);
     branch_backward(dy, /*dy_changes=*/dy.raw() == dres.raw());
-    norm.backward(k, norm_in, stats, tp_.column_input_grad(dxn, alloc), dres);
+    const Tensor dnorm = tp_.column_input_grad(dxn, alloc);
+    if (canonical)
+      canonical_norm_backward(k, norm, norm_in, stats, dnorm, dres, tp_, n, alloc);
+    else
+      norm.backward(k, norm_in, stats, dnorm, dres);
   };
   sublayer(mlp_bias_, [&](const Tensor& dy, bool changes) {
     if (moe_)

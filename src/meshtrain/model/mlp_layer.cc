@@ -1,5 +1,6 @@
 #include "meshtrain/model/mlp_layer.h"
 
+#include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/model/linear_init.h"
 
 namespace meshtrain::model {
@@ -8,8 +9,11 @@ namespace {
 constexpr std::string_view kLayer = "the feed-forward";
 }  // namespace
 
-Mlp::Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix)
-    : swiglu_(cfg.mlp == MlpKind::SwiGLU), op_(params.precision().compute), acc_(params.precision().accumulate()) {
+Mlp::Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix, int canonical_blocks)
+    : swiglu_(cfg.mlp == MlpKind::SwiGLU),
+      op_(params.precision().compute),
+      acc_(params.precision().accumulate()),
+      canonical_blocks_(canonical_blocks) {
   if (swiglu_) {
     // Gate and up on the same hidden indices: the product stays local (docs/math.md (M.35)).
     in_a_ = bind_linear(params, prefix + ".gate_proj", cfg.bias, TpStyle::Column, kLayer);
@@ -37,7 +41,12 @@ Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const T
     k.gelu_forward(s.a, act);
   }
   s.act = as_operand(k, act, op_, alloc);
-  out_.forward(k, s.act, y, base);
+  if (canonical_blocks_ > 0) {
+    MT_CHECK(!base.defined(), "canonical blocks with a fused residual");
+    canonical_gemm_sum(k, {{s.act, out_.weight, true}}, canonical_blocks_, y, alloc);  // docs/math.md (M.73)
+  } else {
+    out_.forward(k, s.act, y, base);
+  }
   return s;
 }
 
@@ -59,13 +68,20 @@ void Mlp::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved&
     k.swiglu_backward(s.a, s.b, dact, da, db);
     const Tensor da_op = as_operand(k, da, op_, alloc, grads_cat), db_op = as_operand(k, db, op_, alloc, grads_cat);
     wg.linears(k, {&in_a_, &in_b_}, xn, {da_op, db_op}, false);  // one pass over xn
-    in_a_.backward_input(k, da_op, dxn, false);
-    in_b_.backward_input(k, db_op, dxn, true);
+    if (canonical_blocks_ > 0) {
+      canonical_gemm_sum(k, {{da_op, in_a_.weight, false}, {db_op, in_b_.weight, false}}, canonical_blocks_, dxn, alloc);
+    } else {
+      in_a_.backward_input(k, da_op, dxn, false);
+      in_b_.backward_input(k, db_op, dxn, true);
+    }
   } else {
     k.gelu_backward(s.a, dact, da);
     const Tensor da_op = as_operand(k, da, op_, alloc, grads_cat);
     wg.linear(k, in_a_, xn, da_op, false);
-    in_a_.backward_input(k, da_op, dxn, false);
+    if (canonical_blocks_ > 0)
+      canonical_gemm_sum(k, {{da_op, in_a_.weight, false}}, canonical_blocks_, dxn, alloc);
+    else
+      in_a_.backward_input(k, da_op, dxn, false);
   }
 }
 

@@ -18,7 +18,9 @@ class Mlp {
     Tensor act;   // input of the output projection [n, hidden], as its operand
   };
 
-  Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix);
+  // canonical_blocks: reproducible mode's blocks of the sums over hidden
+  // units (canonical_sum.h; 0: one GEMM each).
+  Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix, int canonical_blocks = 0);
   // xn is the input projections' operand (the policy's matmul type).
   // y = mlp(xn) + base when base is defined (the fused residual add; base
   // may be y), else y = mlp(xn).
@@ -32,6 +34,7 @@ class Mlp {
   bool swiglu_;
   DType op_, acc_;  // matmul operand type, accumulate/output type
   Linear in_a_, in_b_, out_;  // SwiGLU: gate, up, down. GELU: fc_in, -, fc_out
+  int canonical_blocks_;
 };
 
 }  // namespace meshtrain::model

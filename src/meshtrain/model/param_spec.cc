@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/kernels/cpu/elementwise.h"
 
 namespace meshtrain::model {
@@ -212,6 +213,21 @@ void check_tensor_parallel(const ModelConfig& cfg, int tp) {
              "), so KV heads can be neither split nor shared whole");
 }
 
+namespace {
+// Piece `piece` of `pieces` of p's split dimension: balanced in granules,
+// or, under canonical blocks, whole blocks of the balanced split into
+// `blocks` (the same slice where the dimension divides evenly).
+Extent tp_extent(const ParamSpec& p, int pieces, int piece, int blocks) {
+  const int64_t n = p.global_shape[p.tp.dim];
+  if (blocks <= 1 || p.tp.granule != 1 || pieces == 1) return split_extent(n, p.tp.granule, pieces, piece, p.name);
+  MT_REQUIRE(ConfigError, blocks % pieces == 0, p.name, ": ", pieces, " tensor-parallel pieces do not divide ",
+             "training.reproducible_blocks = ", blocks, " canonical blocks");
+  const int per = blocks / pieces;
+  const Extent first = canonical_block(n, blocks, piece * per), last = canonical_block(n, blocks, piece * per + per - 1);
+  return {first.offset, last.offset + last.length - first.offset};
+}
+}  // namespace
+
 ModelSpec localize(const ModelSpec& global, const ModelConfig& cfg, const ModelPartition& part) {
   check_tensor_parallel(cfg, part.tp_size);
   MT_CHECK(part.tp_rank >= 0 && part.tp_rank < part.tp_size, "tp rank ", part.tp_rank, " of ", part.tp_size);
@@ -237,7 +253,7 @@ ModelSpec localize(const ModelSpec& global, const ModelConfig& cfg, const ModelP
         if (p.tp.is_shard()) {
           const int pieces = p.tp.pieces(part.tp_size, p.name);
           const int piece = p.tp.piece_of(part.tp_size, part.tp_rank);
-          const Extent e = split_extent(p.global_shape[p.tp.dim], p.tp.granule, pieces, piece, p.name);
+          const Extent e = tp_extent(p, pieces, piece, part.canonical_blocks);
           std::vector<int64_t> dims = p.global_shape.dims();
           dims[size_t(p.tp.dim)] = e.length;
           p.shape = Shape(dims);

@@ -60,6 +60,11 @@ struct ModelPartition {
   // The stream, norms and adds on n / tp rows per tensor-parallel rank
   // (regions.h); the layout plan sets it from its options, the one source.
   bool sequence_parallel = false;
+  // Reproducible mode's canonical blocks (docs/math.md (M.73); 0: off): an
+  // element-granular split (the vocabulary, hidden units) places whole
+  // blocks of a balanced split into this many on each rank, so a rank's
+  // slice is the same blocks on every layout. The layout plan sets it.
+  int canonical_blocks = 0;
   bool holds(int segment) const;
   bool holds_copy(int unit) const;  // a unit held without its segment (copy_units)
   static ModelPartition whole() { return {}; }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "meshtrain/model/tree_reduce.h"
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::model {
@@ -67,8 +68,14 @@ TpCommStats::Entry TpCommStats::total() const {
 
 // ---- TpRegions -------------------------------------------------------------------
 
-TpRegions::TpRegions(comm::ProcessGroup* group, bool sequence_parallel, TpCommStats* stats, int segment)
-    : group_(group), sequence_parallel_(sequence_parallel), stats_(stats), segment_(segment) {}
+TpRegions::TpRegions(comm::ProcessGroup* group, bool sequence_parallel, TpCommStats* stats, int segment,
+                     int canonical_blocks, std::shared_ptr<CachingAllocator> alloc)
+    : group_(group),
+      sequence_parallel_(sequence_parallel),
+      stats_(stats),
+      segment_(segment),
+      canonical_blocks_(canonical_blocks),
+      alloc_(std::move(alloc)) {}
 
 int64_t TpRegions::local_rows(int64_t n) const {
   if (!sequence_parallel_) return n;
@@ -86,7 +93,11 @@ void TpRegions::count(TpCollective c, int64_t message_bytes, double seconds) con
 void TpRegions::all_reduce(const Tensor& t, comm::ReduceOp op) const {
   if (!active()) return;
   const auto t0 = Clock::now();
-  group_->all_reduce(t, op);
+  // A maximum is exact in any order; a sum of canonical subtrees finishes their tree (M.73).
+  if (canonical_blocks_ > 0 && op == comm::ReduceOp::Sum)
+    model::tree_all_reduce(*group_, t, alloc_);
+  else
+    group_->all_reduce(t, op);
   count(TpCollective::AllReduce, int64_t(t.nbytes()), since(t0));
 }
 
@@ -104,7 +115,13 @@ void TpRegions::reduce_scatter_rows(const Tensor& full, const Tensor& shard) con
            " vs ", shard.shape().str());
   if (!active()) return shard.copy_from(full);
   const auto t0 = Clock::now();
-  group_->reduce_scatter(full, shard);
+  if (canonical_blocks_ > 0) {
+    // The tree leaves rank r's chunk (its rows: n % t == 0) in place (M.73).
+    model::tree_reduce_scatter(*group_, full, alloc_);
+    shard.copy_from(full.flat_slice(rank() * shard.numel(), (rank() + 1) * shard.numel()));
+  } else {
+    group_->reduce_scatter(full, shard);
+  }
   count(TpCollective::ReduceScatter, int64_t(full.nbytes()), since(t0));
 }
 

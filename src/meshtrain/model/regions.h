@@ -58,8 +58,16 @@ class TpRegions {
  public:
   TpRegions() = default;  // no tensor parallelism
   // group: null or size 1 for none. stats: null to count nothing.
-  TpRegions(comm::ProcessGroup* group, bool sequence_parallel, TpCommStats* stats, int segment);
-  TpRegions for_segment(int segment) const { return TpRegions(group_, sequence_parallel_, stats_, segment); }
+  // canonical_blocks: reproducible mode's blocks (docs/math.md (M.73); 0:
+  // off): the sums run in the fixed tree (tree_reduce.h), scratch
+  // from `alloc`.
+  TpRegions(comm::ProcessGroup* group, bool sequence_parallel, TpCommStats* stats, int segment,
+            int canonical_blocks = 0, std::shared_ptr<CachingAllocator> alloc = nullptr);
+  TpRegions for_segment(int segment) const {
+    return TpRegions(group_, sequence_parallel_, stats_, segment, canonical_blocks_, alloc_);
+  }
+  // The canonical blocks of every split sum (0: off), as the partition placed them.
+  int canonical_blocks() const { return canonical_blocks_; }
 
   int size() const { return group_ ? group_->size() : 1; }
   int rank() const { return group_ ? group_->rank() : 0; }
@@ -106,6 +114,8 @@ class TpRegions {
   bool sequence_parallel_ = false;
   TpCommStats* stats_ = nullptr;
   int segment_ = 0;
+  int canonical_blocks_ = 0;
+  std::shared_ptr<CachingAllocator> alloc_;
 };
 
 }  // namespace meshtrain::model

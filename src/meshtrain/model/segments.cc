@@ -1,5 +1,6 @@
 #include "meshtrain/model/segments.h"
 
+#include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/model/linear_init.h"
 #include "meshtrain/model/vocab_parallel.h"
 
@@ -35,7 +36,10 @@ void EmbeddingSegment::backward(const kernels::KernelTable& k, const TokenBatch&
   const int64_t n = b.n();
   const MemCategory kept = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
   wg.embedding(k, *tokens_, b.tokens, tp_.row_output_grad(dx, n, alloc, kept), false, vocab_slice(*tokens_->spec).begin);
-  if (positions_) wg.embedding(k, *positions_, b.positions + tp_.first_row(n), dx, false);
+  if (positions_ && tp_.canonical_blocks() > 0)  // over canonical token blocks (docs/math.md (M.73))
+    canonical_embedding_grad(k, *positions_, b.positions + tp_.first_row(n), dx, tp_, n, alloc);
+  else if (positions_)
+    wg.embedding(k, *positions_, b.positions + tp_.first_row(n), dx, false);
 }
 
 HeadSegment::HeadSegment(const ModelConfig& cfg, ParameterStore& params, const TpRegions& tp)
@@ -83,7 +87,10 @@ Tensor HeadSegment::backward(const kernels::KernelTable& k, const TokenBatch& b,
   {
     const Tensor dlogits = as_operand(k, st.dlogits, op_, alloc);
     st.weights.linear(k, head_, st.xf, dlogits, false);
-    head_.backward_input(k, dlogits, dxf, false);  // partial: this rank's vocabulary columns
+    if (tp_.canonical_blocks() > 0)  // the vocabulary's canonical blocks in the tree (docs/math.md (M.73))
+      canonical_gemm_sum(k, {{dlogits, head_.weight, false}}, tp_.canonical_blocks(), dxf, alloc);
+    else
+      head_.backward_input(k, dlogits, dxf, false);  // partial: this rank's vocabulary columns
   }
   // The logits are freed here, before the stream's gradient is allocated (a
   // deferred weight job keeps its own reference).
@@ -91,7 +98,10 @@ Tensor HeadSegment::backward(const kernels::KernelTable& k, const TokenBatch& b,
   const Tensor dxf_mine = tp_.column_input_grad(dxf, alloc);
   Tensor dres = activation(alloc, dxf.dtype(), {nl, d});
   k.fill(dres, 0.0);
-  norm_.backward(k, st.x_final, st.final_stats, dxf_mine, dres);
+  if (tp_.canonical_blocks() > 0)  // over canonical token blocks (docs/math.md (M.73))
+    canonical_norm_backward(k, norm_, st.x_final, st.final_stats, dxf_mine, dres, tp_, n, alloc);
+  else
+    norm_.backward(k, st.x_final, st.final_stats, dxf_mine, dres);
   st.xf = Tensor();
   return dres;
 }

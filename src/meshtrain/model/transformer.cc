@@ -31,7 +31,8 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
   MT_CHECK(!tp || tp->rank() == partition.tp_rank, "partition tp rank ", partition.tp_rank, " vs group rank ",
            tp ? tp->rank() : 0);
   tp_stats_ = std::make_unique<TpCommStats>(num_segments());
-  tp_ = TpRegions(tp && tp->size() > 1 ? tp : nullptr, partition.sequence_parallel, tp_stats_.get(), 0);
+  tp_ = TpRegions(tp && tp->size() > 1 ? tp : nullptr, partition.sequence_parallel, tp_stats_.get(), 0,
+                  partition.canonical_blocks, alloc_);
   cp_stats_ = std::make_unique<CpCommStats>();
   ring_ = std::make_unique<RingAttention>(cp && cp->size() > 1 ? cp : nullptr, cp_stats_.get());
   params_.set_poison_stale_grads(exec.poison_stale_grads);

@@ -1,5 +1,6 @@
 #include "meshtrain/model/vocab_parallel.h"
 
+#include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/model/token_batch.h"
 
 namespace meshtrain::model {
@@ -21,7 +22,8 @@ kernels::CrossEntropyResult vocab_parallel_cross_entropy(const kernels::KernelTa
   // passes below reproduce (the same bits), runs all three sweeps of a row
   // while it is in cache: one read and one write of the logits instead of
   // three and two.
-  if (tp.size() == 1 && slice.size == slice.total)
+  const int blocks = tp.canonical_blocks();
+  if (tp.size() == 1 && slice.size == slice.total && blocks == 0)
     return dlogits.defined() ? k.cross_entropy_backward(logits, targets, grad_scale, dlogits)
                              : k.cross_entropy(logits, targets);
   // [max | sum_exp | target_logit], one buffer so the two sums travel together.
@@ -31,7 +33,22 @@ kernels::CrossEntropyResult vocab_parallel_cross_entropy(const kernels::KernelTa
   const Tensor sum_exp = sums.slice(0, 1).view(Shape{n}), target_logit = sums.slice(1, 2).view(Shape{n});
   k.vocab_ce_max(logits, targets, slice.total, row_max);
   tp.all_reduce(row_max, comm::ReduceOp::Max);
-  k.vocab_ce_sums(logits, targets, slice.begin, row_max, sum_exp, target_logit, dlogits);
+  if (blocks == 0) {
+    k.vocab_ce_sums(logits, targets, slice.begin, row_max, sum_exp, target_logit, dlogits);
+  } else {
+    // Reproducible mode: each canonical block of the vocabulary summed on
+    // its own, the blocks in the tree (docs/math.md (M.73)).
+    const BlockRange r = blocks_of_slice(slice.total, blocks, slice.begin, slice.size, "the vocabulary");
+    BlockTree tree(k);
+    for (int j = 0; j < r.count; ++j) {
+      const Extent e = canonical_block(slice.total, blocks, r.first + j);
+      const Tensor part = j == 0 ? sums : activation(alloc, logits.dtype(), {2, n}, MemCategory::Workspace);
+      k.vocab_ce_sums(logits, targets, slice.begin, row_max, part.slice(0, 1).view(Shape{n}),
+                      part.slice(1, 2).view(Shape{n}), dlogits, e.offset - slice.begin,
+                      e.offset - slice.begin + e.length);
+      tree.push(part);
+    }
+  }
   tp.all_reduce(sums);  // the target logit: 0 on every rank but its holder's, so the sum is exact
   return k.vocab_ce_finish(targets, slice.begin, row_max, sum_exp, target_logit, grad_scale, dlogits);
 }

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "meshtrain/kernels/kernel_table.h"
-#include "meshtrain/parallel/tree_reduce.h"
+#include "meshtrain/model/tree_reduce.h"
 
 namespace meshtrain::parallel {
 
@@ -63,7 +63,7 @@ Tensor AllReducedGrads::owned(int u) {
 void AllReducedGrads::reduce_root(int u, const Tensor& root) {
   const Tensor dst = flat_.unit(u);
   kernels::kernels_for(dst).copy(dst, root);
-  tree_all_reduce(c_.groups.of(u), dst, c_.alloc);
+  model::tree_all_reduce(c_.groups.of(u), dst, c_.alloc);
 }
 
 // ---- stages 1-3: reduce-scatter into the owned shard ---------------------------------
@@ -93,7 +93,7 @@ void ScatteredGrads::reduce(int u) {
 
 void ScatteredGrads::reduce_root(int u, const Tensor& root) {
   const UnitShard& s = c_.plan.unit(u);
-  tree_reduce_scatter(c_.groups.of(u), root, c_.alloc);  // the root is this window's scratch
+  model::tree_reduce_scatter(c_.groups.of(u), root, c_.alloc);  // the root is this window's scratch
   const Tensor dst = sharded_.owned(u);
   kernels::kernels_for(dst).copy(dst, root.flat_slice(s.owned_begin, s.owned_end));
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "meshtrain/kernels/kernel_table.h"
-#include "meshtrain/parallel/tree_reduce.h"
+#include "meshtrain/model/tree_reduce.h"
 
 namespace meshtrain::parallel {
 
@@ -12,7 +12,7 @@ GradTree::GradTree(int units, DType dtype, std::shared_ptr<CachingAllocator> all
       combined_(size_t(units), 0) {
   for (int u = 0; u < units; ++u) {
     const int n = lanes.empty() ? 1 : lanes[size_t(u)];
-    MT_CHECK(n >= 1 && is_power_of_two(n), "unit ", u, ": ", n, " gradient lanes (a power of two)");
+    MT_CHECK(n >= 1 && model::is_power_of_two(n), "unit ", u, ": ", n, " gradient lanes (a power of two)");
     lanes_[size_t(u)].resize(size_t(n));
   }
 }

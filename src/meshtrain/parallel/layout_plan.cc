@@ -83,6 +83,7 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
         part.ep_size = mesh_.ep;
         part.ep_rank = coords_[comm::Axis::Ep];
         part.sequence_parallel = options_.sequence_parallel;
+        part.canonical_blocks = options_.canonical_blocks;
         if (mesh_.pp > 1)
           for (const Chunk& c : chunks_)
             if (c.pp_rank == coords_[comm::Axis::Pp])
@@ -115,8 +116,10 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
       l.counts_in_norm = tp_rank % l.tp_replicas == 0;
     } else {
       // Replicated on tp: identical gradients, unless a sequence shard
-      // feeds each rank (sequence parallelism).
-      if (options_.sequence_parallel && mesh_.tp > 1) l.reduce_axes = l.reduce_axes | comm::Axis::Tp;
+      // feeds each rank (sequence parallelism). Canonical blocks sum those
+      // over the group in each micro-batch's own tree (docs/math.md (M.73)).
+      if (options_.sequence_parallel && mesh_.tp > 1 && options_.canonical_blocks == 0)
+        l.reduce_axes = l.reduce_axes | comm::Axis::Tp;
       l.counts_in_norm = tp_rank == 0;
     }
     // The tied copy on the head's stage is the same logical parameter.

@@ -33,6 +33,7 @@ struct LayoutOptions {
   std::vector<int64_t> pp_layers;       // blocks per chunk, in chunk order (empty: balanced)
   ChunkPlacement placement = ChunkPlacement::Loop;
   bool sequence_parallel = false;       // replicated norm weights see a sequence shard: partial over tp
+  int canonical_blocks = 0;             // reproducible mode's blocks of tp-split sums (model::ModelPartition)
 };
 
 // A pipeline chunk: a contiguous range of segments (0 = embedding, l + 1 =

@@ -1,5 +1,7 @@
 #include "meshtrain/train/cp_config.h"
 
+#include <numeric>
+
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::train {
@@ -23,7 +25,10 @@ void check_context_parallel_config(const TrainConfig& cfg) {
 
 int64_t sequence_multiple(const TrainConfig& cfg) {
   const int64_t sp = cfg.parallel.sequence_parallel ? cfg.parallel.tp : 1;
-  return sp * (cfg.parallel.cp > 1 ? 2 * int64_t(cfg.parallel.cp) : 1);
+  const int64_t m = sp * (cfg.parallel.cp > 1 ? 2 * int64_t(cfg.parallel.cp) : 1);
+  // Reproducible mode: the same tokens on every layout, whole canonical
+  // token blocks under any sequence split (docs/math.md (M.73)).
+  return cfg.training.reproducible ? std::lcm(m, int64_t(cfg.training.reproducible_blocks)) : m;
 }
 
 }  // namespace meshtrain::train

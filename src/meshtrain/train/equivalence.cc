@@ -181,10 +181,15 @@ Layout parse_layout(const std::string& text) {
 EquivalenceConfigs equivalence_configs(const TrainConfig& cfg, const Layout& layout, bool bitwise) {
   TrainConfig par = cfg;
   if (bitwise) {
-    MT_REQUIRE(ConfigError, layout.tp == 1, "layout ", layout.str(),
-               ": --bitwise covers the data-parallel split and the ZeRO stage; tensor parallelism splits the "
-               "forward's own sums (row-parallel outputs, the softmax over the vocabulary), so verify it with a "
-               "tolerance");
+    const int tp = layout.tp;
+    MT_REQUIRE(ConfigError, tp == 1 || cfg.model.n_kv_heads % tp == 0, "layout ", layout.str(), ": --bitwise with ",
+               cfg.model.n_kv_heads, " KV heads over tp = ", tp, ": a KV head shared by several ranks gets their "
+               "partial gradients, which the canonical blocks do not order; use a tp that divides model.n_kv_heads, "
+               "or verify with a tolerance");
+    MT_REQUIRE(ConfigError, tp == 1 || cfg.model.n_experts == 0, "layout ", layout.str(), ": --bitwise with routed "
+               "experts over tp = ", tp, ": the experts' row-parallel partial sums are combined before the "
+               "tensor-parallel reduction, which the canonical blocks do not order; use tp = 1 with ep (bitwise), "
+               "or verify with a tolerance");
     MT_REQUIRE(ConfigError, layout.cp == 1, "layout ", layout.str(),
                ": --bitwise covers the data-parallel split and the ZeRO stage; context parallelism splits each "
                "micro-batch's own sums (weight gradients over its tokens, the loss, the attention's softmax folded "
@@ -213,12 +218,19 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
   r.layout = layout.str();
   r.bitwise = bitwise;
   // What reproducible mode makes bitwise so far: the data-parallel split of
-  // the window, the ZeRO stage, the pipeline split of an untied model and
-  // expert parallelism (tp and cp join as they are covered).
+  // the window, the ZeRO stage, the pipeline split of an untied model,
+  // tensor parallelism and expert parallelism (sp and cp join as they are
+  // covered).
   if (bitwise) {
     r.claim_covers = {"dp x grad_accum split of the window", "ZeRO stage " + std::to_string(layout.zero_stage)};
     if (layout.pp > 1 && !cfg.model.tied_embeddings)
       r.claim_covers.push_back("pipeline stages (pp " + std::to_string(layout.pp) + ", " + layout.schedule + ")");
+    if (layout.tp > 1)
+      r.claim_covers.push_back("tensor parallelism (tp " + std::to_string(layout.tp) + ": " +
+                               std::to_string(par.training.reproducible_blocks) +
+                               " canonical blocks of every split sum in one tree, docs/math.md (M.73))");
+    if (layout.sequence_parallel)
+      r.claim_covers.push_back("sequence parallelism (the replicated weights' sums over canonical token blocks)");
     if (layout.ep > 1)
       r.claim_covers.push_back("expert parallelism (ep " + std::to_string(layout.ep) +
                                ": each source rank's expert gradients in a tree lane of its own)");

@@ -55,6 +55,7 @@ void read_training(TomlSection s, TrainingConfig& t) {
   s.read("precision", t.precision);
   s.read("grad_reduce_dtype", t.grad_reduce_dtype);
   s.read("reproducible", t.reproducible);
+  s.read("reproducible_blocks", t.reproducible_blocks);
   s.read("loss_scale", t.loss_scale.initial);
   s.read("loss_scale_growth", t.loss_scale.growth_factor);
   s.read("loss_scale_backoff", t.loss_scale.backoff_factor);

@@ -41,6 +41,11 @@ struct TrainingConfig {
   // and the model (gradients in a tree over the global micro-batch index):
   // any dp x grad_accum split of the same window gives the same bits.
   bool reproducible = false;
+  // Reproducible mode's canonical blocks (docs/math.md (M.73)): every sum
+  // over a dimension tensor parallelism splits is computed as this many
+  // blocks in one fixed tree on every layout (a power of two tp divides).
+  int reproducible_blocks = 8;
+  int canonical_blocks() const { return reproducible ? reproducible_blocks : 0; }  // 0: off
   int threads = 0;           // compute threads; 0: the cores other work leaves idle at start (more: capped, warned)
   bool check_memory = true;  // refuse to start when the recorded step's peak exceeds what is available
 };

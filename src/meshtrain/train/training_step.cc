@@ -9,7 +9,7 @@
 #include "meshtrain/kernels/cpu/gemm.h"
 #include "meshtrain/optim/adamw.h"
 #include "meshtrain/parallel/schedule_gen.h"
-#include "meshtrain/parallel/tree_reduce.h"
+#include "meshtrain/model/tree_reduce.h"
 #include "meshtrain/train/cp_config.h"
 #include "meshtrain/train/hierarchy.h"
 
@@ -35,6 +35,7 @@ parallel::LayoutOptions layout_options(const TrainConfig& cfg) {
   parallel::LayoutOptions o;
   o.zero_stage = cfg.parallel.zero_stage;
   o.sequence_parallel = cfg.parallel.sequence_parallel;
+  o.canonical_blocks = cfg.training.canonical_blocks();
   parallel::set_pipeline_options(o, cfg.parallel, cfg.model, micro_batch_shape(cfg));
   return o;
 }
@@ -84,7 +85,7 @@ void TrainingStep::check_layout() const {
     const int64_t leaves = int64_t(mesh.dp) * mesh.cp * cfg_.training.grad_accum;
     const std::string split = mesh.cp > 1 ? detail::concat("dp x cp x grad_accum = ", mesh.dp, " x ", mesh.cp, " x ")
                                           : detail::concat("dp x grad_accum = ", mesh.dp, " x ");
-    MT_REQUIRE(ConfigError, parallel::is_power_of_two(leaves), "training.reproducible sums the window's micro-batches ",
+    MT_REQUIRE(ConfigError, model::is_power_of_two(leaves), "training.reproducible sums the window's micro-batches ",
                "in a binary tree: ", split, cfg_.training.grad_accum, " = ", leaves, " must be a power of two");
   }
 }
@@ -217,7 +218,7 @@ double TrainingStep::reduce_loss(const parallel::WindowResult& r) {
     std::vector<double> mine = r.micro_loss, all(size_t(G * groups_.data->size()));
     mine.resize(size_t(G), 0.0);
     groups_.data->all_gather(mine.data(), all.data(), all.size(), DType::F64);
-    loss_sum = parallel::tree_sum(all);
+    loss_sum = model::tree_sum(all);
   } else {
     groups_.data->all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
   }

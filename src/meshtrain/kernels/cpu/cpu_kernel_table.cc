@@ -243,6 +243,18 @@ class CpuKernels final : public KernelTable {
     if (dst.numel() > 0 && dst.raw() != src.raw()) parallel_copy_bytes(dst.raw(), src.raw(), dst.nbytes());
   }
 
+  void copy_columns(const Tensor& dst, const Tensor& src, int64_t col) const override {
+    const int64_t M = rows_of(src), K = cols_of(src), w = cols_of(dst);
+    MT_CHECK(dst.dtype() == src.dtype() && rows_of(dst) == M && col >= 0 && col + w <= K, "copy_columns: ",
+             dst.shape().str(), " from columns ", col, "+ of ", src.shape().str());
+    const size_t es = dtype_size(src.dtype());
+    const auto* from = static_cast<const char*>(src.raw()) + size_t(col) * es;
+    auto* to = static_cast<char*>(dst.raw());
+    parallel_range(M, M * w, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) std::memcpy(to + size_t(i * w) * es, from + size_t(i * K) * es, size_t(w) * es);
+    });
+  }
+
   void gather_rows(const Tensor& src, const int32_t* rows, int64_t count, const Tensor& dst) const override {
     MT_CHECK(src.dtype() == dst.dtype() && src.dim(1) == dst.dim(1) && dst.dim(0) >= count, "gather_rows shapes");
     const int64_t row_bytes = src.dim(1) * int64_t(dtype_size(src.dtype()));
@@ -549,11 +561,18 @@ class CpuKernels final : public KernelTable {
   }
 
   void vocab_ce_sums(const Tensor& logits, const int32_t* targets, int64_t vocab_begin, const Tensor& row_max,
-                     const Tensor& sum_exp, const Tensor& target_logit, const Tensor& exps) const override {
+                     const Tensor& sum_exp, const Tensor& target_logit, const Tensor& exps, int64_t col_begin,
+                     int64_t col_end) const override {
+    const int64_t ld = cols_of(logits);
+    if (col_end < 0) col_end = ld;
+    MT_CHECK(0 <= col_begin && col_begin <= col_end && col_end <= ld, "vocab_ce_sums: columns [", col_begin, ", ",
+             col_end, ") of ", ld);
     with_float_type(logits.dtype(), [&](auto z) {
       using T = decltype(z);
-      kernels::vocab_ce_sums<T>(ptr<T>(logits), targets, rows_of(logits), cols_of(logits), vocab_begin,
-                                ptr<T>(row_max), ptr<T>(sum_exp), ptr<T>(target_logit), ptr<T>(exps));
+      T* const g = ptr<T>(exps);
+      kernels::vocab_ce_sums<T>(ptr<T>(logits) + col_begin, targets, rows_of(logits), col_end - col_begin, ld,
+                                vocab_begin + col_begin, ptr<T>(row_max), ptr<T>(sum_exp), ptr<T>(target_logit),
+                                g ? g + col_begin : nullptr);
     });
   }
 

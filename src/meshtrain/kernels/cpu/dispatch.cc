@@ -233,9 +233,9 @@ void vocab_ce_max(const T* logits, const int32_t* targets, int64_t n, int64_t Vl
   MT_DISPATCH(vocab_ce_max, logits, targets, n, Vl, V, row_max);
 }
 template <typename T>
-void vocab_ce_sums(const T* logits, const int32_t* targets, int64_t n, int64_t Vl, int64_t vocab_begin,
+void vocab_ce_sums(const T* logits, const int32_t* targets, int64_t n, int64_t Vl, int64_t ld, int64_t vocab_begin,
                    const T* row_max, T* sum_exp, T* target_logit, T* exps) {
-  MT_DISPATCH(vocab_ce_sums, logits, targets, n, Vl, vocab_begin, row_max, sum_exp, target_logit, exps);
+  MT_DISPATCH(vocab_ce_sums, logits, targets, n, Vl, ld, vocab_begin, row_max, sum_exp, target_logit, exps);
 }
 template <typename T>
 CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t n, int64_t Vl, int64_t vocab_begin,
@@ -284,7 +284,8 @@ template void layernorm_forward<float, uint16_t>(const float*, const float*, con
                                            T*);                                                                   \
   template void embedding_slice_backward<T>(const int32_t*, int64_t, const T*, int64_t, int64_t, int64_t, T*);   \
   template void vocab_ce_max<T>(const T*, const int32_t*, int64_t, int64_t, int64_t, T*);                         \
-  template void vocab_ce_sums<T>(const T*, const int32_t*, int64_t, int64_t, int64_t, const T*, T*, T*, T*);      \
+  template void vocab_ce_sums<T>(const T*, const int32_t*, int64_t, int64_t, int64_t, int64_t, const T*, T*, T*,  \
+                                 T*);                                                                            \
   template CrossEntropyResult vocab_ce_finish<T>(const int32_t*, int64_t, int64_t, int64_t, const T*, const T*,   \
                                                  const T*, T, T*);
 MT_INSTANTIATE(float)

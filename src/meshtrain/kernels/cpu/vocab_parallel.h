@@ -37,9 +37,10 @@ void vocab_ce_max(const T* logits, const int32_t* targets, int64_t n, int64_t Vl
 // Pass 2 with the reduced max: sum_exp[i] = sum_j exp(logits[i, j] - max[i]),
 // target_logit[i] = logits[i, target - vocab_begin] when the target is in
 // the slice, else 0 (both 0 for unsupervised rows). exps (may alias
-// logits; null in forward-only use) receives exp(logits - max).
+// logits; null in forward-only use) receives exp(logits - max). Rows of
+// logits and exps are ld apart (>= Vl): a block of a wider slice's columns.
 template <typename T>
-void vocab_ce_sums(const T* logits, const int32_t* targets, int64_t n, int64_t Vl, int64_t vocab_begin,
+void vocab_ce_sums(const T* logits, const int32_t* targets, int64_t n, int64_t Vl, int64_t ld, int64_t vocab_begin,
                    const T* row_max, T* sum_exp, T* target_logit, T* exps);
 
 // Pass 3 with the reduced sums: the loss SUM (double, row order) and COUNT;

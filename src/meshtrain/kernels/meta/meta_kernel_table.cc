@@ -22,6 +22,7 @@ class MetaKernels final : public KernelTable {
   void bias_grad(const Tensor&, const Tensor&) const override {}
   void add(const Tensor&, const Tensor&) const override {}
   void copy(const Tensor&, const Tensor&) const override {}
+  void copy_columns(const Tensor&, const Tensor&, int64_t) const override {}
   void fill(const Tensor&, double) const override {}
   void scale(const Tensor&, double) const override {}
   double sum_squares(const Tensor&) const override { return 0.0; }
@@ -68,7 +69,7 @@ class MetaKernels final : public KernelTable {
   void embedding_slice_backward(const int32_t*, const Tensor&, int64_t, const Tensor&) const override {}
   void vocab_ce_max(const Tensor&, const int32_t*, int64_t, const Tensor&) const override {}
   void vocab_ce_sums(const Tensor&, const int32_t*, int64_t, const Tensor&, const Tensor&, const Tensor&,
-                     const Tensor&) const override {}
+                     const Tensor&, int64_t, int64_t) const override {}
   CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t, const Tensor& row_max, const Tensor&,
                                      const Tensor&, double, const Tensor&) const override {
     return {0.0, supervised(targets, row_max.numel())};

@@ -65,7 +65,7 @@
   void embedding_slice_backward(const int32_t*, int64_t, const T*, int64_t, int64_t, int64_t, T*);               \
   template <typename T> void vocab_ce_max(const T*, const int32_t*, int64_t, int64_t, int64_t, T*);              \
   template <typename T>                                                                                          \
-  void vocab_ce_sums(const T*, const int32_t*, int64_t, int64_t, int64_t, const T*, T*, T*, T*);                 \
+  void vocab_ce_sums(const T*, const int32_t*, int64_t, int64_t, int64_t, int64_t, const T*, T*, T*, T*);        \
   template <typename T>                                                                                          \
   CrossEntropyResult vocab_ce_finish(const int32_t*, int64_t, int64_t, int64_t, const T*, const T*, const T*, T, \
                                      T*);                                                                        \

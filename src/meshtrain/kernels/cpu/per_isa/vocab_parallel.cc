@@ -70,11 +70,11 @@ void vocab_ce_max(const T* logits, const int32_t* targets, int64_t n, int64_t Vl
 }
 
 template <typename T>
-void vocab_ce_sums(const T* logits, const int32_t* targets, int64_t n, int64_t Vl, int64_t vocab_begin,
+void vocab_ce_sums(const T* logits, const int32_t* targets, int64_t n, int64_t Vl, int64_t ld, int64_t vocab_begin,
                    const T* row_max, T* sum_exp, T* target_logit, T* exps) {
   parallel_range(n, n * Vl, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const T* x = logits + i * Vl;
+      const T* x = logits + i * ld;
       const int32_t t = targets[i];
       if (t < 0) {
         sum_exp[i] = target_logit[i] = T(0);
@@ -85,7 +85,7 @@ void vocab_ce_sums(const T* logits, const int32_t* targets, int64_t n, int64_t V
       const T m = row_max[i];
       T s = 0;
       if (exps) {
-        T* g = exps + i * Vl;
+        T* g = exps + i * ld;
 #pragma omp simd reduction(+ : s)
         for (int64_t j = 0; j < Vl; ++j) {
           const T ej = exp_t(x[j] - m);
@@ -139,7 +139,7 @@ CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t n, int64_t Vl
                                            T*);                                                                  \
   template void embedding_slice_backward<T>(const int32_t*, int64_t, const T*, int64_t, int64_t, int64_t, T*);  \
   template void vocab_ce_max<T>(const T*, const int32_t*, int64_t, int64_t, int64_t, T*);                        \
-  template void vocab_ce_sums<T>(const T*, const int32_t*, int64_t, int64_t, int64_t, const T*, T*, T*, T*);     \
+  template void vocab_ce_sums<T>(const T*, const int32_t*, int64_t, int64_t, int64_t, int64_t, const T*, T*, T*, T*);     \
   template CrossEntropyResult vocab_ce_finish<T>(const int32_t*, int64_t, int64_t, int64_t, const T*, const T*,  \
                                                  const T*, T, T*);
 MT_PER_ISA_INSTANTIATE(MT_INSTANTIATE)

@@ -15,7 +15,7 @@
 
 #include "meshtrain/core/tensor.h"
 
-namespace meshtrain::parallel {
+namespace meshtrain::model {
 
 bool is_power_of_two(int64_t n);
 
@@ -32,4 +32,4 @@ void tree_reduce_scatter(comm::ProcessGroup& group, const Tensor& buf, const std
 // The tree sum of values indexed by their leaf position (power-of-two count).
 double tree_sum(std::vector<double> values);
 
-}  // namespace meshtrain::parallel
+}  // namespace meshtrain::model

@@ -1,11 +1,11 @@
-#include "meshtrain/parallel/tree_reduce.h"
+#include "meshtrain/model/tree_reduce.h"
 
 #include <vector>
 
 #include "meshtrain/comm/hierarchical_group.h"
 #include "meshtrain/kernels/kernel_table.h"
 
-namespace meshtrain::parallel {
+namespace meshtrain::model {
 
 namespace {
 
@@ -115,4 +115,4 @@ double tree_sum(std::vector<double> v) {
   return v[0];
 }
 
-}  // namespace meshtrain::parallel
+}  // namespace meshtrain::model

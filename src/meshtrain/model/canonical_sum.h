@@ -1,0 +1,100 @@
+// Reproducible mode's canonical blocks (docs/math.md (M.73)): a sum over a
+// dimension that tensor parallelism splits (a row-parallel GEMM's K, the
+// input gradient of column-parallel layers, the softmax over the
+// vocabulary) is computed on every layout, one rank included, as the same
+// `blocks` blocks of that dimension (a balanced split), each block summed
+// the same way, and the blocks added in one fixed binary tree. A rank
+// holding a slice of whole blocks builds the subtree of its blocks; the
+// tensor-parallel group's tree all-reduce (tree_reduce.h) finishes
+// the tree one rank builds alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "meshtrain/kernels/kernel_table.h"
+#include "meshtrain/model/layers.h"
+#include "meshtrain/model/parameters.h"
+#include "meshtrain/model/placement.h"
+#include "meshtrain/model/regions.h"
+
+namespace meshtrain::model {
+
+// Block i of `blocks` over a dimension of n elements (the first n % blocks
+// one element longer).
+Extent canonical_block(int64_t n, int blocks, int i);
+
+// The blocks [first, first + count) that the slice [offset, offset + length)
+// of that dimension is made of; ConfigError naming `what` when the slice
+// is not whole blocks.
+struct BlockRange {
+  int first = 0, count = 1;
+};
+BlockRange blocks_of_slice(int64_t n, int blocks, int64_t offset, int64_t length, std::string_view what);
+
+// The blocks of a parameter's dimension `dim` this rank holds, as extents
+// of its local slice (one extent, the whole slice, when blocks is 0).
+std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks);
+
+// Adds leaves in a binary tree as they come (a binary counter: equal
+// levels are added at once, left += right): after 2^q leaves the first
+// leaf's tensor holds the tree sum.
+class BlockTree {
+ public:
+  explicit BlockTree(const kernels::KernelTable& k) : k_(k) {}
+  void push(const Tensor& leaf);
+  // The root; ConfigError-free check that the leaves were a power of two.
+  const Tensor& root() const;
+
+ private:
+  struct Node {
+    int level;
+    Tensor sum;
+  };
+  const kernels::KernelTable& k_;
+  std::vector<Node> stack_;
+};
+
+// One term of a sum of products: a [M, K] times op(w) with K w's dimension
+// 1 (trans_w: y = a w^T, a row-parallel layer's forward) or 0 (dx = dy w,
+// a column-parallel layer's input gradient).
+struct GemmTerm {
+  Tensor a;
+  const Parameter* w = nullptr;
+  bool trans_w = false;
+};
+
+// out [M, N] = sum over terms of a op(w), as the canonical blocks of the
+// rank's slice of K: block j's partial is the terms' products over block j
+// (the first written, the others added, in term order), and the partials
+// are summed in the block tree. A term holding another number of blocks
+// than the first (a KV head shared by several ranks) is added whole after
+// the tree. With one block: the plain GEMMs.
+void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTerm>& terms, int blocks,
+                        const Tensor& out, const std::shared_ptr<CachingAllocator>& alloc);
+
+// The rows [begin, end) of this rank's stream rows (n of a micro-batch's
+// tokens) that form each of its canonical token blocks: the micro-batch's
+// tokens in `tp.canonical_blocks()` blocks; under sequence parallelism a
+// rank holds blocks/tp of them (its rows: whole blocks, ConfigError
+// otherwise).
+std::vector<Extent> token_blocks(const TpRegions& tp, int64_t n);
+
+// Reproducible mode's sums over tokens of replicated parameters' gradients
+// (a norm's weight and bias; a row-parallel layer's bias): each canonical
+// token block's sum on its own, the blocks in the tree, the ranks' subtrees
+// summed over the group under sequence parallelism, then added to the
+// gradient. The same bits on every layout, as one micro-batch's part.
+void canonical_norm_backward(const kernels::KernelTable& k, const Norm& norm, const Tensor& x, const Norm::Stats& s,
+                             const Tensor& dy, const Tensor& dx, const TpRegions& tp, int64_t n,
+                             const std::shared_ptr<CachingAllocator>& alloc);
+void canonical_bias_grad(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, const TpRegions& tp,
+                         int64_t n, const std::shared_ptr<CachingAllocator>& alloc);
+// A replicated table's rows (learned positions): ids are this rank's rows'.
+void canonical_embedding_grad(const kernels::KernelTable& k, Parameter& table, const int32_t* ids,
+                              const Tensor& dout, const TpRegions& tp, int64_t n,
+                              const std::shared_ptr<CachingAllocator>& alloc);
+
+}  // namespace meshtrain::model
