@@ -13,14 +13,17 @@
 // when other processes share the cores (wall-clock fractions then do not).
 // --precision runs the step under another policy (bf16 / fp16 compute with
 // f32 masters, core/precision.h); --reproducible with reproducible mode's
-// thread-invariant GEMM and gradient leaves (training.reproducible).
+// thread-invariant GEMM, gradient leaves and canonical blocks of
+// training.reproducible_blocks' default (training.reproducible);
+// --reproducible-cost alternates default and reproducible steps in one
+// process and prints the median ratio (docs/performance.md).
 //
 // --model gpt2-124m runs GPT-2 124M (tied, vocab 50257) at micro-batch 4,
 // sequence 256 instead. Each thread count's figures end with the process's
 // peak resident memory after its steps (what bench/compare-torch.sh sets
 // against PyTorch's).
 //
-//   build/bench/bench_small [--steps N] [--threads 1,2] [--precision fp32|bf16|fp16] [--reproducible]
+//   build/bench/bench_small [--steps N] [--threads 1,2] [--precision fp32|bf16|fp16] [--reproducible | --reproducible-cost]
 //                           [--model bench-small|gpt2-124m]
 #include <omp.h>
 #include <sys/resource.h>
@@ -46,6 +49,7 @@
 #include "meshtrain/parallel/data_parallel.h"
 #include "meshtrain/parallel/executor.h"
 #include "meshtrain/parallel/schedule_gen.h"
+#include "meshtrain/train/train_config.h"
 
 using namespace meshtrain;
 using Clock = std::chrono::steady_clock;
@@ -118,18 +122,111 @@ Rate gemm_rate_on_step_shapes(const model::ModelConfig& c, int64_t n, std::optio
   return {flops / seconds * 1e-9, flops / cpu_seconds * 1e-9};
 }
 
+// The training step as the trainer runs it for one rank: the data-parallel
+// engine over a group of size 1 (no communication), reproducible mode (its
+// thread-invariant GEMM, gradient leaves and the canonical blocks of
+// training.reproducible_blocks' default) or not.
+class StepRunner {
+ public:
+  StepRunner(const model::ModelConfig& cfg, const PrecisionPolicy& policy, bool reproducible)
+      : reproducible_(reproducible),
+        alloc_(CachingAllocator::create()),
+        world_(comm::ThreadWorld::create(1)),
+        plan_(cfg, comm::MeshShape{}, 0, layout_options(reproducible)),
+        model_(cfg, alloc_, exec_options(policy), plan_.partition()),
+        mesh_(comm::Mesh::create(comm::MeshShape{}, world_->group(0))),
+        groups_(parallel::resolve_groups(plan_, mesh_)),
+        engine_(model_, plan_, groups_, parallel_config(reproducible), optimizer_config(), alloc_),
+        executor_(model_, &engine_, nullptr),
+        program_(parallel::expand(parallel::one_f_one_b_schedule(1, 1), 0, plan_.chunks(),
+                                  [this](int s) { return model_.segment_units(s); }, engine_.param_policy())) {}
+
+  // One update on `batch` (n tokens).
+  void step(const model::TokenBatch& batch, int64_t n) {
+    kernels::set_thread_invariant_gemm(reproducible_);
+    engine_.begin_window();
+    executor_.run(program_, [&](int) { return batch; },
+                  model::ForwardMode{true, double(float(engine_.loss_coefficient(n))), false});
+    engine_.finish_grads();
+    const double norm = std::sqrt(engine_.grad_sum_squares());
+    engine_.step(3e-4, optim::clip_coefficient(norm, 1.0));
+  }
+  CachingAllocator& allocator() { return *alloc_; }
+
+ private:
+  static parallel::LayoutOptions layout_options(bool reproducible) {
+    parallel::LayoutOptions o;
+    o.canonical_blocks = reproducible ? train::TrainingConfig{}.reproducible_blocks : 0;  // the key's default
+    return o;
+  }
+  static model::ExecOptions exec_options(const PrecisionPolicy& policy) {
+    model::ExecOptions exec;
+    exec.materialize_params = false;
+    exec.precision = policy;
+    return exec;
+  }
+  static parallel::ParallelConfig parallel_config(bool reproducible) {
+    parallel::ParallelConfig pc;
+    pc.reproducible = reproducible;
+    return pc;
+  }
+  static optim::OptimizerConfig optimizer_config() {
+    optim::OptimizerConfig oc;
+    oc.lr = 3e-4;
+    oc.weight_decay = 0.1;
+    return oc;
+  }
+  bool reproducible_;
+  std::shared_ptr<CachingAllocator> alloc_;
+  std::shared_ptr<comm::ThreadWorld> world_;
+  parallel::LayoutPlan plan_;
+  model::Transformer model_;
+  comm::Mesh mesh_;
+  parallel::RankGroups groups_;
+  parallel::DataParallel engine_;
+  parallel::StepExecutor executor_;
+  parallel::Program program_;
+};
+
+// Reproducible mode's cost: a default and a reproducible step runner in this
+// process, their steps alternating (so the host's interference falls on
+// both alike), the median of the per-pair time ratios.
+void print_reproducible_cost(const model::ModelConfig& cfg, const PrecisionPolicy& policy,
+                             const model::TokenBatch& batch, int64_t n, int threads, int steps) {
+  set_compute_threads(threads);
+  StepRunner plain(cfg, policy, false), canonical(cfg, policy, true);
+  std::vector<double> off, on, ratios;
+  for (int s = 0; s < steps + 2; ++s) {
+    double t[2];
+    for (int which = 0; which < 2; ++which) {
+      const auto t0 = Clock::now();
+      (which == 0 ? plain : canonical).step(batch, n);
+      t[which] = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    if (s < 2) continue;  // warm-up: caches, primitives, first-touch pages
+    off.push_back(t[0]);
+    on.push_back(t[1]);
+    ratios.push_back(t[1] / t[0]);
+  }
+  std::printf("threads %d: reproducible mode %.1f ms vs %.1f ms a step (medians of %d alternating steps): "
+              "on / off %.3fx (median of the pairs' ratios; from %.3f to %.3f)\n",
+              threads, median(on) * 1e3, median(off) * 1e3, steps, median(ratios),
+              *std::min_element(ratios.begin(), ratios.end()), *std::max_element(ratios.begin(), ratios.end()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int steps = 7;
   std::vector<int> thread_counts = {1, 2};
   std::string precision = "fp32";
-  bool reproducible = false;
+  bool reproducible = false, reproducible_cost = false;
   std::string model_name = "bench-small";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc) precision = argv[++i];
     else if (!std::strcmp(argv[i], "--reproducible")) reproducible = true;
+    else if (!std::strcmp(argv[i], "--reproducible-cost")) reproducible_cost = true;
     else if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model_name = argv[++i];
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
       thread_counts.clear();
@@ -142,7 +239,7 @@ int main(int argc, char** argv) {
   const bool gpt2 = model_name == "gpt2-124m";
   if (!gpt2 && model_name != "bench-small") {
     std::fprintf(stderr, "usage: bench_small [--steps N] [--threads 1,2] [--precision fp32|bf16|fp16] "
-                 "[--reproducible] [--model bench-small|gpt2-124m]\n");
+                 "[--reproducible | --reproducible-cost] [--model bench-small|gpt2-124m]\n");
     return 2;
   }
   const model::ModelConfig cfg = gpt2 ? model::gpt2_124m_config() : model::bench_small_config();
@@ -171,30 +268,14 @@ int main(int argc, char** argv) {
               kernels::gemm_impl_name(f32_gemm), kernels::bf16_gemm_name());
   std::printf("model FLOPs per token: %.1f MFLOP (6 x %lld matmul params + 12 L d T)\n", flops_per_token * 1e-6,
               static_cast<long long>(model::build_model_spec(cfg).matmul_params(cfg)));
+  if (reproducible_cost) {
+    for (int threads : thread_counts) print_reproducible_cost(cfg, policy, batch, n, threads, steps);
+    return 0;
+  }
   for (int threads : thread_counts) {
     set_compute_threads(threads);
-    kernels::set_thread_invariant_gemm(reproducible);
-    // The training step as the trainer runs it for one rank: the
-    // data-parallel engine over a group of size 1 (no communication).
-    auto alloc = CachingAllocator::create();
-    auto world = comm::ThreadWorld::create(1);
-    const parallel::LayoutPlan plan(cfg, comm::MeshShape{}, 0, parallel::LayoutOptions{});
-    model::ExecOptions exec;
-    exec.materialize_params = false;
-    exec.precision = policy;
-    model::Transformer m(cfg, alloc, exec, plan.partition());
-    optim::OptimizerConfig oc;
-    oc.lr = 3e-4;
-    oc.weight_decay = 0.1;
-    parallel::ParallelConfig pc;
-    pc.reproducible = reproducible;
-    const comm::Mesh mesh = comm::Mesh::create(comm::MeshShape{}, world->group(0));
-    const parallel::RankGroups groups = parallel::resolve_groups(plan, mesh);
-    parallel::DataParallel engine(m, plan, groups, pc, oc, alloc);
-    parallel::StepExecutor executor(m, &engine, nullptr);
-    const parallel::Program program =
-        parallel::expand(parallel::one_f_one_b_schedule(1, 1), 0, plan.chunks(),
-                         [&](int s) { return m.segment_units(s); }, engine.param_policy());
+    StepRunner runner(cfg, policy, reproducible);
+    CachingAllocator* const alloc = &runner.allocator();
     std::vector<double> times, cpu_times;
     int64_t os_allocs_after_warmup = 0;
     long faults_after_warmup = 0;
@@ -206,12 +287,7 @@ int main(int argc, char** argv) {
       alloc->tracker().reset_peaks();
       const auto t0 = Clock::now();
       const double c0 = process_cpu_seconds();
-      engine.begin_window();
-      executor.run(program, [&](int) { return batch; },
-                   model::ForwardMode{true, double(float(engine.loss_coefficient(n))), false});
-      engine.finish_grads();
-      const double norm = std::sqrt(engine.grad_sum_squares());
-      engine.step(3e-4, optim::clip_coefficient(norm, 1.0));
+      runner.step(batch, n);
       if (s >= 2) {
         times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         cpu_times.push_back(process_cpu_seconds() - c0);
