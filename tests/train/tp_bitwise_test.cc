@@ -62,12 +62,18 @@ TEST(TensorParallelBitwise, EveryTpSpLayoutIsBitwiseOneRank) {
   }
 }
 
+// Untied, and tied (GPT-2): the table's embedding and LM-head gradients in
+// two lanes, each reduced over the replicas before they are added, as the
+// first and last stage do (docs/math.md, "Tied lanes").
 TEST(TensorParallelBitwise, ComposedWithPipelineStagesAndZero3) {
-  // An untied model: the tied head's gradient sum across stages is not yet canonical.
-  for (const char* text : {"pp=2,tp=2", "dp=2,tp=2,pp=2,zero=3", "dp=2,tp=2,sp=on,pp=2,zero=3"}) {
-    SCOPED_TRACE(text);
-    const auto r = bitwise(bitwise_config(false), text);
-    EXPECT_TRUE(r.pass()) << r.str();
+  for (bool gpt2 : {false, true}) {
+    for (const char* text : {"pp=2,tp=2", "dp=2,tp=2,pp=2,zero=3", "dp=2,tp=2,sp=on,pp=2,zero=3", "dp=2,pp=2",
+                             "dp=4,zero=1"}) {
+      SCOPED_TRACE(::testing::Message() << (gpt2 ? "gpt2 " : "llama ") << text);
+      const auto r = bitwise(bitwise_config(gpt2), text);
+      EXPECT_TRUE(r.pass()) << r.str();
+      if (std::string(text).find("pp=2") != std::string::npos) EXPECT_TRUE(claims(r, "pipeline stages")) << r.str();
+    }
   }
 }
 

@@ -91,8 +91,15 @@ Tensor Transformer::backward_segment_input(int s, const TokenBatch& b, Tensor dy
   fault::point("backward");
   st.input_grad_done = true;
   st.weights = WeightGrads(defer_weights, alloc_);
-  if (s == num_segments() - 1) return head_->backward(*kernels_, b, st, alloc_);
+  // Reproducible mode keeps a tied table's two writers in lanes of their own
+  // (parallel/grad_tree.h, "Tied lanes"): the head's, then the embedding's.
+  const bool tied_lanes = cfg_.tied_embeddings && params_.has_grad_lanes();
+  if (s == num_segments() - 1) {
+    if (tied_lanes) params_.switch_grad_lane(0, 1);
+    return head_->backward(*kernels_, b, st, alloc_);
+  }
   if (s == 0) {
+    if (tied_lanes) params_.switch_grad_lane(0, 0);
     embedding_->backward(*kernels_, b, dy, st.weights, alloc_);
     return Tensor();
   }

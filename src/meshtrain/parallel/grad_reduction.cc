@@ -101,10 +101,14 @@ void ScatteredGrads::reduce_root(int u, const Tensor& root) {
 // ---- reproducible mode: the fixed summation tree -------------------------------------
 
 namespace {
-std::vector<int> tree_lanes(const ShardPlan& plan, int ep) {
+// The tied embedding's unit (the embedding segment's own), or -1.
+int tied_unit(const model::ParameterStore& store) { return store.spec().tied_head ? 0 : -1; }
+
+std::vector<int> tree_lanes(const ShardPlan& plan, int ep, int tied) {
   std::vector<int> lanes(size_t(plan.num_units()), 1);
   for (int u = 0; u < plan.num_units(); ++u)
     if (plan.unit(u).experts) lanes[size_t(u)] = ep;
+  if (tied >= 0) lanes[size_t(tied)] = 2;  // the embedding's writes, the LM head's
   return lanes;
 }
 }  // namespace
@@ -112,8 +116,9 @@ std::vector<int> tree_lanes(const ShardPlan& plan, int ep) {
 TreeGrads::TreeGrads(const GradContext& c, int ep, std::unique_ptr<GradReduction> inner)
     : GradReduction(c),
       inner_(std::move(inner)),
-      tree_(c.plan.num_units(), c.store.precision().grad_accum, c.alloc, tree_lanes(c.plan, ep)) {
-  if (ep > 1)
+      tree_(c.plan.num_units(), c.store.precision().grad_accum, c.alloc,
+            tree_lanes(c.plan, ep, tied_unit(c.store))) {
+  if (ep > 1 || tied_unit(c.store) >= 0)
     c_.store.set_grad_lane_switch(
         [this](int u, int lane) { c_.store.bind_unit_grads(u, tree_.leaf(u, c_.plan.unit(u).padded, lane)); });
 }
@@ -135,16 +140,45 @@ void TreeGrads::close_leaf(int u) {
   c_.store.bind_unit_grads(u, Tensor());
 }
 
+void TreeGrads::reduce_tied(int u) {
+  // The lanes this rank writes: the embedding's where it runs the embedding
+  // segment, the head's where it runs the head (both on one stage).
+  const model::ModelSpec& spec = c_.store.spec();
+  int head = 0;
+  for (const model::ParamUnit& unit : spec.units) head = std::max(head, unit.segment);
+  std::vector<int> written;
+  if (spec.partition.holds(0)) written.push_back(0);
+  if (spec.partition.holds(head)) written.push_back(1);
+  Tensor first;
+  for (const int lane : written) {
+    const Tensor root = tree_.lane_root(u, lane);
+    if (c_.tp_sums.any(u)) c_.tp_sums.reduce(u, root);
+    inner_->reduce_root(u, root);
+    const Tensor mine = inner_->owned(u);
+    if (written.size() == 1 || !mine.defined()) continue;
+    if (!first.defined()) {
+      first = Tensor::empty(mine.shape(), mine.dtype(), c_.alloc, MemCategory::Grads);
+      kernels::kernels_for(mine).copy(first, mine);
+    } else {
+      kernels::kernels_for(mine).add(mine, first);  // head + embedding == embedding + head, bit for bit
+    }
+  }
+}
+
 void TreeGrads::reduce(int u) {
-  const Tensor root = tree_.root(u);
-  if (c_.tp_sums.any(u)) c_.tp_sums.reduce(u, root);  // the window's whole gradient of u, partial over tp ranks
   const auto t0 = std::chrono::steady_clock::now();
-  inner_->reduce_root(u, root);
+  if (u == tied_unit(c_.store)) {
+    reduce_tied(u);
+  } else {
+    const Tensor root = tree_.root(u);
+    if (c_.tp_sums.any(u)) c_.tp_sums.reduce(u, root);  // the window's whole gradient of u, partial over tp ranks
+    inner_->reduce_root(u, root);
+  }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   c_.stats.comm_s += dt;
   c_.stats.exposed_s += dt;
   c_.stats.buckets += 1;
-  c_.stats.bytes += c_.plan.unit(u).padded * int64_t(dtype_size(root.dtype()));
+  c_.stats.bytes += c_.plan.unit(u).padded * int64_t(dtype_size(c_.store.precision().grad_accum));
 }
 
 std::unique_ptr<GradReduction> make_grad_reduction(const GradContext& c, const ParallelConfig& cfg, int ep) {

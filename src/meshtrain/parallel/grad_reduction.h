@@ -125,6 +125,9 @@ class TreeGrads final : public GradReduction {
   // ep: the expert-parallel size; an expert's owner keeps each ep source's
   // leaves in a lane of its own (grad_tree.h), its blocks switch lanes
   // (moe_layer.cc).
+  // A tied embedding's unit keeps the embedding's and the LM head's writes
+  // in two lanes, each reduced over the replicas before they are added
+  // (grad_tree.h, "Tied lanes").
   TreeGrads(const GradContext& c, int ep, std::unique_ptr<GradReduction> inner);
   ~TreeGrads() override;
   void begin_window() override;
@@ -136,6 +139,8 @@ class TreeGrads final : public GradReduction {
   void reduce_root(int u, const Tensor& root) override { inner_->reduce_root(u, root); }
 
  private:
+  // The tied unit: each lane this rank writes reduced on its own, then added.
+  void reduce_tied(int u);
   std::unique_ptr<GradReduction> inner_;
   GradTree tree_;
 };

@@ -49,12 +49,24 @@ void GradTree::close_leaf(int u) {
   }
 }
 
+namespace {
+void require_one_tree(int u, size_t subtrees) {
+  MT_REQUIRE(ConfigError, subtrees == 1, "reproducible accumulation of unit ", u, " ended with ", subtrees,
+             " partial trees: the micro-batches per window must be a power of two");
+}
+}  // namespace
+
+Tensor GradTree::lane_root(int u, int lane) {
+  MT_CHECK(!combined_[size_t(u)] && lane >= 0 && lane < lanes(u), "unit ", u, ": no lane ", lane, " left apart");
+  const Lane& l = lanes_[size_t(u)][size_t(lane)];
+  require_one_tree(u, l.stack.size());
+  return l.stack[0].sum;
+}
+
 Tensor GradTree::root(int u) {
   auto& lanes = lanes_[size_t(u)];
   if (combined_[size_t(u)]) return lanes[0].stack[0].sum;
-  for (const Lane& l : lanes)
-    MT_REQUIRE(ConfigError, l.stack.size() == 1, "reproducible accumulation of unit ", u, " ended with ",
-               l.stack.size(), " partial trees: the micro-batches per window must be a power of two");
+  for (const Lane& l : lanes) require_one_tree(u, l.stack.size());
   // Lane roots, summed pairwise: (l0 + l1) + (l2 + l3), ...
   for (size_t step = 1; step < lanes.size(); step *= 2)
     for (size_t i = 0; i + step < lanes.size(); i += 2 * step) {

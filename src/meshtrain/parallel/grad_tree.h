@@ -6,6 +6,11 @@
 // global tree that this rank's contiguous micro-batches form, so a tree reduction
 // across replicas (tree_reduce.h) finishes exactly the tree one rank would build.
 //
+// Tied lanes: a tied embedding's unit keeps the embedding's writes (lane 0)
+// and the LM head's (lane 1) apart, so a layout holding both on one rank
+// sums them where a pipeline does, after the data-parallel reduction
+// (docs/math.md (M.10), "Tied lanes").
+//
 // Lanes: an expert's owner under expert parallelism computes the gradients
 // of its ep group's ranks (consecutive data-parallel ranks: the leaves
 // (source, micro-batch) form one aligned subtree of the global tree). Each
@@ -37,6 +42,9 @@ class GradTree {
   // with several lanes, their roots summed (once per window) in a tree over
   // the lane index.
   Tensor root(int u);
+  // One lane's root, the lanes left apart (a tied weight's writers: each
+  // lane reduced over the replicas before they are added).
+  Tensor lane_root(int u, int lane);
   void clear();  // a new window
   int depth(int u) const { return int(lanes_[size_t(u)][0].stack.size()); }
 

@@ -217,14 +217,15 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
   EquivalenceReport r = compare_records(a, b, global_tensors(par.model), par.training.precision, tolerance);
   r.layout = layout.str();
   r.bitwise = bitwise;
-  // What reproducible mode makes bitwise so far: the data-parallel split of
-  // the window, the ZeRO stage, the pipeline split of an untied model,
-  // tensor parallelism and expert parallelism (sp and cp join as they are
-  // covered).
+  // What reproducible mode makes bitwise: the data-parallel split of the
+  // window, the ZeRO stage, pipeline stages, tensor and sequence
+  // parallelism and expert parallelism (cp is refused above).
   if (bitwise) {
     r.claim_covers = {"dp x grad_accum split of the window", "ZeRO stage " + std::to_string(layout.zero_stage)};
-    if (layout.pp > 1 && !cfg.model.tied_embeddings)
-      r.claim_covers.push_back("pipeline stages (pp " + std::to_string(layout.pp) + ", " + layout.schedule + ")");
+    if (layout.pp > 1)
+      r.claim_covers.push_back("pipeline stages (pp " + std::to_string(layout.pp) + ", " + layout.schedule +
+                               (cfg.model.tied_embeddings ? "; the tied table's two writers in lanes of their own)"
+                                                          : ")"));
     if (layout.tp > 1)
       r.claim_covers.push_back("tensor parallelism (tp " + std::to_string(layout.tp) + ": " +
                                std::to_string(par.training.reproducible_blocks) +
