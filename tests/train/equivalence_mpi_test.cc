@@ -4,7 +4,8 @@
 // reference in-process (threads backend, one rank), then trains the cell
 // across the MPI world and compares each step per tensor (gradients,
 // update deltas and parameters, equivalence.h) under fp64 (1e-10) and
-// fp32 (its default, 5e-4: they reach 1e-4 per tensor).
+// fp32 (its default, 5e-4: they reach 1e-4 per tensor); in reproducible
+// mode bitwise.
 //   mpirun -np 8 --oversubscribe --allow-run-as-root train_equivalence_mpi_test
 #include <gtest/gtest.h>
 
@@ -29,6 +30,25 @@ TEST(EquivalenceMpi, EightRankCellsMatchOneRankPerTensorInFp64AndFp32) {
       if (world->rank() == 0) std::fputs(r.str().c_str(), stdout);
     }
   }
+}
+
+// Reproducible mode across processes: the dp2 x tp2 x pp2 ZeRO-3 cell with
+// sequence parallelism and the tied table, bitwise (zero difference in f32)
+// against one rank (docs/math.md (M.73), "Tied lanes").
+TEST(EquivalenceMpi, ReproducibleModeIsBitwiseAcrossEveryAxisButCp) {
+  auto world = comm::mpi_world();
+  ASSERT_EQ(world->size(), 8) << "the cell needs 8 processes";
+  const auto ds = varied_documents(96, 5);
+  set_compute_threads(1);
+  auto base = all_axes_config();
+  base.model.n_kv_heads = 2;  // whole KV heads per tp rank
+  base.training.reproducible = true;
+  const auto cfg = train::with_layout(base, train::parse_layout("dp=2,tp=2,sp=on,pp=2,zero=3"));
+  const auto ref = single_rank_records(cfg, cfg.parallel.dp, ds, 2);
+  comm::ParallelContext ctx = mpi_context(world, train::mesh_for(cfg, world->size()));
+  train::Trainer t(cfg, ctx, ds, std::nullopt);
+  const auto r = train::compare_records(ref, train::record_steps(t, 2), train::global_tensors(cfg.model), "fp32", 0.0);
+  EXPECT_TRUE(r.pass()) << r.str();
 }
 
 int main(int argc, char** argv) { return run_mpi_tests(argc, argv); }
