@@ -153,6 +153,35 @@ TEST(RestoreClaim, ReproducibleModeReplaysSplitsOfTheSameWindow) {
   }
 }
 
+// With the same canonical blocks on both sides (docs/math.md (M.73)) the
+// sums follow the model too: tp, sequence parallelism and the tied table's
+// stages keep the bits; another block count, a side without them (an old
+// checkpoint, shared KV heads) or another cp does not.
+TEST(RestoreClaim, CanonicalBlocksReplayTensorParallelChanges) {
+  const char* kCanonical =
+      "bitwise replay: reproducible mode with 8 canonical blocks, same global window and micro-batch (dp x G "
+      "splits, ZeRO, tp, sp, pipeline stages and ep are bitwise)";
+  LayoutFacts saved = reproducible(base());
+  saved.canonical_blocks = 8;
+  for (auto change : {+[](LayoutFacts& f) { f.tp = 2; }, +[](LayoutFacts& f) { f.tp = 4, f.sequence_parallel = true; },
+                      +[](LayoutFacts& f) { f.tie_sums_two_stages = true, f.pp = 2; },
+                      +[](LayoutFacts& f) { f = other_split(f), f.backend = "mpi"; }}) {
+    LayoutFacts changed = saved;
+    change(changed);
+    EXPECT_EQ(restore_claim(saved, changed).text, kCanonical);
+    EXPECT_EQ(restore_claim(changed, saved).text, kCanonical);
+  }
+  LayoutFacts four = saved;
+  four.canonical_blocks = 4, four.tp = 2;
+  EXPECT_EQ(restore_claim(saved, four).text, kReductionOrder);
+  LayoutFacts none = saved;
+  none.canonical_blocks = 0, none.tp = 2;
+  EXPECT_EQ(restore_claim(saved, none).text, kReductionOrder);
+  LayoutFacts cp = saved;
+  cp.cp = 2;
+  EXPECT_EQ(restore_claim(saved, cp).text, kReductionOrder);
+}
+
 // Under context parallelism the tree's leaves are (replica, cp rank,
 // micro-batch): another dp x G split orders them differently even in
 // reproducible mode; the same split replays.
@@ -171,16 +200,18 @@ TEST(RestoreClaim, ReproducibleModeUnderContextParallelismNeedsTheSameSplit) {
 // a direction: "16 -> 32").
 TEST(RestoreClaim, KindIsSymmetric) {
   std::vector<LayoutFacts> layouts;
-  for (bool repro : {false, true})
-    for (int cp : {1, 2})
-      for (int ep : {1, 2})
-        for (bool split : {false, true})
-          for (bool tie : {false, true})
-            for (const char* backend : {"threads", "mpi"}) {
-              LayoutFacts f = base();
-              f.reproducible = repro, f.cp = cp, f.ep = ep, f.tie_sums_two_stages = tie, f.backend = backend;
-              layouts.push_back(split ? other_split(f) : f);
-            }
+  for (int blocks : {0, 8})
+    for (bool repro : {false, true})
+      for (int cp : {1, 2})
+        for (int ep : {1, 2})
+          for (bool split : {false, true})
+            for (bool tie : {false, true})
+              for (const char* backend : {"threads", "mpi"}) {
+                LayoutFacts f = base();
+                f.reproducible = repro, f.cp = cp, f.ep = ep, f.tie_sums_two_stages = tie, f.backend = backend;
+                f.canonical_blocks = blocks, f.tp = blocks ? 2 : 1;
+                layouts.push_back(split ? other_split(f) : f);
+              }
   LayoutFacts wider = base();
   wider.dp = 8;
   layouts.push_back(wider);

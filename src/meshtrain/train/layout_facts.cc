@@ -45,6 +45,7 @@ LayoutFacts LayoutFacts::from_metadata(const nlohmann::json& meta) {
     f.sequence_parallel = l.value("sequence_parallel", false);
     f.backend = l.value("backend", std::string("threads"));
     f.reproducible = l.value("reproducible", false);
+    f.canonical_blocks = l.value("canonical_blocks", 0);
     f.tie_sums_two_stages = l.contains(kTieKey) ? l.at(kTieKey).get<bool>() : recorded_tie_rule(meta, l);
     f.kernels = meta.value("kernels", nlohmann::json());
     return f;
@@ -66,6 +67,9 @@ LayoutFacts LayoutFacts::from_layout(const TrainConfig& cfg, const parallel::Lay
   f.sequence_parallel = cfg.parallel.sequence_parallel;
   f.backend = cfg.comm.backend;
   f.reproducible = cfg.training.reproducible;
+  const bool tp_sums_canonical =
+      mesh.tp == 1 || (cfg.model.n_kv_heads % mesh.tp == 0 && cfg.model.n_experts == 0);
+  f.canonical_blocks = tp_sums_canonical ? cfg.training.canonical_blocks() : 0;
   f.tie_sums_two_stages = !plan.tie_stages().empty();
   f.kernels = kernel_environment();
   return f;
@@ -82,6 +86,7 @@ nlohmann::json LayoutFacts::layout_json() const {
           {"sequence_parallel", sequence_parallel},
           {"backend", backend},
           {"reproducible", reproducible},
+          {"canonical_blocks", canonical_blocks},
           {kTieKey, tie_sums_two_stages}};
 }
 

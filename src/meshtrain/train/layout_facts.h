@@ -25,6 +25,11 @@ struct LayoutFacts {
   bool sequence_parallel = false;
   std::string backend = "threads";
   bool reproducible = false;
+  // Reproducible mode's canonical blocks where every sum tensor parallelism
+  // splits follows them (docs/math.md (M.73)): KV heads not shared by
+  // several ranks, no routed experts over tp; 0 otherwise, without the mode
+  // or before the blocks were recorded.
+  int canonical_blocks = 0;
   // The tied embedding and the head sit on two pipeline stages: the tie
   // group sums the two copies' gradients, where one stage interleaves them.
   bool tie_sums_two_stages = false;

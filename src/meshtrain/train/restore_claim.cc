@@ -32,6 +32,17 @@ RestoreClaim restore_claim(const LayoutFacts& saved, const LayoutFacts& now) {
                               // same arguments in the same order (MPI_REDUCE, advice to
                               // implementors): the same world on the same backend repeats.
                               saved.backend == now.backend;
+  // Reproducible mode on both sides with the same canonical blocks: every
+  // sum follows the global batch and the model, not the layout (dp x G,
+  // ZeRO, backend, tp, sp, pipeline stages and the tied table's two stages;
+  // docs/math.md (M.73)); cp keeps its own rule below.
+  if (saved.reproducible && now.reproducible && saved.canonical_blocks > 0 &&
+      saved.canonical_blocks == now.canonical_blocks && saved.micro_batch == now.micro_batch &&
+      saved.cp == now.cp && (now.cp == 1 || same_reduction))
+    return {ClaimKind::BitwiseReplay,
+            "bitwise replay: reproducible mode with " + std::to_string(now.canonical_blocks) +
+                " canonical blocks, same global window and micro-batch (dp x G splits, ZeRO, tp, sp, pipeline "
+                "stages and ep are bitwise)"};
   // Reproducible mode on both sides: the reductions follow the global batch,
   // not the split (dp, grad_accum, ZeRO stage, backend).
   // (Under context parallelism the tree's leaves are (replica, cp rank,
