@@ -118,8 +118,6 @@ TEST(CliLaunchSlurm, RefusalsSayWhatToDo) {
                    "--hostfile, --rsh-agent, --mpirun and --mpirun-arg are for mpirun");
     expect_failure({"launch", "-n", "2", "--srun", srun, "--mpirun-arg=--oversubscribe", cfg}, "run mpirun with --launcher mpirun");
     expect_usage_error({"launch", "-n", "2", "--launcher", "slurm", cfg}, "--launcher", "meshtrain launch");
-    expect_failure({"launch", "-n", "2", "--srun", srun, "--elastic", cfg},
-                   "an elastic job (--elastic, comm.elastic) changes mpirun's ranks and hosts between launches");
     ScopedEnv step("SLURM_STEP_ID", "0"), tasks("SLURM_STEP_NUM_TASKS", "4");
     expect_failure({"launch", "-n", "2", "--srun", srun, cfg}, "runs as one of 4 tasks of a job step of Slurm job 42");
   }

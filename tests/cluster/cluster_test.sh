@@ -49,6 +49,11 @@
 #                  bitwise equal to the uninterrupted run
 #     slurm-node-loss node1 lost mid-job: the launcher names it, probing the
 #                  allocation's nodes with srun
+#     slurm-elastic  launch --elastic in an allocation that outlives its
+#                  nodes (sbatch --no-kill): node1 crashes after step 2 and
+#                  stays down; srun runs again on node0 alone at dp=2 x
+#                  grad_accum=4 and the job ends bitwise equal to the
+#                  uninterrupted dp=4 run (reproducible mode)
 set -u  # no pipefail: `... | grep -q` closes pipes early
 bin="$(realpath "$1")"
 case_name="$2"
@@ -100,12 +105,13 @@ slurm_up() {
   export SLURM_CONF="$work/cluster/slurm/slurm.conf"
 }
 # configs/slurm/train.sbatch on 2 nodes x 2 tasks: its job id; LOG gets the
-# launcher's and rank 0's output.
+# launcher's and rank 0's output; sbatch_options (an array, if set) go to sbatch.
 submit() {  # LOG ARGS...
   local log="$1"
   shift
   (cd "$work" && MESHTRAIN="$bin" on_node node0 sbatch --parsable --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 \
-     --output="$log" "$repo/configs/slurm/train.sbatch" "${demo[@]}" "$@") || fail "sbatch refused the job"
+     ${sbatch_options[@]+"${sbatch_options[@]}"} --output="$log" "$repo/configs/slurm/train.sbatch" "${demo[@]}" "$@") ||
+    fail "sbatch refused the job"
 }
 job_state() { on_node node0 scontrol show job --oneliner "$1" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 wait_job() {  # ID LOG: until it has ended; fails unless COMPLETED
@@ -377,6 +383,30 @@ case "$case_name" in
       { tail -20 "$log"; fail "the launcher did not name node1"; }
     grep -q "node0 (" "$log" && fail "node0 named lost too: $(grep -o 'lost node(s).*' "$log")"
     echo "slurm-node-loss: named $ended_ms ms after node1 was lost: $(grep -o 'lost node(s).*' "$log")"
+    ;;
+  slurm-elastic)
+    up 2
+    slurm_up
+    layout=(--set parallel.dp=4 --set training.reproducible=true --set training.steps=6 --set checkpoint.every=2)
+    threads_run "$work/elastic-threads" "${layout[@]}"
+    log="$work/slurm-elastic.log"
+    # sbatch --no-kill: the allocation keeps its other nodes when one fails.
+    sbatch_options=(--no-kill)
+    id="$(submit "$log" --elastic --set metrics.run_dir="$work/slurm-elastic" "${layout[@]}" \
+          --set comm.timeout_s=6 --set comm.heartbeat_timeout_s=4)"
+    saved_step_2 "$log"
+    "$cluster" --name "$MESHTRAIN_CLUSTER" --dir "$work/cluster" kill-node node1 || fail "kill-node node1 failed"
+    # The batch script ends; the job stays COMPLETING until Slurm declares node1 down (SlurmdTimeout).
+    for _ in $(seq 1200); do
+      case "$(job_state "$id")" in PENDING | CONFIGURING | RUNNING | "") sleep 0.1 ;; *) break ;; esac
+    done
+    grep -q "^checkpoint step 6 " "$log" || { tail -30 "$log"; fail "the elastic Slurm job did not finish its 6 steps"; }
+    grep -q "membership: 4 ranks: dp=4, grad_accum=2 -> 2 ranks: dp=2, grad_accum=4" "$log" ||
+      { tail -30 "$log"; fail "no membership change to dp=2"; }
+    grep -q "Slurm job $id: 2 rank(s) on node0 with srun" "$log" || { tail -30 "$log"; fail "srun did not run on node0 alone"; }
+    identical "$work/elastic-threads" "$work/slurm-elastic" slurm-elastic \
+      "the elastic Slurm job's final checkpoint differs from the uninterrupted run"
+    echo "slurm-elastic: node1 lost after step 2, srun continued on node0: $(grep -o 'membership: .*' "$log" | head -1)"
     ;;
   plan-link)
     up 2 --link-gbit 1

@@ -155,6 +155,46 @@ namespace {
 // order, each up to its tasks, as mpirun fills a hostfile's slots; PMIx
 // wires them up (Open MPI's direct launch); every variable of this
 // environment, MESHTRAIN_* included, reaches them.
+// `srun ... -w NODE true` probes a node: one task there, beside the job's steps.
+std::string srun_probe(const LaunchRequest& r, const train::SlurmAllocation& allocation) {
+  return r.srun + " --jobid=" + allocation.job_id + " --overlap --nodes=1 --ntasks=1 --quiet -w";
+}
+
+// The first of `nodes` whose tasks hold `ranks` ranks.
+std::vector<train::HostfileEntry> first_nodes(const std::vector<train::HostfileEntry>& nodes, int ranks,
+                                              const train::SlurmAllocation& allocation) {
+  std::vector<train::HostfileEntry> used;
+  for (int placed = 0; placed < ranks; placed += used.back().slots) {
+    MT_REQUIRE(CommError, used.size() < nodes.size(), ranks, " ranks do not fit the ", nodes.size(),
+               " node(s) of Slurm job ", allocation.job_id, " that answer");
+    used.push_back(nodes[used.size()]);
+  }
+  return used;
+}
+
+// srun starting `ranks` ranks on the first of `nodes` whose tasks hold them.
+// overlap: share the CPUs with earlier steps (a failed step on a node that
+// stopped answering holds its CPUs until Slurm declares the node down).
+std::vector<std::string> srun_command(const LaunchRequest& r, const train::SlurmAllocation& allocation,
+                                      const std::vector<train::HostfileEntry>& nodes, int ranks, bool overlap = false) {
+  const std::vector<train::HostfileEntry> used = first_nodes(nodes, ranks, allocation);
+  std::string names;
+  for (const auto& n : used) names += (names.empty() ? "" : ",") + n.host;
+  std::vector<std::string> cmd = {r.srun,
+                                  "--mpi=pmix",
+                                  "--ntasks=" + std::to_string(ranks),
+                                  "--nodes=" + std::to_string(used.size()),
+                                  "--nodelist=" + names,
+                                  "--distribution=block",
+                                  "--kill-on-bad-exit=1",
+                                  "--export=ALL"};
+  if (overlap) cmd.push_back("--overlap");
+  cmd.insert(cmd.end(), r.srun_args.begin(), r.srun_args.end());
+  std::fprintf(stderr, "meshtrain launch: Slurm job %s: %d rank(s) on %s with srun --mpi=pmix\n",
+               allocation.job_id.c_str(), ranks, names.c_str());
+  return cmd;
+}
+
 void srun_job(const LaunchRequest& r, const train::SlurmAllocation& allocation, train::LaunchJob& job) {
   MT_REQUIRE(ConfigError, r.hostfile.empty() && r.rsh_agent.empty() && r.mpirun_args.empty() &&
                               r.mpirun == LaunchRequest{}.mpirun,
@@ -171,57 +211,57 @@ void srun_job(const LaunchRequest& r, const train::SlurmAllocation& allocation, 
   MT_REQUIRE(ConfigError, r.np <= tasks, "-n ", r.np, " ranks but the allocation of Slurm job ", allocation.job_id,
              " has ", tasks, " tasks on ", allocation.nodes.size(), " node(s): lower -n, or ask sbatch or salloc "
              "for more (--nodes, --ntasks-per-node)");
-  // The first nodes, whose tasks hold the ranks.
-  std::vector<train::HostfileEntry> used;
-  std::string names;
-  for (int placed = 0; placed < r.np; placed += used.back().slots) {
-    used.push_back(allocation.nodes[used.size()]);
-    names += (names.empty() ? "" : ",") + used.back().host;
-  }
-  // Probed with `srun ... -w NODE true`: one task there, beside the job's steps.
-  supervise_nodes({used, r.srun + " --jobid=" + allocation.job_id + " --overlap --nodes=1 --ntasks=1 --quiet -w",
+  supervise_nodes({first_nodes(allocation.nodes, r.np, allocation), srun_probe(r, allocation),
                    "Slurm job " + allocation.job_id},
                   job);
-  job.mpirun = {r.srun,
-                "--mpi=pmix",
-                "--ntasks=" + std::to_string(r.np),
-                "--nodes=" + std::to_string(used.size()),
-                "--nodelist=" + names,
-                "--distribution=block",
-                "--kill-on-bad-exit=1",
-                "--export=ALL"};
-  job.mpirun.insert(job.mpirun.end(), r.srun_args.begin(), r.srun_args.end());
-  std::fprintf(stderr, "meshtrain launch: Slurm job %s: %d rank(s) on %s with srun --mpi=pmix\n",
-               allocation.job_id.c_str(), r.np, names.c_str());
+  job.mpirun = srun_command(r, allocation, allocation.nodes, r.np);
+}
+
+// The nodes of `hosts` that answer `probe` (lost ones named on stderr by the caller's diagnosis).
+std::vector<train::HostfileEntry> answering(std::vector<train::HostfileEntry> hosts, const std::string& probe) {
+  const auto lost = train::unreachable_hosts(hosts, probe, std::chrono::seconds(10));
+  std::erase_if(hosts, [&](const train::HostfileEntry& h) {
+    return std::any_of(lost.begin(), lost.end(), [&](const std::string& l) { return l.rfind(h.host + " ", 0) == 0; });
+  });
+  return hosts;
+}
+
+int slots_of(const std::vector<train::HostfileEntry>& hosts) {
+  int slots = 0;
+  for (const auto& h : hosts) slots += h.slots;
+  return slots;
 }
 
 // An elastic job's next launch (supervisor.h, LaunchJob::relayout): the
 // largest layout of the job's global window on the ranks available now:
 // the capacity file's count, else -n; with a hostfile at most the slots of
 // the hosts that answer, which a relaunch then runs on alone (a hostfile of
-// them in the run directory).
-std::function<std::string(train::LaunchJob&, bool)> elastic_relayout(const train::TrainConfig& cfg,
-                                                                      const LaunchRequest& r) {
+// them in the run directory); under srun at most the tasks of the
+// allocation's nodes that answer, which the next srun runs on alone.
+std::function<std::string(train::LaunchJob&, bool)> elastic_relayout(
+    const train::TrainConfig& cfg, const LaunchRequest& r, const std::optional<train::SlurmAllocation>& slurm) {
   auto last = std::make_shared<train::ElasticLayout>(train::current_layout(cfg));
-  return [cfg, r, last](train::LaunchJob& next, bool after_failure) {
+  return [cfg, r, slurm, last](train::LaunchJob& next, bool after_failure) {
     int capacity = train::read_capacity(cfg, r.np);
-    if (!r.hostfile.empty()) {
-      std::vector<train::HostfileEntry> alive = train::read_hostfile(r.hostfile);
-      const auto lost = train::unreachable_hosts(alive, agent_path(r.rsh_agent), std::chrono::seconds(10));
-      std::erase_if(alive, [&](const train::HostfileEntry& h) {
-        return std::any_of(lost.begin(), lost.end(), [&](const std::string& l) { return l.rfind(h.host + " ", 0) == 0; });
-      });
-      int slots = 0;
+    std::vector<train::HostfileEntry> alive;
+    if (slurm) {
+      alive = answering(slurm->nodes, srun_probe(r, *slurm));
+      capacity = std::min(capacity, slots_of(alive));
+    } else if (!r.hostfile.empty()) {
+      alive = answering(train::read_hostfile(r.hostfile), agent_path(r.rsh_agent));
+      capacity = std::min(capacity, slots_of(alive));
       std::string text;
-      for (const auto& h : alive) slots += h.slots, text += h.host + " slots=" + std::to_string(h.slots) + "\n";
-      capacity = std::min(capacity, slots);
+      for (const auto& h : alive) text += h.host + " slots=" + std::to_string(h.slots) + "\n";
       const std::string hosts = (std::filesystem::absolute(cfg.metrics.run_dir) / ".meshtrain-hosts").string();
       write_file_atomically(hosts, text);
       *std::find(next.mpirun.begin(), next.mpirun.end(), std::filesystem::absolute(r.hostfile).string()) = hosts;
     }
     const train::ElasticLayout to =
         train::shrink_or_grow(cfg, capacity, after_failure ? "after the failure" : "capacity changed");
-    *std::next(std::find(next.mpirun.begin(), next.mpirun.end(), "-np")) = std::to_string(to.ranks);
+    if (slurm)
+      next.mpirun = srun_command(r, *slurm, alive, to.ranks, after_failure);
+    else
+      *std::next(std::find(next.mpirun.begin(), next.mpirun.end(), "-np")) = std::to_string(to.ranks);
     next.command.insert(next.command.end(), {"--set", "parallel.dp=" + std::to_string(to.dp), "--set",
                                              "training.grad_accum=" + std::to_string(to.grad_accum)});
     const std::string change = train::describe_change(*last, to);
@@ -245,10 +285,6 @@ int launch(const LaunchRequest& r) {
              "allocation, and SLURM_JOB_ID is not set: submit the job with sbatch (configs/slurm/train.sbatch) or run "
              "it in an salloc shell");
   const bool under_slurm = r.launcher == "srun" || (r.launcher == "auto" && allocation && r.hostfile.empty());
-  MT_REQUIRE(ConfigError, !under_slurm || !cfg.comm.elastic, "an elastic job (--elastic, comm.elastic) changes "
-             "mpirun's ranks and hosts between launches, which srun in Slurm job ", allocation->job_id,
-             " does not do yet: run it without --elastic, or under mpirun with a hostfile of the allocation's nodes "
-             "(--hostfile FILE)");
   train::LaunchJob job;
   job.max_restarts = cfg.comm.restart_on_failure ? cfg.comm.max_restarts : 0;
   if (under_slurm) srun_job(r, *allocation, job);
@@ -269,7 +305,7 @@ int launch(const LaunchRequest& r) {
   if (cfg.comm.elastic) {
     job.max_restarts = cfg.comm.max_restarts;
     job.before_relaunch = nullptr;  // an elastic job continues on the hosts that answer
-    job.relayout = elastic_relayout(cfg, r);
+    job.relayout = elastic_relayout(cfg, r, under_slurm ? allocation : std::nullopt);
   }
   return train::relaunch_mpi(job);
 }
