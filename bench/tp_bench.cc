@@ -8,8 +8,10 @@
 // rank waited for (tensor-parallel collectives are blocking: all of their
 // time is exposed), the bytes each block moved per step measured by the
 // regions next to the ring formula 8 (t-1)/t b s h e, and the peak
-// activation bytes next to activation_bytes()'s prediction.
-//   build/bench/tp_bench [--steps N]
+// activation bytes next to activation_bytes()'s prediction. --reproducible
+// runs every layout in reproducible mode (training.reproducible: the
+// canonical blocks, docs/math.md (M.73)).
+//   build/bench/tp_bench [--steps N] [--reproducible]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -35,8 +37,11 @@ struct Layout {
   bool sp;
 };
 
+bool g_reproducible = false;
+
 train::TrainConfig config(const Layout& l) {
   train::TrainConfig c;
+  c.training.reproducible = g_reproducible;
   c.model = model::bench_small_config();
   c.data.path = "<memory>";
   c.data.seq_len = 256;
@@ -88,16 +93,18 @@ double mib(int64_t b) { return double(b) / (1024.0 * 1024.0); }
 
 int main(int argc, char** argv) {
   int steps = 3;
-  for (int i = 1; i < argc; ++i)
+  for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--reproducible")) g_reproducible = true;
+  }
   const auto ds = random_documents(256, 257);
   const model::ModelConfig mc = [] {
     auto c = model::bench_small_config();
     c.finalize();
     return c;
   }();
-  std::printf("tp_bench: bench-small, global batch 8 x 256 tokens per step, threads backend, median of %d steps\n\n",
-              steps);
+  std::printf("tp_bench: bench-small, global batch 8 x 256 tokens per step, threads backend, median of %d steps%s\n\n",
+              steps, g_reproducible ? ", reproducible mode" : "");
   std::printf("%-22s | %9s | %9s | %15s | %27s | %28s\n", "layout", "step s", "tokens/s", "exposed comm s",
               "bytes/block/step meas|formula", "activations MiB peak|predicted");
   std::vector<Result> results;

@@ -22,24 +22,9 @@ using namespace meshtrain::testing;
 
 namespace {
 
-train::TrainConfig bitwise_config(bool gpt2) {
-  auto cfg = tiny_train_config();
-  cfg.model.n_heads = 4;
-  cfg.model.head_dim = 4;  // d_model 16
-  cfg.model.n_kv_heads = 4;
-  cfg.model.tied_embeddings = gpt2;
-  if (gpt2) {
-    cfg.model.norm = model::NormKind::LayerNorm;
-    cfg.model.positions = model::PositionKind::Learned;
-    cfg.model.mlp = model::MlpKind::Gelu;
-    cfg.model.bias = true;
-  }
-  cfg.optimizer.lr = 1e-3;
-  cfg.training.micro_batch = 4;
-  cfg.training.grad_accum = 2;
-  cfg.training.threads = 1;  // tiny matrices: one compute thread per rank
-  return cfg;
-}
+// 4 heads of 4 (d_model 16), every KV head whole on each of up to 4 ranks;
+// GPT-2's choices with the tied table.
+train::TrainConfig bitwise_config(bool gpt2) { return tp_test_config(4, 4, 4, gpt2, gpt2); }
 
 train::EquivalenceReport bitwise(const train::TrainConfig& cfg, const char* layout) {
   return train::compare_with_single_rank(cfg, train::parse_layout(layout), 3, varied_documents(64, 5), 0.0,
@@ -111,25 +96,14 @@ TEST(TensorParallelBitwise, TheBlockCountIsPartOfTheArithmetic) {
 TEST(TensorParallelBitwise, RefusesWhatTheBlocksDoNotOrder) {
   auto shared_kv = bitwise_config(false);
   shared_kv.model.n_kv_heads = 1;
-  try {
-    bitwise(shared_kv, "tp=2");
-    FAIL() << "a KV head shared by two ranks";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("KV head shared by several ranks"), std::string::npos) << e.what();
-  }
+  expect_config_error([&] { bitwise(shared_kv, "tp=2"); }, "KV head shared by several ranks");
   auto blocks = bitwise_config(false);
   blocks.training.reproducible_blocks = 2;
-  try {
-    bitwise(blocks, "tp=4");
-    FAIL() << "2 blocks over 4 ranks";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("training.reproducible_blocks = 2 canonical blocks do not split over "
-                                         "parallel.tp = 4 ranks (2 % 4 = 2)"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_config_error([&] { bitwise(blocks, "tp=4"); },
+                      "training.reproducible_blocks = 2 canonical blocks do not split over parallel.tp = 4 ranks "
+                      "(2 % 4 = 2)");
   blocks.training.reproducible_blocks = 6;
-  EXPECT_THROW(bitwise(blocks, "tp=2"), ConfigError);  // not a power of two
+  expect_config_error([&] { bitwise(blocks, "tp=2"); }, "training.reproducible_blocks = 6: expected a power of two");
 }
 
 // A reproducible run saved at tp = 2 with sequence parallelism and resumed

@@ -21,24 +21,8 @@ namespace {
 
 const double kTolerance = train::default_tolerance("fp32");  // 5e-4 per tensor
 
-train::TrainConfig tp_config(bool gpt2, bool tied, int kv) {
-  auto cfg = tiny_train_config();
-  cfg.model.n_heads = 8;
-  cfg.model.head_dim = 2;  // d_model 16
-  cfg.model.n_kv_heads = kv;
-  cfg.model.tied_embeddings = tied;
-  if (gpt2) {
-    cfg.model.norm = model::NormKind::LayerNorm;
-    cfg.model.positions = model::PositionKind::Learned;
-    cfg.model.mlp = model::MlpKind::Gelu;
-    cfg.model.bias = true;
-  }
-  cfg.optimizer.lr = 1e-3;
-  cfg.training.micro_batch = 4;
-  cfg.training.grad_accum = 2;
-  cfg.training.threads = 1;  // tiny matrices: one compute thread per rank
-  return cfg;
-}
+// 8 heads of 2 (d_model 16).
+train::TrainConfig tp_config(bool gpt2, bool tied, int kv) { return tp_test_config(8, 2, kv, gpt2, tied); }
 
 }  // namespace
 

@@ -79,6 +79,40 @@ inline train::TrainConfig tiny_train_config() {
   return c;
 }
 
+// The tensor-parallel tests' model: tiny_train_config with `heads` query
+// heads of `head_dim` (d_model heads x head_dim), `kv` KV heads, Llama's
+// choices or GPT-2's (LayerNorm, learned positions, GELU, biases), tied or
+// not; 2 micro-batches of 4 rows, one compute thread per rank (tiny matrices).
+inline train::TrainConfig tp_test_config(int64_t heads, int64_t head_dim, int64_t kv, bool gpt2, bool tied) {
+  auto cfg = tiny_train_config();
+  cfg.model.n_heads = heads;
+  cfg.model.head_dim = head_dim;
+  cfg.model.n_kv_heads = kv;
+  cfg.model.tied_embeddings = tied;
+  if (gpt2) {
+    cfg.model.norm = model::NormKind::LayerNorm;
+    cfg.model.positions = model::PositionKind::Learned;
+    cfg.model.mlp = model::MlpKind::Gelu;
+    cfg.model.bias = true;
+  }
+  cfg.optimizer.lr = 1e-3;
+  cfg.training.micro_batch = 4;
+  cfg.training.grad_accum = 2;
+  cfg.training.threads = 1;
+  return cfg;
+}
+
+// Runs `f`, which must throw ConfigError with `text` in its message.
+template <typename F>
+void expect_config_error(F&& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "no ConfigError, expected one saying: " << text;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
 // The MoE tests' model: tiny_train_config with 4 routed experts of ffn 16,
 // one compute thread per rank (tiny matrices).
 inline train::TrainConfig tiny_moe_config(int64_t top_k, bool shared, double capacity) {
