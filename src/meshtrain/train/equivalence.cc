@@ -186,10 +186,6 @@ EquivalenceConfigs equivalence_configs(const TrainConfig& cfg, const Layout& lay
                cfg.model.n_kv_heads, " KV heads over tp = ", tp, ": a KV head shared by several ranks gets their "
                "partial gradients, which the canonical blocks do not order; use a tp that divides model.n_kv_heads, "
                "or verify with a tolerance");
-    MT_REQUIRE(ConfigError, tp == 1 || cfg.model.n_experts == 0, "layout ", layout.str(), ": --bitwise with routed "
-               "experts over tp = ", tp, ": the experts' row-parallel partial sums are combined before the "
-               "tensor-parallel reduction, which the canonical blocks do not order; use tp = 1 with ep (bitwise), "
-               "or verify with a tolerance");
     MT_REQUIRE(ConfigError, layout.cp == 1, "layout ", layout.str(),
                ": --bitwise covers the data-parallel split and the ZeRO stage; context parallelism splits each "
                "micro-batch's own sums (weight gradients over its tokens, the loss, the attention's softmax folded "

@@ -67,8 +67,7 @@ LayoutFacts LayoutFacts::from_layout(const TrainConfig& cfg, const parallel::Lay
   f.sequence_parallel = cfg.parallel.sequence_parallel;
   f.backend = cfg.comm.backend;
   f.reproducible = cfg.training.reproducible;
-  const bool tp_sums_canonical =
-      mesh.tp == 1 || (cfg.model.n_kv_heads % mesh.tp == 0 && cfg.model.n_experts == 0);
+  const bool tp_sums_canonical = cfg.model.n_kv_heads % mesh.tp == 0;  // no KV head shared by several ranks
   f.canonical_blocks = tp_sums_canonical ? cfg.training.canonical_blocks() : 0;
   f.tie_sums_two_stages = !plan.tie_stages().empty();
   f.kernels = kernel_environment();

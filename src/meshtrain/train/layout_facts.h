@@ -26,9 +26,8 @@ struct LayoutFacts {
   std::string backend = "threads";
   bool reproducible = false;
   // Reproducible mode's canonical blocks where every sum tensor parallelism
-  // splits follows them (docs/math.md (M.73)): KV heads not shared by
-  // several ranks, no routed experts over tp; 0 otherwise, without the mode
-  // or before the blocks were recorded.
+  // splits follows them (docs/math.md (M.73)): no KV head shared by several
+  // ranks; 0 otherwise, without the mode or before the blocks were recorded.
   int canonical_blocks = 0;
   // The tied embedding and the head sit on two pipeline stages: the tie
   // group sums the two copies' gradients, where one stage interleaves them.
