@@ -56,12 +56,7 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
   else
     k.attention_forward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse);
   s.out_op = as_operand(k, s.out, op_, alloc);
-  if (canonical_blocks_ > 0) {
-    MT_CHECK(!base.defined(), "canonical blocks with a fused residual");
-    canonical_gemm_sum(k, {{s.out_op, o_proj_.weight, true}}, canonical_blocks_, y, alloc);  // docs/math.md (M.73)
-  } else {
-    o_proj_.forward(k, s.out_op, y, base);
-  }
+  canonical_gemm_sum(k, {{s.out_op, o_proj_.weight, true}}, canonical_blocks_, y, alloc, base);  // docs/math.md (M.73)
   return s;
 }
 
@@ -91,15 +86,10 @@ void SelfAttention::backward(const kernels::KernelTable& k, const Tensor& xn, co
   const Tensor dq_op = as_operand(k, dq, op_, alloc, grads_cat), dk_op = as_operand(k, dk, op_, alloc, grads_cat),
                dv_op = as_operand(k, dv, op_, alloc, grads_cat);
   wg.linears(k, {&q_proj_, &k_proj_, &v_proj_}, xn, {dq_op, dk_op, dv_op}, false);  // one pass over xn
-  if (canonical_blocks_ > 0) {
-    // Block j: q, k and v's slices j in that order, the blocks in the tree (M.73).
-    canonical_gemm_sum(k, {{dq_op, q_proj_.weight, false}, {dk_op, k_proj_.weight, false}, {dv_op, v_proj_.weight, false}},
-                       canonical_blocks_, dxn, alloc);
-  } else {
-    q_proj_.backward_input(k, dq_op, dxn, false);
-    k_proj_.backward_input(k, dk_op, dxn, true);
-    v_proj_.backward_input(k, dv_op, dxn, true);
-  }
+  // q's, k's and v's products added in that order (block j: their slices j,
+  // the blocks in the tree under canonical blocks, docs/math.md (M.73)).
+  canonical_gemm_sum(k, {{dq_op, q_proj_.weight, false}, {dk_op, k_proj_.weight, false}, {dv_op, v_proj_.weight, false}},
+                     canonical_blocks_, dxn, alloc);
 }
 
 }  // namespace meshtrain::model

@@ -7,45 +7,34 @@ namespace meshtrain::model {
 
 Extent canonical_block(int64_t n, int blocks, int i) { return split_extent(n, 1, blocks, i, "a canonical block"); }
 
-BlockRange blocks_of_slice(int64_t n, int blocks, int64_t offset, int64_t length, std::string_view what) {
-  if (blocks <= 1) return {0, 1};
+std::vector<Extent> slice_blocks(int64_t n, int blocks, int64_t offset, int64_t length, std::string_view what) {
+  if (blocks <= 1) return {Extent{0, length}};
   MT_REQUIRE(ConfigError, n >= blocks, what, ": ", n, " elements cannot form training.reproducible_blocks = ", blocks,
              " canonical blocks; lower training.reproducible_blocks");
-  BlockRange r{-1, 0};
+  std::vector<Extent> out;
   for (int i = 0; i < blocks; ++i) {
     const Extent e = canonical_block(n, blocks, i);
-    if (e.offset == offset) r.first = i;
-    if (r.first >= 0 && e.offset + e.length <= offset + length) r.count = i - r.first + 1;
+    if (e.offset >= offset && e.offset + e.length <= offset + length) out.push_back({e.offset - offset, e.length});
   }
-  const bool whole = r.first >= 0 && r.count > 0 &&
-                     canonical_block(n, blocks, r.first + r.count - 1).offset +
-                             canonical_block(n, blocks, r.first + r.count - 1).length ==
-                         offset + length;
-  MT_REQUIRE(ConfigError, whole, what, ": the slice [", offset, ", ", offset + length, ") of ", n,
-             " is not whole canonical blocks of training.reproducible_blocks = ", blocks,
-             " (docs/math.md (M.73)); choose a block count the split divides");
-  return r;
+  const int64_t covered = out.empty() ? 0 : out.back().offset + out.back().length - out.front().offset;
+  MT_REQUIRE(ConfigError, !out.empty() && out.front().offset == 0 && covered == length, what, ": the slice [", offset,
+             ", ", offset + length, ") of ", n, " is not whole canonical blocks of training.reproducible_blocks = ",
+             blocks, " (docs/math.md (M.73)); choose a block count the split divides");
+  return out;
 }
 
 std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks) {
-  const int64_t n = p.global_shape[size_t(dim)], offset = p.global_offset[size_t(dim)], length = p.shape[size_t(dim)];
-  if (blocks <= 1) return {Extent{0, length}};
-  const BlockRange r = blocks_of_slice(n, blocks, offset, length, p.name);
-  std::vector<Extent> out;
-  for (int j = 0; j < r.count; ++j) {
-    Extent e = canonical_block(n, blocks, r.first + j);
-    e.offset -= offset;
-    out.push_back(e);
-  }
-  return out;
+  return slice_blocks(p.global_shape[size_t(dim)], blocks, p.global_offset[size_t(dim)], p.shape[size_t(dim)], p.name);
 }
+
+bool canonical_blocks_cover_tp(const ModelConfig& cfg, int tp) { return cfg.n_kv_heads % tp == 0; }
 
 void BlockTree::push(const Tensor& leaf) {
   stack_.push_back({0, leaf});
   while (stack_.size() >= 2 && stack_[stack_.size() - 2].level == stack_.back().level) {
     Node right = std::move(stack_.back());
     stack_.pop_back();
-    k_.add(stack_.back().sum, right.sum);  // left += right: (M.73)'s tree
+    kernels::kernels_for(right.sum).add(stack_.back().sum, right.sum);  // left += right: (M.10)'s tree
     stack_.back().level += 1;
   }
 }
@@ -65,16 +54,17 @@ Tensor columns(const kernels::KernelTable& k, const Tensor& t, Extent e, const s
 }  // namespace
 
 void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTerm>& terms, int blocks,
-                        const Tensor& out, const std::shared_ptr<CachingAllocator>& alloc) {
+                        const Tensor& out, const std::shared_ptr<CachingAllocator>& alloc, const Tensor& base) {
   std::vector<std::vector<Extent>> slices;
   for (const GemmTerm& t : terms) slices.push_back(local_blocks(*t.w->spec, t.trans_w ? 1 : 0, blocks));
   const size_t count = slices.empty() ? 0 : slices.front().size();
+  MT_CHECK(!base.defined() || count == 1, "a residual inside a sum of ", count, " canonical blocks");
   // A term holding another number of blocks (a KV head shared by several
   // ranks: each holds all of it) is added whole after the tree:
   // deterministic, not the same on every layout (verify --bitwise refuses it).
   std::vector<size_t> blocked, whole;
   for (size_t t = 0; t < terms.size(); ++t) (slices[t].size() == count ? blocked : whole).push_back(t);
-  BlockTree tree(k);
+  BlockTree tree;
   for (size_t j = 0; j < count; ++j) {
     const Tensor part = j == 0 ? out : Tensor::empty(out.shape(), out.dtype(), alloc, MemCategory::Workspace);
     for (const size_t t : blocked) {
@@ -83,7 +73,10 @@ void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTer
       const Tensor& w = term.w->value;
       const Tensor a_j = count == 1 ? term.a : columns(k, term.a, e, alloc);
       const Tensor w_j = count == 1 ? w : term.trans_w ? columns(k, w, e, alloc) : w.slice(e.offset, e.offset + e.length);
-      k.gemm(false, term.trans_w, 1.0, a_j, w_j, t == 0 ? 0.0 : 1.0, part);
+      if (t == 0 && base.defined())
+        k.gemm_onto(false, term.trans_w, 1.0, a_j, w_j, base, part);
+      else
+        k.gemm(false, term.trans_w, 1.0, a_j, w_j, t == 0 ? 0.0 : 1.0, part);
     }
     tree.push(part);
   }
@@ -92,16 +85,8 @@ void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTer
 }
 
 std::vector<Extent> token_blocks(const TpRegions& tp, int64_t n) {
-  const int blocks = tp.canonical_blocks();
-  const int64_t rows = tp.local_rows(n), first = tp.first_row(n);
-  const BlockRange r = blocks_of_slice(n, blocks, first, rows, "a micro-batch's tokens (rows x seq)");
-  std::vector<Extent> out;
-  for (int j = 0; j < r.count; ++j) {
-    Extent e = blocks <= 1 ? Extent{0, rows} : canonical_block(n, blocks, r.first + j);
-    if (blocks > 1) e.offset -= first;
-    out.push_back(e);
-  }
-  return out;
+  return slice_blocks(n, tp.canonical_blocks(), tp.first_row(n), tp.local_rows(n),
+                      "a micro-batch's tokens (rows x seq)");
 }
 
 namespace {
@@ -120,7 +105,7 @@ void token_sums(const kernels::KernelTable& k, const std::vector<Parameter*>& gr
   for (const Parameter* p : grads) width += p->grad.numel();
   const Tensor leaves = Tensor::zeros(Shape{int64_t(blocks.size()), width}, grads[0]->grad.dtype(), alloc,
                                       MemCategory::Workspace);
-  BlockTree tree(k);
+  BlockTree tree;
   for (size_t j = 0; j < blocks.size(); ++j) {
     const Tensor leaf = leaves.slice(int64_t(j), int64_t(j) + 1).view(Shape{width});
     fill(blocks[j], leaf);

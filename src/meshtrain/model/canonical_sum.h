@@ -26,34 +26,37 @@ namespace meshtrain::model {
 // one element longer).
 Extent canonical_block(int64_t n, int blocks, int i);
 
-// The blocks [first, first + count) that the slice [offset, offset + length)
-// of that dimension is made of; ConfigError naming `what` when the slice
-// is not whole blocks.
-struct BlockRange {
-  int first = 0, count = 1;
-};
-BlockRange blocks_of_slice(int64_t n, int blocks, int64_t offset, int64_t length, std::string_view what);
+// The canonical blocks that the slice [offset, offset + length) of a
+// dimension of n is made of, as extents of the slice (one extent, the whole
+// slice, when blocks <= 1: the mode off); ConfigError naming `what` when the
+// slice is not whole blocks.
+std::vector<Extent> slice_blocks(int64_t n, int blocks, int64_t offset, int64_t length, std::string_view what);
 
-// The blocks of a parameter's dimension `dim` this rank holds, as extents
-// of its local slice (one extent, the whole slice, when blocks is 0).
+// The blocks of a parameter's dimension `dim` this rank holds.
 std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks);
+
+// Whether the canonical blocks order every sum tensor parallelism splits in
+// `cfg` at `tp`: not where a KV head is shared by several ranks (each holds
+// part of its gradient, which no block tree orders).
+bool canonical_blocks_cover_tp(const ModelConfig& cfg, int tp);
 
 // Adds leaves in a binary tree as they come (a binary counter: equal
 // levels are added at once, left += right): after 2^q leaves the first
-// leaf's tensor holds the tree sum.
+// leaf's tensor holds the tree sum. Also the gradient tree's counter
+// (parallel/grad_tree.h).
 class BlockTree {
  public:
-  explicit BlockTree(const kernels::KernelTable& k) : k_(k) {}
   void push(const Tensor& leaf);
-  // The root; ConfigError-free check that the leaves were a power of two.
-  const Tensor& root() const;
+  // Subtrees still apart: 1 after a power of two of leaves.
+  size_t subtrees() const { return stack_.size(); }
+  const Tensor& root() const;  // with one subtree (else an error)
+  void clear() { stack_.clear(); }
 
  private:
   struct Node {
     int level;
     Tensor sum;
   };
-  const kernels::KernelTable& k_;
   std::vector<Node> stack_;
 };
 
@@ -71,15 +74,16 @@ struct GemmTerm {
 // (the first written, the others added, in term order), and the partials
 // are summed in the block tree. A term holding another number of blocks
 // than the first (a KV head shared by several ranks) is added whole after
-// the tree. With one block: the plain GEMMs.
+// the tree. With one block (blocks <= 1: the mode off) these are the plain
+// GEMMs, `base` (undefined, or out's shape) added inside the first one:
+// out = base + sum (a residual; only with one block).
 void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTerm>& terms, int blocks,
-                        const Tensor& out, const std::shared_ptr<CachingAllocator>& alloc);
+                        const Tensor& out, const std::shared_ptr<CachingAllocator>& alloc, const Tensor& base = {});
 
-// The rows [begin, end) of this rank's stream rows (n of a micro-batch's
-// tokens) that form each of its canonical token blocks: the micro-batch's
-// tokens in `tp.canonical_blocks()` blocks; under sequence parallelism a
-// rank holds blocks/tp of them (its rows: whole blocks, ConfigError
-// otherwise).
+// The rows of this rank's stream rows (n of a micro-batch's tokens) that
+// form each of its canonical token blocks: the micro-batch's tokens in
+// `tp.canonical_blocks()` blocks; under sequence parallelism a rank holds
+// blocks/tp of them (its rows: whole blocks, ConfigError otherwise).
 std::vector<Extent> token_blocks(const TpRegions& tp, int64_t n);
 
 // Reproducible mode's sums over tokens of replicated parameters' gradients

@@ -41,12 +41,7 @@ Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const T
     k.gelu_forward(s.a, act);
   }
   s.act = as_operand(k, act, op_, alloc);
-  if (canonical_blocks_ > 0) {
-    MT_CHECK(!base.defined(), "canonical blocks with a fused residual");
-    canonical_gemm_sum(k, {{s.act, out_.weight, true}}, canonical_blocks_, y, alloc);  // docs/math.md (M.73)
-  } else {
-    out_.forward(k, s.act, y, base);
-  }
+  canonical_gemm_sum(k, {{s.act, out_.weight, true}}, canonical_blocks_, y, alloc, base);  // docs/math.md (M.73)
   return s;
 }
 
@@ -68,20 +63,12 @@ void Mlp::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved&
     k.swiglu_backward(s.a, s.b, dact, da, db);
     const Tensor da_op = as_operand(k, da, op_, alloc, grads_cat), db_op = as_operand(k, db, op_, alloc, grads_cat);
     wg.linears(k, {&in_a_, &in_b_}, xn, {da_op, db_op}, false);  // one pass over xn
-    if (canonical_blocks_ > 0) {
-      canonical_gemm_sum(k, {{da_op, in_a_.weight, false}, {db_op, in_b_.weight, false}}, canonical_blocks_, dxn, alloc);
-    } else {
-      in_a_.backward_input(k, da_op, dxn, false);
-      in_b_.backward_input(k, db_op, dxn, true);
-    }
+    canonical_gemm_sum(k, {{da_op, in_a_.weight, false}, {db_op, in_b_.weight, false}}, canonical_blocks_, dxn, alloc);
   } else {
     k.gelu_backward(s.a, dact, da);
     const Tensor da_op = as_operand(k, da, op_, alloc, grads_cat);
     wg.linear(k, in_a_, xn, da_op, false);
-    if (canonical_blocks_ > 0)
-      canonical_gemm_sum(k, {{da_op, in_a_.weight, false}}, canonical_blocks_, dxn, alloc);
-    else
-      in_a_.backward_input(k, da_op, dxn, false);
+    canonical_gemm_sum(k, {{da_op, in_a_.weight, false}}, canonical_blocks_, dxn, alloc);
   }
 }
 

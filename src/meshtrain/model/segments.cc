@@ -87,10 +87,8 @@ Tensor HeadSegment::backward(const kernels::KernelTable& k, const TokenBatch& b,
   {
     const Tensor dlogits = as_operand(k, st.dlogits, op_, alloc);
     st.weights.linear(k, head_, st.xf, dlogits, false);
-    if (tp_.canonical_blocks() > 0)  // the vocabulary's canonical blocks in the tree (docs/math.md (M.73))
-      canonical_gemm_sum(k, {{dlogits, head_.weight, false}}, tp_.canonical_blocks(), dxf, alloc);
-    else
-      head_.backward_input(k, dlogits, dxf, false);  // partial: this rank's vocabulary columns
+    // Partial: this rank's vocabulary columns (their canonical blocks in the tree, docs/math.md (M.73)).
+    canonical_gemm_sum(k, {{dlogits, head_.weight, false}}, tp_.canonical_blocks(), dxf, alloc);
   }
   // The logits are freed here, before the stream's gradient is allocated (a
   // deferred weight job keeps its own reference).

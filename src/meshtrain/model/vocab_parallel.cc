@@ -33,21 +33,17 @@ kernels::CrossEntropyResult vocab_parallel_cross_entropy(const kernels::KernelTa
   const Tensor sum_exp = sums.slice(0, 1).view(Shape{n}), target_logit = sums.slice(1, 2).view(Shape{n});
   k.vocab_ce_max(logits, targets, slice.total, row_max);
   tp.all_reduce(row_max, comm::ReduceOp::Max);
-  if (blocks == 0) {
-    k.vocab_ce_sums(logits, targets, slice.begin, row_max, sum_exp, target_logit, dlogits);
-  } else {
-    // Reproducible mode: each canonical block of the vocabulary summed on
-    // its own, the blocks in the tree (docs/math.md (M.73)).
-    const BlockRange r = blocks_of_slice(slice.total, blocks, slice.begin, slice.size, "the vocabulary");
-    BlockTree tree(k);
-    for (int j = 0; j < r.count; ++j) {
-      const Extent e = canonical_block(slice.total, blocks, r.first + j);
-      const Tensor part = j == 0 ? sums : activation(alloc, logits.dtype(), {2, n}, MemCategory::Workspace);
-      k.vocab_ce_sums(logits, targets, slice.begin, row_max, part.slice(0, 1).view(Shape{n}),
-                      part.slice(1, 2).view(Shape{n}), dlogits, e.offset - slice.begin,
-                      e.offset - slice.begin + e.length);
-      tree.push(part);
-    }
+  // Each canonical block of the vocabulary summed on its own, the blocks in
+  // the tree (reproducible mode, docs/math.md (M.73)); with the mode off the
+  // slice is one block.
+  const std::vector<Extent> blocks_here = slice_blocks(slice.total, blocks, slice.begin, slice.size, "the vocabulary");
+  BlockTree tree;
+  for (size_t j = 0; j < blocks_here.size(); ++j) {
+    const Extent e = blocks_here[j];
+    const Tensor part = j == 0 ? sums : activation(alloc, logits.dtype(), {2, n}, MemCategory::Workspace);
+    k.vocab_ce_sums(logits, targets, slice.begin, row_max, part.slice(0, 1).view(Shape{n}),
+                    part.slice(1, 2).view(Shape{n}), dlogits, e.offset, e.offset + e.length);
+    tree.push(part);
   }
   tp.all_reduce(sums);  // the target logit: 0 on every rank but its holder's, so the sum is exact
   return k.vocab_ce_finish(targets, slice.begin, row_max, sum_exp, target_logit, grad_scale, dlogits);

@@ -38,14 +38,8 @@ void GradTree::close_leaf(int u) {
   for (int lane = 0; lane < lanes(u); ++lane) {
     Lane& l = lanes_[size_t(u)][size_t(lane)];
     if (!l.open.defined()) leaf(u, numel_[size_t(u)], lane);  // nothing from this source: a zero leaf
-    l.stack.push_back({0, std::move(l.open)});
+    l.tree.push(l.open);
     l.open = Tensor();
-    while (l.stack.size() >= 2 && l.stack[l.stack.size() - 1].level == l.stack[l.stack.size() - 2].level) {
-      Node right = std::move(l.stack.back());
-      l.stack.pop_back();
-      kernels::kernels_for(right.sum).add(l.stack.back().sum, right.sum);
-      l.stack.back().level += 1;
-    }
   }
 }
 
@@ -59,27 +53,24 @@ void require_one_tree(int u, size_t subtrees) {
 Tensor GradTree::lane_root(int u, int lane) {
   MT_CHECK(!combined_[size_t(u)] && lane >= 0 && lane < lanes(u), "unit ", u, ": no lane ", lane, " left apart");
   const Lane& l = lanes_[size_t(u)][size_t(lane)];
-  require_one_tree(u, l.stack.size());
-  return l.stack[0].sum;
+  require_one_tree(u, l.tree.subtrees());
+  return l.tree.root();
 }
 
 Tensor GradTree::root(int u) {
   auto& lanes = lanes_[size_t(u)];
-  if (combined_[size_t(u)]) return lanes[0].stack[0].sum;
-  for (const Lane& l : lanes) require_one_tree(u, l.stack.size());
-  // Lane roots, summed pairwise: (l0 + l1) + (l2 + l3), ...
-  for (size_t step = 1; step < lanes.size(); step *= 2)
-    for (size_t i = 0; i + step < lanes.size(); i += 2 * step) {
-      Tensor& left = lanes[i].stack[0].sum;
-      kernels::kernels_for(left).add(left, lanes[i + step].stack[0].sum);
-    }
+  if (combined_[size_t(u)]) return lanes[0].tree.root();
+  for (const Lane& l : lanes) require_one_tree(u, l.tree.subtrees());
+  // Lane roots in a tree over the lane index: (l0 + l1) + (l2 + l3), ...
+  model::BlockTree over_lanes;
+  for (const Lane& l : lanes) over_lanes.push(l.tree.root());
   combined_[size_t(u)] = 1;
-  return lanes[0].stack[0].sum;
+  return over_lanes.root();
 }
 
 void GradTree::clear() {
   for (auto& unit : lanes_)
-    for (Lane& l : unit) l.stack.clear(), l.open = Tensor();
+    for (Lane& l : unit) l.tree.clear(), l.open = Tensor();
   std::fill(combined_.begin(), combined_.end(), 0);
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "meshtrain/core/tensor.h"
+#include "meshtrain/model/canonical_sum.h"
 
 namespace meshtrain::parallel {
 
@@ -46,16 +47,12 @@ class GradTree {
   // lane reduced over the replicas before they are added).
   Tensor lane_root(int u, int lane);
   void clear();  // a new window
-  int depth(int u) const { return int(lanes_[size_t(u)][0].stack.size()); }
+  int depth(int u) const { return int(lanes_[size_t(u)][0].tree.subtrees()); }
 
  private:
-  struct Node {
-    int level;
-    Tensor sum;
-  };
   struct Lane {
     Tensor open;
-    std::vector<Node> stack;
+    model::BlockTree tree;  // the closed leaves' binary counter
   };
   DType dtype_;
   std::shared_ptr<CachingAllocator> alloc_;

@@ -9,6 +9,7 @@
 
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/core/threading.h"
+#include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/parallel/global_values.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/option_effects.h"
@@ -182,7 +183,7 @@ EquivalenceConfigs equivalence_configs(const TrainConfig& cfg, const Layout& lay
   TrainConfig par = cfg;
   if (bitwise) {
     const int tp = layout.tp;
-    MT_REQUIRE(ConfigError, tp == 1 || cfg.model.n_kv_heads % tp == 0, "layout ", layout.str(), ": --bitwise with ",
+    MT_REQUIRE(ConfigError, model::canonical_blocks_cover_tp(cfg.model, tp), "layout ", layout.str(), ": --bitwise with ",
                cfg.model.n_kv_heads, " KV heads over tp = ", tp, ": a KV head shared by several ranks gets their "
                "partial gradients, which the canonical blocks do not order; use a tp that divides model.n_kv_heads, "
                "or verify with a tolerance");

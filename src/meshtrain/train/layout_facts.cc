@@ -2,6 +2,7 @@
 
 #include "meshtrain/checkpoint/model_config_json.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/parallel/layout_plan.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/kernel_environment.h"
@@ -67,8 +68,7 @@ LayoutFacts LayoutFacts::from_layout(const TrainConfig& cfg, const parallel::Lay
   f.sequence_parallel = cfg.parallel.sequence_parallel;
   f.backend = cfg.comm.backend;
   f.reproducible = cfg.training.reproducible;
-  const bool tp_sums_canonical = cfg.model.n_kv_heads % mesh.tp == 0;  // no KV head shared by several ranks
-  f.canonical_blocks = tp_sums_canonical ? cfg.training.canonical_blocks() : 0;
+  f.canonical_blocks = model::canonical_blocks_cover_tp(cfg.model, mesh.tp) ? cfg.training.canonical_blocks() : 0;
   f.tie_sums_two_stages = !plan.tie_stages().empty();
   f.kernels = kernel_environment();
   return f;

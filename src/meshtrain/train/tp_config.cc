@@ -3,6 +3,7 @@
 #include "meshtrain/core/error.h"
 #include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/model/param_spec.h"
+#include "meshtrain/model/tree_reduce.h"
 #include "meshtrain/train/cp_config.h"
 
 namespace meshtrain::train {
@@ -12,7 +13,7 @@ namespace {
 // Reproducible mode's canonical blocks (docs/math.md (M.73)) against the layout.
 void check_canonical_blocks(const TrainConfig& cfg) {
   const int blocks = cfg.training.reproducible_blocks, tp = cfg.parallel.tp;
-  MT_REQUIRE(ConfigError, blocks >= 1 && (blocks & (blocks - 1)) == 0, "training.reproducible_blocks = ", blocks,
+  MT_REQUIRE(ConfigError, model::is_power_of_two(blocks), "training.reproducible_blocks = ", blocks,
              ": expected a power of two (the canonical blocks are summed in a binary tree, docs/math.md (M.73))");
   MT_REQUIRE(ConfigError, blocks % tp == 0, "training.reproducible_blocks = ", blocks, " canonical blocks do not ",
              "split over parallel.tp = ", tp, " ranks (", blocks, " % ", tp, " = ", blocks % tp,
