@@ -49,6 +49,7 @@
 #include "meshtrain/parallel/data_parallel.h"
 #include "meshtrain/parallel/executor.h"
 #include "meshtrain/parallel/schedule_gen.h"
+#include "meshtrain/train/context_shard.h"
 #include "meshtrain/train/train_config.h"
 
 using namespace meshtrain;
@@ -130,6 +131,7 @@ class StepRunner {
  public:
   StepRunner(const model::ModelConfig& cfg, const PrecisionPolicy& policy, bool reproducible)
       : reproducible_(reproducible),
+        shard_(1, 0, canonical_blocks(reproducible)),
         alloc_(CachingAllocator::create()),
         world_(comm::ThreadWorld::create(1)),
         plan_(cfg, comm::MeshShape{}, 0, layout_options(reproducible)),
@@ -141,9 +143,13 @@ class StepRunner {
         program_(parallel::expand(parallel::one_f_one_b_schedule(1, 1), 0, plan_.chunks(),
                                   [this](int s) { return model_.segment_units(s); }, engine_.param_policy())) {}
 
-  // One update on `batch` (n tokens).
-  void step(const model::TokenBatch& batch, int64_t n) {
+  // One update on `window` (one micro-batch), its tokens in reproducible
+  // mode's canonical order when on (train/context_shard.h).
+  void step(const data::Batch& window) {
     kernels::set_thread_invariant_gemm(reproducible_);
+    shard_.assign(window, window.rows);
+    const model::TokenBatch batch = shard_.micro_batch(0, window.rows);
+    const int64_t n = batch.n();
     engine_.begin_window();
     executor_.run(program_, [&](int) { return batch; },
                   model::ForwardMode{true, double(float(engine_.loss_coefficient(n))), false});
@@ -154,9 +160,12 @@ class StepRunner {
   CachingAllocator& allocator() { return *alloc_; }
 
  private:
+  static int canonical_blocks(bool reproducible) {
+    return reproducible ? train::TrainingConfig{}.reproducible_blocks : 0;  // the key's default
+  }
   static parallel::LayoutOptions layout_options(bool reproducible) {
     parallel::LayoutOptions o;
-    o.canonical_blocks = reproducible ? train::TrainingConfig{}.reproducible_blocks : 0;  // the key's default
+    o.canonical_blocks = canonical_blocks(reproducible);
     return o;
   }
   static model::ExecOptions exec_options(const PrecisionPolicy& policy) {
@@ -177,6 +186,7 @@ class StepRunner {
     return oc;
   }
   bool reproducible_;
+  train::ContextShard shard_;
   std::shared_ptr<CachingAllocator> alloc_;
   std::shared_ptr<comm::ThreadWorld> world_;
   parallel::LayoutPlan plan_;
@@ -192,7 +202,7 @@ class StepRunner {
 // process, their steps alternating (so the host's interference falls on
 // both alike), the median of the per-pair time ratios.
 void print_reproducible_cost(const model::ModelConfig& cfg, const PrecisionPolicy& policy,
-                             const model::TokenBatch& batch, int64_t n, int threads, int steps) {
+                             const data::Batch& batch, int threads, int steps) {
   set_compute_threads(threads);
   StepRunner plain(cfg, policy, false), canonical(cfg, policy, true);
   std::vector<double> off, on, ratios;
@@ -200,7 +210,7 @@ void print_reproducible_cost(const model::ModelConfig& cfg, const PrecisionPolic
     double t[2];
     for (int which = 0; which < 2; ++which) {
       const auto t0 = Clock::now();
-      (which == 0 ? plain : canonical).step(batch, n);
+      (which == 0 ? plain : canonical).step(batch);
       t[which] = std::chrono::duration<double>(Clock::now() - t0).count();
     }
     if (s < 2) continue;  // warm-up: caches, primitives, first-touch pages
@@ -247,14 +257,19 @@ int main(int argc, char** argv) {
   const double flops_per_token = model::model_flops_per_token(cfg, seq);
 
   // Random tokens, one document per row, every position supervised.
-  std::vector<int32_t> tokens(n), targets(n), positions(n), segments(n, 0);
+  data::Batch batch;
+  batch.rows = rows;
+  batch.seq = seq;
+  batch.tokens.resize(size_t(n));
+  batch.targets.resize(size_t(n));
+  batch.positions.resize(size_t(n));
+  batch.segments.assign(size_t(n), 0);
   CounterRng rng(42);
   for (int64_t i = 0; i < n; ++i) {
-    tokens[i] = int32_t(rng.bits(1, i)[0] % cfg.vocab_size);
-    targets[i] = int32_t(rng.bits(2, i)[0] % cfg.vocab_size);
-    positions[i] = int32_t(i % seq);
+    batch.tokens[size_t(i)] = int32_t(rng.bits(1, i)[0] % cfg.vocab_size);
+    batch.targets[size_t(i)] = int32_t(rng.bits(2, i)[0] % cfg.vocab_size);
+    batch.positions[size_t(i)] = int32_t(i % seq);
   }
-  const model::TokenBatch batch{rows, seq, tokens.data(), targets.data(), positions.data(), segments.data()};
 
   const PrecisionPolicy policy = PrecisionPolicy::from_name(precision);
   std::printf("%s: %s, seq %lld, micro-batch %lld, %s%s\n", model_name.c_str(), cfg.describe().c_str(),
@@ -269,7 +284,7 @@ int main(int argc, char** argv) {
   std::printf("model FLOPs per token: %.1f MFLOP (6 x %lld matmul params + 12 L d T)\n", flops_per_token * 1e-6,
               static_cast<long long>(model::build_model_spec(cfg).matmul_params(cfg)));
   if (reproducible_cost) {
-    for (int threads : thread_counts) print_reproducible_cost(cfg, policy, batch, n, threads, steps);
+    for (int threads : thread_counts) print_reproducible_cost(cfg, policy, batch, threads, steps);
     return 0;
   }
   for (int threads : thread_counts) {
@@ -287,7 +302,7 @@ int main(int argc, char** argv) {
       alloc->tracker().reset_peaks();
       const auto t0 = Clock::now();
       const double c0 = process_cpu_seconds();
-      runner.step(batch, n);
+      runner.step(batch);
       if (s >= 2) {
         times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         cpu_times.push_back(process_cpu_seconds() - c0);

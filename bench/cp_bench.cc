@@ -10,7 +10,10 @@
 // (forward L x 2 b s h_kv bytes (cp - 1) / cp; backward the K/V again plus
 // dK/dV home: L x 2 b s h_kv bytes (2 cp - 1) / cp), and the peak
 // activation bytes per rank.
-//   build/bench/cp_bench [--steps N] [--seq S ...]
+// --reproducible runs both layouts in reproducible mode (docs/math.md
+// (M.74): canonical token blocks, K/V all-gathered instead of the ring, so
+// the ring's byte columns read 0).
+//   build/bench/cp_bench [--steps N] [--seq S ...] [--reproducible]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +31,8 @@ using namespace meshtrain;
 
 namespace {
 
+bool g_reproducible = false;
+
 struct Result {
   double step_s = 0, exposed_s = 0, tokens_per_s = 0;
   model::CpCommStats ring;
@@ -43,6 +48,7 @@ train::TrainConfig config(int cp, int64_t seq) {
   c.training.micro_batch = 1;
   c.optimizer.lr = 3e-4;
   c.parallel.cp = cp;
+  c.training.reproducible = g_reproducible;
   return c;
 }
 
@@ -78,11 +84,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--seq") && i + 1 < argc) seqs.push_back(std::atoll(argv[++i]));
+    else if (!std::strcmp(argv[i], "--reproducible")) g_reproducible = true;
   }
   if (seqs.empty()) seqs = {1024, 4096};
   const model::ModelConfig mc = model::bench_small_config();
-  std::printf("cp_bench: bench-small, one row of one document per step, threads backend, median of %d steps\n\n",
-              steps);
+  std::printf("cp_bench: bench-small, one row of one document per step, threads backend, median of %d steps%s\n\n",
+              steps, g_reproducible ? ", reproducible mode" : "");
   std::printf("%5s | %-20s | %8s | %9s | %15s | %29s | %29s | %15s\n", "seq", "layout", "step s", "tokens/s",
               "exposed comm s", "K/V fwd MiB/rank meas|formula", "K/V bwd MiB/rank meas|formula",
               "activations MiB");

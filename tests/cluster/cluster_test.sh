@@ -318,10 +318,11 @@ case "$case_name" in
       echo "$op 4 MiB hierarchical: $per_call bytes over node0's link per call; (M.71) x 2 ranks: $want"
       # The difference of two runs' counters: their own traffic (launch,
       # acknowledgements, a retransmitted segment) differs by up to a few
-      # percent of a call's bytes, so 5% below the formula is allowed; the
+      # percent of a call's bytes, so 5% below the formula is allowed, and
+      # framing plus that noise reached +12.6% once on a loaded machine; the
       # flat all-gather and reduce-scatter send twice the formula.
-      [ "$per_call" -ge $((want * 95 / 100)) ] && [ "$per_call" -le $((want * 112 / 100)) ] ||
-        fail "$op: $per_call bytes per call over the link, (M.71) says $want (-5% to +12%: framing, noise)"
+      [ "$per_call" -ge $((want * 95 / 100)) ] && [ "$per_call" -le $((want * 115 / 100)) ] ||
+        fail "$op: $per_call bytes per call over the link, (M.71) says $want (-5% to +15%: framing, noise)"
     done
     ;;
   slurm)

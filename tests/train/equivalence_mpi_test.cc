@@ -32,23 +32,27 @@ TEST(EquivalenceMpi, EightRankCellsMatchOneRankPerTensorInFp64AndFp32) {
   }
 }
 
-// Reproducible mode across processes: the dp2 x tp2 x pp2 ZeRO-3 cell with
-// sequence parallelism and the tied table, bitwise (zero difference in f32)
-// against one rank (docs/math.md (M.73), "Tied lanes").
-TEST(EquivalenceMpi, ReproducibleModeIsBitwiseAcrossEveryAxisButCp) {
+// Reproducible mode across processes: both cells with sequence parallelism
+// and the tied table, bitwise (zero difference in f32) against one rank
+// (docs/math.md (M.73), (M.74), "Tied lanes").
+TEST(EquivalenceMpi, ReproducibleModeIsBitwiseAcrossEveryAxis) {
   auto world = comm::mpi_world();
-  ASSERT_EQ(world->size(), 8) << "the cell needs 8 processes";
+  ASSERT_EQ(world->size(), 8) << "the cells need 8 processes";
   const auto ds = varied_documents(96, 5);
   set_compute_threads(1);
   auto base = all_axes_config();
   base.model.n_kv_heads = 2;  // whole KV heads per tp rank
   base.training.reproducible = true;
-  const auto cfg = train::with_layout(base, train::parse_layout("dp=2,tp=2,sp=on,pp=2,zero=3"));
-  const auto ref = single_rank_records(cfg, cfg.parallel.dp, ds, 2);
-  comm::ParallelContext ctx = mpi_context(world, train::mesh_for(cfg, world->size()));
-  train::Trainer t(cfg, ctx, ds, std::nullopt);
-  const auto r = train::compare_records(ref, train::record_steps(t, 2), train::global_tensors(cfg.model), "fp32", 0.0);
-  EXPECT_TRUE(r.pass()) << r.str();
+  for (const char* layout : {"dp=2,tp=2,sp=on,pp=2,zero=3", "cp=2,tp=2,sp=on,dp=2"}) {
+    SCOPED_TRACE(layout);
+    const auto cfg = train::with_layout(base, train::parse_layout(layout));
+    const auto ref = single_rank_records(cfg, cfg.parallel.dp, ds, 2);
+    comm::ParallelContext ctx = mpi_context(world, train::mesh_for(cfg, world->size()));
+    train::Trainer t(cfg, ctx, ds, std::nullopt);
+    const auto r =
+        train::compare_records(ref, train::record_steps(t, 2), train::global_tensors(cfg.model), "fp32", 0.0);
+    EXPECT_TRUE(r.pass()) << r.str();
+  }
 }
 
 int main(int argc, char** argv) { return run_mpi_tests(argc, argv); }

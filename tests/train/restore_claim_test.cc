@@ -153,19 +153,21 @@ TEST(RestoreClaim, ReproducibleModeReplaysSplitsOfTheSameWindow) {
   }
 }
 
-// With the same canonical blocks on both sides (docs/math.md (M.73)) the
-// sums follow the model too: tp, sequence parallelism and the tied table's
-// stages keep the bits; another block count, a side without them (an old
-// checkpoint, shared KV heads) or another cp does not.
-TEST(RestoreClaim, CanonicalBlocksReplayTensorParallelChanges) {
+// With the same canonical blocks on both sides (docs/math.md (M.73),
+// (M.74)) the sums follow the model too: tp, sequence parallelism, cp and
+// the tied table's stages keep the bits; another block count or a side
+// without them (an old checkpoint, shared KV heads) does not.
+TEST(RestoreClaim, CanonicalBlocksReplayTensorAndContextParallelChanges) {
   const char* kCanonical =
       "bitwise replay: reproducible mode with 8 canonical blocks, same global window and micro-batch (dp x G "
-      "splits, ZeRO, tp, sp, pipeline stages and ep are bitwise)";
+      "splits, ZeRO, tp, sp, cp, pipeline stages and ep are bitwise)";
   LayoutFacts saved = reproducible(base());
   saved.canonical_blocks = 8;
   for (auto change : {+[](LayoutFacts& f) { f.tp = 2; }, +[](LayoutFacts& f) { f.tp = 4, f.sequence_parallel = true; },
                       +[](LayoutFacts& f) { f.tie_sums_two_stages = true, f.pp = 2; },
-                      +[](LayoutFacts& f) { f = other_split(f), f.backend = "mpi"; }}) {
+                      +[](LayoutFacts& f) { f = other_split(f), f.backend = "mpi"; },
+                      +[](LayoutFacts& f) { f.cp = 2; }, +[](LayoutFacts& f) { f = other_split(f), f.cp = 4; },
+                      +[](LayoutFacts& f) { f.cp = 2, f.tp = 2, f.sequence_parallel = true; }}) {
     LayoutFacts changed = saved;
     change(changed);
     EXPECT_EQ(restore_claim(saved, changed).text, kCanonical);
@@ -177,14 +179,12 @@ TEST(RestoreClaim, CanonicalBlocksReplayTensorParallelChanges) {
   LayoutFacts none = saved;
   none.canonical_blocks = 0, none.tp = 2;
   EXPECT_EQ(restore_claim(saved, none).text, kReductionOrder);
-  LayoutFacts cp = saved;
-  cp.cp = 2;
-  EXPECT_EQ(restore_claim(saved, cp).text, kReductionOrder);
 }
 
-// Under context parallelism the tree's leaves are (replica, cp rank,
-// micro-batch): another dp x G split orders them differently even in
-// reproducible mode; the same split replays.
+// Without canonical blocks (a checkpoint written before them) the tree's
+// leaves under context parallelism are (replica, cp rank, micro-batch):
+// another dp x G split orders them differently even in reproducible mode;
+// the same split replays.
 TEST(RestoreClaim, ReproducibleModeUnderContextParallelismNeedsTheSameSplit) {
   LayoutFacts saved = reproducible(base());
   saved.cp = 2;

@@ -8,11 +8,6 @@
 //   with dp, ZeRO 3 and pipeline stages; bf16; the refusals.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <filesystem>
-
-#include "meshtrain/checkpoint/reader.h"
 #include "meshtrain/core/error.h"
 #include "meshtrain/train/equivalence.h"
 #include "train/train_fixtures.h"
@@ -110,34 +105,5 @@ TEST(TensorParallelBitwise, RefusesWhatTheBlocksDoNotOrder) {
 // at tp = 4 ends with the bits of the uninterrupted one-rank run, and the
 // resume says so (restore_claim.h).
 TEST(TensorParallelBitwise, ResumedAtAnotherTpContinuesTheSameBits) {
-  namespace fs = std::filesystem;
-  auto cfg = bitwise_config(true);
-  cfg.training.reproducible = true;
-  const auto ds = varied_documents(64, 5);
-  const fs::path root = fs::temp_directory_path() / ("mt-tp-bitwise-" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  auto at = [&](const char* layout, const std::string& run) {
-    train::TrainConfig c = train::with_layout(cfg, train::parse_layout(layout));
-    c.metrics.run_dir = (root / run).string();
-    c.validate();
-    return c;
-  };
-  const std::vector<double> straight = params_after(at("tp=1", "one"), ds, [](train::Trainer& t) {
-    for (int s = 0; s < 3; ++s) t.step();
-  });
-  params_after(at("tp=2,sp=on", "tp2"), ds, [](train::Trainer& t) {
-    t.step();
-    t.save_checkpoint();
-  });
-  std::string claim;
-  const std::vector<double> resumed = params_after(at("tp=4,sp=on", "tp4"), ds, [&](train::Trainer& t) {
-    const std::string c = t.restore(checkpoint::CheckpointReader::open((root / "tp2" / "checkpoints").string()));
-    if (t.context().rank == 0) claim = c;
-    t.step();
-    t.step();
-  });
-  EXPECT_EQ(claim.rfind("bitwise replay: reproducible mode with 8 canonical blocks", 0), 0u) << claim;
-  ASSERT_FALSE(straight.empty());
-  EXPECT_EQ(resumed, straight);
-  fs::remove_all(root);
+  expect_resume_continues_the_same_bits(bitwise_config(true), varied_documents(64, 5), "tp=2,sp=on", "tp=4,sp=on");
 }

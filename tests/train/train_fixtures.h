@@ -240,6 +240,42 @@ inline std::vector<double> params_after(const train::TrainConfig& cfg, const dat
   return params;
 }
 
+// Reproducible mode across a resume (restore_claim.h): 3 steps on one rank
+// uninterrupted, against 1 step at `saved_at`, a checkpoint, and 2 more
+// steps at `resumed_at` from it. Expects the same final bits and a claim of
+// a bitwise replay with 8 canonical blocks.
+inline void expect_resume_continues_the_same_bits(const train::TrainConfig& cfg, const data::TokenDataset& ds,
+                                                  const char* saved_at, const char* resumed_at) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("mt-resume-bits-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto at = [&](const char* layout, const std::string& run) {
+    train::TrainConfig c = train::with_layout(cfg, train::parse_layout(layout));
+    c.training.reproducible = true;
+    c.metrics.run_dir = (root / run).string();
+    c.validate();
+    return c;
+  };
+  const std::vector<double> straight = params_after(at("dp=1", "one"), ds, [](train::Trainer& t) {
+    for (int s = 0; s < 3; ++s) t.step();
+  });
+  params_after(at(saved_at, "saved"), ds, [](train::Trainer& t) {
+    t.step();
+    t.save_checkpoint();
+  });
+  std::string claim;
+  const std::vector<double> resumed = params_after(at(resumed_at, "resumed"), ds, [&](train::Trainer& t) {
+    const std::string c = t.restore(checkpoint::CheckpointReader::open((root / "saved" / "checkpoints").string()));
+    if (t.context().rank == 0) claim = c;
+    t.step();
+    t.step();
+  });
+  EXPECT_EQ(claim.rfind("bitwise replay: reproducible mode with 8 canonical blocks", 0), 0u) << claim;
+  ASSERT_FALSE(straight.empty());
+  EXPECT_EQ(resumed, straight);
+  fs::remove_all(root);
+}
+
 // A checkpoint resharded (docs/math.md, "Rule: restore claims"): `run(act)`
 // runs one layout's ranks with `act` and returns the whole parameters after it
 // (params_after on that layout, the run directory set). Restores the checkpoint

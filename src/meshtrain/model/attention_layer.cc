@@ -25,6 +25,7 @@ SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, con
       kv_heads_(k_proj_.out / cfg.head_dim),
       rope_(rope),
       ring_(ring && ring->active() ? ring : nullptr),
+      cp_(ring ? ring->group() : nullptr),
       canonical_blocks_(canonical_blocks) {}
 
 kernels::AttentionShape SelfAttention::shape(const TokenBatch& b) const {
@@ -51,7 +52,9 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
   }
   s.out = activation(alloc, dt, {n, q_proj_.out});
   s.lse = activation(alloc, dt, {b.rows, q_heads_, b.seq});
-  if (ring_)
+  if (b.token_blocks > 0)  // docs/math.md (M.74)
+    chunk_pair_attention_forward(k, chunk_pairs(b), shape(b), s.q, s.k, s.v, scale(), s.out, s.lse, alloc);
+  else if (ring_)
     ring_->forward(shape(b), s.q, s.k, s.v, b.chunk_segments, scale(), s.out, s.lse, alloc);
   else
     k.attention_forward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse);
@@ -74,7 +77,10 @@ void SelfAttention::backward(const kernels::KernelTable& k, const Tensor& xn, co
   Tensor dq = activation(alloc, dt, {n, q_proj_.out}, grads_cat);
   Tensor dk = activation(alloc, dt, {n, k_proj_.out}, grads_cat);
   Tensor dv = activation(alloc, dt, {n, v_proj_.out}, grads_cat);
-  if (ring_)
+  if (b.token_blocks > 0)
+    chunk_pair_attention_backward(k, chunk_pairs(b), shape(b), s.q, s.k, s.v, scale(), s.out, s.lse, dout, dq, dk, dv,
+                                  alloc);
+  else if (ring_)
     ring_->backward(shape(b), s.q, s.k, s.v, b.chunk_segments, scale(), s.out, s.lse, dout, dq, dk, dv, alloc);
   else
     k.attention_backward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse, dout, dq, dk, dv);

@@ -3,12 +3,15 @@
 // projection (row-parallel, without its bias: the block adds it once, after
 // the tensor-parallel reduction). Head counts come from the local weights.
 // Under context parallelism the attention itself runs around the cp ring
-// (ring_attention.h); everything else sees this rank's tokens only.
+// (ring_attention.h); everything else sees this rank's tokens only. A
+// micro-batch of canonical token blocks (reproducible mode) runs the
+// chunk-pair attention (canonical_attention.h) on every layout.
 #pragma once
 
 #include <memory>
 
 #include "meshtrain/kernels/cpu/rope.h"
+#include "meshtrain/model/canonical_attention.h"
 #include "meshtrain/model/layers.h"
 #include "meshtrain/model/ring_attention.h"
 #include "meshtrain/model/token_batch.h"
@@ -44,6 +47,7 @@ class SelfAttention {
 
  private:
   kernels::AttentionShape shape(const TokenBatch& b) const;
+  ChunkPairs chunk_pairs(const TokenBatch& b) const { return {cp_, b.token_blocks, b.chunk_segments}; }
   double scale() const;
   int64_t head_dim_;
   DType op_, acc_;  // matmul operand type, accumulate/output type (precision policy)
@@ -51,6 +55,7 @@ class SelfAttention {
   int64_t q_heads_, kv_heads_;
   const kernels::RopeTable* rope_;
   const RingAttention* ring_;  // context parallelism: attention over the cp group (null or inactive: none)
+  comm::ProcessGroup* cp_;     // the cp group (null: none)
   int canonical_blocks_;
 };
 

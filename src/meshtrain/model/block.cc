@@ -107,14 +107,14 @@ void Block::backward(const kernels::KernelTable& k, Saved& saved, const TokenBat
   auto sublayer = [&](Parameter* bias, auto&& branch_backward, const Norm& norm, const Tensor& norm_in,
                       const Norm::Stats& stats) {
     if (bias && canonical)
-      canonical_bias_grad(k, *bias, dres, tp_, n, alloc);
+      canonical_bias_grad(k, *bias, dres, tp_, b, alloc);
     else if (bias)
       wg.bias(k, *bias, dres, /*dy_changes=*/true);
     const Tensor dy = tp_.row_output_grad(dres, n, alloc, kept);
     branch_backward(dy, /*dy_changes=*/dy.raw() == dres.raw());
     const Tensor dnorm = tp_.column_input_grad(dxn, alloc);
     if (canonical)
-      canonical_norm_backward(k, norm, norm_in, stats, dnorm, dres, tp_, n, alloc);
+      canonical_norm_backward(k, norm, norm_in, stats, dnorm, dres, tp_, b, alloc);
     else
       norm.backward(k, norm_in, stats, dnorm, dres);
   };

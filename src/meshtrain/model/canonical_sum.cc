@@ -84,9 +84,10 @@ void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTer
   for (const size_t t : whole) k.gemm(false, terms[t].trans_w, 1.0, terms[t].a, terms[t].w->value, 1.0, out);
 }
 
-std::vector<Extent> token_blocks(const TpRegions& tp, int64_t n) {
-  return slice_blocks(n, tp.canonical_blocks(), tp.first_row(n), tp.local_rows(n),
-                      "a micro-batch's tokens (rows x seq)");
+std::vector<Extent> token_blocks(const TpRegions& tp, const TokenBatch& b) {
+  const int64_t n = b.n();
+  const int blocks = b.token_blocks > 0 ? int(b.token_blocks) : tp.canonical_blocks();
+  return slice_blocks(n, blocks, tp.first_row(n), tp.local_rows(n), "a micro-batch's tokens (rows x seq)");
 }
 
 namespace {
@@ -98,9 +99,9 @@ Tensor rows_of(const Tensor& t, Extent e) { return t.defined() ? t.slice(e.offse
 // elements in order): the blocks in the tree, the ranks' subtrees summed
 // over the group under sequence parallelism (M.73).
 template <class Fill>
-void token_sums(const kernels::KernelTable& k, const std::vector<Parameter*>& grads, const TpRegions& tp, int64_t n,
-                const std::shared_ptr<CachingAllocator>& alloc, Fill&& fill) {
-  const std::vector<Extent> blocks = token_blocks(tp, n);
+void token_sums(const kernels::KernelTable& k, const std::vector<Parameter*>& grads, const TpRegions& tp,
+                const TokenBatch& b, const std::shared_ptr<CachingAllocator>& alloc, Fill&& fill) {
+  const std::vector<Extent> blocks = token_blocks(tp, b);
   int64_t width = 0;
   for (const Parameter* p : grads) width += p->grad.numel();
   const Tensor leaves = Tensor::zeros(Shape{int64_t(blocks.size()), width}, grads[0]->grad.dtype(), alloc,
@@ -123,11 +124,11 @@ void token_sums(const kernels::KernelTable& k, const std::vector<Parameter*>& gr
 }  // namespace
 
 void canonical_norm_backward(const kernels::KernelTable& k, const Norm& norm, const Tensor& x, const Norm::Stats& s,
-                             const Tensor& dy, const Tensor& dx, const TpRegions& tp, int64_t n,
+                             const Tensor& dy, const Tensor& dx, const TpRegions& tp, const TokenBatch& b,
                              const std::shared_ptr<CachingAllocator>& alloc) {
   std::vector<Parameter*> grads{norm.weight};
   if (norm.bias) grads.push_back(norm.bias);
-  token_sums(k, grads, tp, n, alloc, [&](Extent e, const Tensor& leaf) {
+  token_sums(k, grads, tp, b, alloc, [&](Extent e, const Tensor& leaf) {
     k.norm_backward(rows_of(x, e), norm.weight->value, rows_of(s.mean, e), rows_of(s.rstd, e), rows_of(dy, e),
                     rows_of(dx, e), leaf.flat_slice(0, norm.d),
                     norm.bias ? leaf.flat_slice(norm.d, 2 * norm.d) : Tensor());
@@ -135,14 +136,14 @@ void canonical_norm_backward(const kernels::KernelTable& k, const Norm& norm, co
 }
 
 void canonical_bias_grad(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, const TpRegions& tp,
-                         int64_t n, const std::shared_ptr<CachingAllocator>& alloc) {
-  token_sums(k, {&bias}, tp, n, alloc, [&](Extent e, const Tensor& leaf) { k.bias_grad(leaf, rows_of(dy, e)); });
+                         const TokenBatch& b, const std::shared_ptr<CachingAllocator>& alloc) {
+  token_sums(k, {&bias}, tp, b, alloc, [&](Extent e, const Tensor& leaf) { k.bias_grad(leaf, rows_of(dy, e)); });
 }
 
 void canonical_embedding_grad(const kernels::KernelTable& k, Parameter& table, const int32_t* ids,
-                              const Tensor& dout, const TpRegions& tp, int64_t n,
+                              const Tensor& dout, const TpRegions& tp, const TokenBatch& b,
                               const std::shared_ptr<CachingAllocator>& alloc) {
-  token_sums(k, {&table}, tp, n, alloc, [&](Extent e, const Tensor& leaf) {
+  token_sums(k, {&table}, tp, b, alloc, [&](Extent e, const Tensor& leaf) {
     k.embedding_backward(ids + e.offset, rows_of(dout, e), leaf.view(table.grad.shape()));
   });
 }

@@ -19,6 +19,7 @@
 #include "meshtrain/model/parameters.h"
 #include "meshtrain/model/placement.h"
 #include "meshtrain/model/regions.h"
+#include "meshtrain/model/token_batch.h"
 
 namespace meshtrain::model {
 
@@ -80,11 +81,12 @@ struct GemmTerm {
 void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTerm>& terms, int blocks,
                         const Tensor& out, const std::shared_ptr<CachingAllocator>& alloc, const Tensor& base = {});
 
-// The rows of this rank's stream rows (n of a micro-batch's tokens) that
-// form each of its canonical token blocks: the micro-batch's tokens in
-// `tp.canonical_blocks()` blocks; under sequence parallelism a rank holds
-// blocks/tp of them (its rows: whole blocks, ConfigError otherwise).
-std::vector<Extent> token_blocks(const TpRegions& tp, int64_t n);
+// The rows of this rank's stream rows (of b's n tokens) that form each of
+// its canonical token blocks: the micro-batch's tokens in b.token_blocks
+// blocks (tp.canonical_blocks() where b is in its rows' order); under
+// sequence parallelism a rank holds blocks/tp of them (its rows: whole
+// blocks, ConfigError otherwise).
+std::vector<Extent> token_blocks(const TpRegions& tp, const TokenBatch& b);
 
 // Reproducible mode's sums over tokens of replicated parameters' gradients
 // (a norm's weight and bias; a row-parallel layer's bias): each canonical
@@ -92,13 +94,13 @@ std::vector<Extent> token_blocks(const TpRegions& tp, int64_t n);
 // summed over the group under sequence parallelism, then added to the
 // gradient. The same bits on every layout, as one micro-batch's part.
 void canonical_norm_backward(const kernels::KernelTable& k, const Norm& norm, const Tensor& x, const Norm::Stats& s,
-                             const Tensor& dy, const Tensor& dx, const TpRegions& tp, int64_t n,
+                             const Tensor& dy, const Tensor& dx, const TpRegions& tp, const TokenBatch& b,
                              const std::shared_ptr<CachingAllocator>& alloc);
 void canonical_bias_grad(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, const TpRegions& tp,
-                         int64_t n, const std::shared_ptr<CachingAllocator>& alloc);
+                         const TokenBatch& b, const std::shared_ptr<CachingAllocator>& alloc);
 // A replicated table's rows (learned positions): ids are this rank's rows'.
 void canonical_embedding_grad(const kernels::KernelTable& k, Parameter& table, const int32_t* ids,
-                              const Tensor& dout, const TpRegions& tp, int64_t n,
+                              const Tensor& dout, const TpRegions& tp, const TokenBatch& b,
                               const std::shared_ptr<CachingAllocator>& alloc);
 
 }  // namespace meshtrain::model

@@ -1,5 +1,7 @@
 #include "meshtrain/model/layers.h"
 
+#include "meshtrain/model/canonical_sum.h"
+
 namespace meshtrain::model {
 
 namespace {
@@ -13,6 +15,60 @@ void add_embedding_grad(const kernels::KernelTable& k, Parameter& table, const i
                         int64_t vocab_begin) {
   table.settle_grad();
   k.embedding_slice_backward(ids, dout, vocab_begin, table.grad);
+}
+
+// Rows [j n / blocks, (j + 1) n / blocks) of a [n, ...] tensor.
+Tensor block_rows(const Tensor& t, int64_t blocks, int64_t j) {
+  const int64_t n = t.dim(0);
+  return t.slice(j * n / blocks, (j + 1) * n / blocks);
+}
+
+// grad (+)= the sum over canonical token blocks of what write(block j,
+// leaf, overwrite) puts into leaf j, the blocks in the tree (docs/math.md
+// (M.74)). A stale gradient is the first leaf itself (the GEMM's beta 0);
+// otherwise the leaves are apart and the root is added. `zeroed`: leaves
+// for writers that only add.
+template <class Write>
+void block_sum(const kernels::KernelTable& k, Parameter& p, int64_t blocks, bool zeroed,
+               const std::shared_ptr<CachingAllocator>& alloc, Write&& write) {
+  const bool first = !zeroed && p.take_first_grad_write();
+  if (zeroed) p.settle_grad();
+  BlockTree tree;
+  for (int64_t j = 0; j < blocks; ++j) {
+    const bool in_place = first && j == 0;
+    const Tensor leaf = in_place ? p.grad
+                        : zeroed ? Tensor::zeros(p.grad.shape(), p.grad.dtype(), alloc, MemCategory::Workspace)
+                                 : Tensor::empty(p.grad.shape(), p.grad.dtype(), alloc, MemCategory::Workspace);
+    write(j, leaf);
+    tree.push(leaf);
+  }
+  if (!first) k.add(p.grad, tree.root());
+}
+
+void blocked_weights(const kernels::KernelTable& k, const std::vector<const Linear*>& layers, const Tensor& x,
+                     const std::vector<Tensor>& dys, int64_t blocks, const std::shared_ptr<CachingAllocator>& alloc) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    block_sum(k, *layers[i]->weight, blocks, false, alloc, [&](int64_t j, const Tensor& leaf) {
+      k.gemm(true, false, 1.0, block_rows(dys[i], blocks, j), block_rows(x, blocks, j), 0.0, leaf);
+    });
+    if (layers[i]->bias)
+      block_sum(k, *layers[i]->bias, blocks, true, alloc,
+                [&](int64_t j, const Tensor& leaf) { k.bias_grad(leaf, block_rows(dys[i], blocks, j)); });
+  }
+}
+
+void blocked_bias(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, int64_t blocks,
+                  const std::shared_ptr<CachingAllocator>& alloc) {
+  block_sum(k, bias, blocks, true, alloc,
+            [&](int64_t j, const Tensor& leaf) { k.bias_grad(leaf, block_rows(dy, blocks, j)); });
+}
+
+void blocked_embedding(const kernels::KernelTable& k, Parameter& table, const int32_t* ids, const Tensor& dout,
+                       int64_t vocab_begin, int64_t blocks, const std::shared_ptr<CachingAllocator>& alloc) {
+  const int64_t per = dout.dim(0) / blocks;
+  block_sum(k, table, blocks, true, alloc, [&](int64_t j, const Tensor& leaf) {
+    k.embedding_slice_backward(ids + j * per, block_rows(dout, blocks, j), vocab_begin, leaf);
+  });
 }
 }  // namespace
 
@@ -91,8 +147,9 @@ void WeightGrads::linear(const kernels::KernelTable& k, const Linear& l, const T
 
 void WeightGrads::linears(const kernels::KernelTable& k, std::vector<const Linear*> layers, const Tensor& x,
                           const std::vector<Tensor>& dys, bool dy_changes) {
-  if (!defer_) return backward_weights(k, layers, x, dys);
+  if (!defer_) return weights_now(k, layers, x, dys, token_blocks_);
   Job j;
+  j.token_blocks = token_blocks_;
   j.linears = std::move(layers);
   j.x = x;
   for (const Tensor& dy : dys) j.dys.push_back(keep(k, dy, dy_changes));
@@ -101,8 +158,9 @@ void WeightGrads::linears(const kernels::KernelTable& k, std::vector<const Linea
 }
 
 void WeightGrads::bias(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, bool dy_changes) {
-  if (!defer_) return add_bias_grad(k, bias, dy);
+  if (!defer_) return bias_now(k, bias, dy, token_blocks_);
   Job j;
+  j.token_blocks = token_blocks_;
   j.bias = &bias;
   j.dys = {keep(k, dy, dy_changes)};
   j.dy_source = dy.raw();
@@ -111,8 +169,9 @@ void WeightGrads::bias(const kernels::KernelTable& k, Parameter& bias, const Ten
 
 void WeightGrads::embedding(const kernels::KernelTable& k, Parameter& table, const int32_t* ids,
                             const Tensor& dout, bool dout_changes, int64_t vocab_begin) {
-  if (!defer_) return add_embedding_grad(k, table, ids, dout, vocab_begin);
+  if (!defer_) return embedding_now(k, table, ids, dout, vocab_begin, token_blocks_);
   Job j;
+  j.token_blocks = token_blocks_;
   j.table = &table;
   j.ids = ids;
   j.vocab_begin = vocab_begin;
@@ -121,9 +180,27 @@ void WeightGrads::embedding(const kernels::KernelTable& k, Parameter& table, con
   jobs_.push_back(std::move(j));
 }
 
+void WeightGrads::weights_now(const kernels::KernelTable& k, const std::vector<const Linear*>& layers,
+                              const Tensor& x, const std::vector<Tensor>& dys, int64_t blocks) const {
+  if (blocks > 0) return blocked_weights(k, layers, x, dys, blocks, alloc_);
+  backward_weights(k, layers, x, dys);
+}
+
+void WeightGrads::bias_now(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, int64_t blocks) const {
+  if (blocks > 0) return blocked_bias(k, bias, dy, blocks, alloc_);
+  add_bias_grad(k, bias, dy);
+}
+
+void WeightGrads::embedding_now(const kernels::KernelTable& k, Parameter& table, const int32_t* ids,
+                                const Tensor& dout, int64_t vocab_begin, int64_t blocks) const {
+  if (blocks > 0) return blocked_embedding(k, table, ids, dout, vocab_begin, blocks, alloc_);
+  add_embedding_grad(k, table, ids, dout, vocab_begin);
+}
+
 void WeightGrads::call(std::function<void()> fn) {
   if (!defer_) return fn();
   Job j;
+  j.token_blocks = token_blocks_;
   j.fn = std::move(fn);
   jobs_.push_back(std::move(j));
 }
@@ -133,11 +210,11 @@ void WeightGrads::run(const kernels::KernelTable& k) {
     if (j.fn)
       j.fn();
     else if (!j.linears.empty())
-      backward_weights(k, j.linears, j.x, j.dys);
+      weights_now(k, j.linears, j.x, j.dys, j.token_blocks);
     else if (j.bias)
-      add_bias_grad(k, *j.bias, j.dys[0]);
+      bias_now(k, *j.bias, j.dys[0], j.token_blocks);
     else
-      add_embedding_grad(k, *j.table, j.ids, j.dys[0], j.vocab_begin);
+      embedding_now(k, *j.table, j.ids, j.dys[0], j.vocab_begin, j.token_blocks);
   }
   jobs_.clear();
 }

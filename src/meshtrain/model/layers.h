@@ -77,8 +77,16 @@ struct Norm {
 class WeightGrads {
  public:
   WeightGrads() = default;
-  WeightGrads(bool defer, std::shared_ptr<CachingAllocator> alloc) : defer_(defer), alloc_(std::move(alloc)) {}
+  // token_blocks: the micro-batch's canonical token blocks (TokenBatch;
+  // 0: none): every gradient here is then summed block by block over the
+  // rows, the blocks in the tree (docs/math.md (M.74)).
+  WeightGrads(bool defer, std::shared_ptr<CachingAllocator> alloc, int64_t token_blocks = 0)
+      : defer_(defer), token_blocks_(token_blocks), alloc_(std::move(alloc)) {}
   bool deferred() const { return defer_; }
+  // Rows that are not the micro-batch's tokens (an expert's routed rows)
+  // are summed as they come: 0 while they are written.
+  int64_t token_blocks() const { return token_blocks_; }
+  void set_token_blocks(int64_t blocks) { token_blocks_ = blocks; }
   void linear(const kernels::KernelTable& k, const Linear& l, const Tensor& x, const Tensor& dy, bool dy_changes);
   // Layers that read one input (backward_weights), as one job.
   void linears(const kernels::KernelTable& k, std::vector<const Linear*> layers, const Tensor& x,
@@ -106,10 +114,17 @@ class WeightGrads {
     Tensor x;
     std::vector<Tensor> dys;
     const void* dy_source = nullptr;  // what the last dy copies (two jobs reading one tensor share the copy)
+    int64_t token_blocks = 0;         // WeightGrads::token_blocks when queued
     std::function<void()> fn;
   };
   Tensor keep(const kernels::KernelTable& k, const Tensor& t, bool changes) const;
+  void weights_now(const kernels::KernelTable& k, const std::vector<const Linear*>& layers, const Tensor& x,
+                   const std::vector<Tensor>& dys, int64_t blocks) const;
+  void bias_now(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, int64_t blocks) const;
+  void embedding_now(const kernels::KernelTable& k, Parameter& table, const int32_t* ids, const Tensor& dout,
+                     int64_t vocab_begin, int64_t blocks) const;
   bool defer_ = false;
+  int64_t token_blocks_ = 0;
   std::shared_ptr<CachingAllocator> alloc_;
   std::vector<Job> jobs_;
 };

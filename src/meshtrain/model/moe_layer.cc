@@ -111,6 +111,9 @@ void MoeLayer::backward(const kernels::KernelTable& k, const Tensor& xn, const S
   Tensor dx_experts = activation(alloc, acc_, {s.y_experts.dim(0), cfg_.d_model}, MemCategory::Workspace);
   const Tensor dx_blocks =
       ex.local() ? dx_experts : activation(alloc, acc_, {dy_blocks.dim(0), cfg_.d_model}, MemCategory::Workspace);
+  // The experts' rows are routed rows, not the micro-batch's token blocks.
+  const int64_t token_blocks = wg.token_blocks();
+  wg.set_token_blocks(0);
   for (size_t i = 0; i < ex.blocks().size(); ++i) {
     const ExpertExchange::Block& b = ex.blocks()[i];
     // Reproducible mode: each source rank's gradients into its own lane.
@@ -120,6 +123,7 @@ void MoeLayer::backward(const kernels::KernelTable& k, const Tensor& xn, const S
                                         dy_blocks.slice(b.offset, b.offset + b.rows), false,
                                         dx_blocks.slice(b.offset, b.offset + b.rows), wg, alloc);
   }
+  wg.set_token_blocks(token_blocks);
   ex.give_back(dx_blocks, dx_experts);
   if (kept > 0) k.add_rows(dxn, r.comb_token.data(), dx_experts, r.comb_row.data(), nullptr, kept);  // (token, slot) order
   // Router: softmax backward of the gates' and the aux loss's gradients.

@@ -55,6 +55,7 @@ class RingAttention {
   int size() const { return group_ ? group_->size() : 1; }
   int rank() const { return group_ ? group_->rank() : 0; }
   bool active() const { return size() > 1; }
+  comm::ProcessGroup* group() const { return group_; }
 
   // s: the local pseudo-row shape (batch = 2 B, seq = c). chunk_segments:
   // the document ids of every chunk of the B rows, [2 cp, B, c] (null: one

@@ -37,7 +37,7 @@ void EmbeddingSegment::backward(const kernels::KernelTable& k, const TokenBatch&
   const MemCategory kept = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
   wg.embedding(k, *tokens_, b.tokens, tp_.row_output_grad(dx, n, alloc, kept), false, vocab_slice(*tokens_->spec).begin);
   if (positions_ && tp_.canonical_blocks() > 0)  // over canonical token blocks (docs/math.md (M.73))
-    canonical_embedding_grad(k, *positions_, b.positions + tp_.first_row(n), dx, tp_, n, alloc);
+    canonical_embedding_grad(k, *positions_, b.positions + tp_.first_row(n), dx, tp_, b, alloc);
   else if (positions_)
     wg.embedding(k, *positions_, b.positions + tp_.first_row(n), dx, false);
 }
@@ -71,11 +71,12 @@ Tensor HeadSegment::forward(const kernels::KernelTable& k, const TokenBatch& b, 
   if (mode.logits) return logits;
   const VocabSlice v = vocab_slice(*head_.weight->spec);
   if (!mode.backward) {
-    st.loss = vocab_parallel_cross_entropy(k, tp_, logits, b.targets, v, 0.0, Tensor(), alloc);
+    st.loss = vocab_parallel_cross_entropy(k, tp_, logits, b.targets, v, 0.0, Tensor(), alloc, b.token_blocks);
     return Tensor();
   }
   // Loss and dlogits in place: the logits are not needed again.
-  st.loss = vocab_parallel_cross_entropy(k, tp_, logits, b.targets, v, mode.loss_coeff, logits, alloc);
+  st.loss = vocab_parallel_cross_entropy(k, tp_, logits, b.targets, v, mode.loss_coeff, logits, alloc,
+                                         b.token_blocks);
   st.dlogits = logits;
   return Tensor();
 }
@@ -97,7 +98,7 @@ Tensor HeadSegment::backward(const kernels::KernelTable& k, const TokenBatch& b,
   Tensor dres = activation(alloc, dxf.dtype(), {nl, d});
   k.fill(dres, 0.0);
   if (tp_.canonical_blocks() > 0)  // over canonical token blocks (docs/math.md (M.73))
-    canonical_norm_backward(k, norm_, st.x_final, st.final_stats, dxf_mine, dres, tp_, n, alloc);
+    canonical_norm_backward(k, norm_, st.x_final, st.final_stats, dxf_mine, dres, tp_, b, alloc);
   else
     norm_.backward(k, st.x_final, st.final_stats, dxf_mine, dres);
   st.xf = Tensor();

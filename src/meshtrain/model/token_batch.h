@@ -15,10 +15,15 @@ struct TokenBatch {
   const int32_t* targets = nullptr;    // -1: not supervised (label mask)
   const int32_t* positions = nullptr;  // position within the token's document
   const int32_t* segments = nullptr;   // document id within the row; null: one per row
-  // Context parallelism (ring_attention.h): rows are 2 B pseudo-rows (this
-  // rank's two chunks of B rows) and this holds the document ids of EVERY
-  // chunk of those rows, [2 cp, B, seq] (null: one document per row).
+  // Chunk pairs (train/context_shard.h): rows are 2 B pseudo-rows per pair
+  // this rank holds (chunks v and 2 V - 1 - v of B rows) and this holds the
+  // document ids of EVERY chunk of those rows, [2 V, B, seq] (null: rows as
+  // they are, or one document per row).
   const int32_t* chunk_segments = nullptr;
+  // Reproducible mode's canonical token blocks in this micro-batch (one per
+  // chunk pair: contiguous, equal ranges of tokens, docs/math.md (M.74));
+  // 0: tokens in their rows' order, summed as they come.
+  int64_t token_blocks = 0;
   int64_t n() const { return rows * seq; }
 };
 

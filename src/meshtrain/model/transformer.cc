@@ -90,7 +90,7 @@ Tensor Transformer::backward_segment_input(int s, const TokenBatch& b, Tensor dy
   MT_CHECK(st.forward_done && !st.input_grad_done, "segment ", s, ": backward without its forward");
   fault::point("backward");
   st.input_grad_done = true;
-  st.weights = WeightGrads(defer_weights, alloc_);
+  st.weights = WeightGrads(defer_weights, alloc_, b.token_blocks);
   // Reproducible mode keeps a tied table's two writers in lanes of their own
   // (parallel/grad_tree.h, "Tied lanes"): the head's, then the embedding's.
   const bool tied_lanes = cfg_.tied_embeddings && params_.has_grad_lanes();

@@ -2,6 +2,7 @@
 
 #include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/model/token_batch.h"
+#include "meshtrain/model/tree_reduce.h"
 
 namespace meshtrain::model {
 
@@ -14,7 +15,8 @@ kernels::CrossEntropyResult vocab_parallel_cross_entropy(const kernels::KernelTa
                                                          const Tensor& logits, const int32_t* targets,
                                                          const VocabSlice& slice, double grad_scale,
                                                          const Tensor& dlogits,
-                                                         const std::shared_ptr<CachingAllocator>& alloc) {
+                                                         const std::shared_ptr<CachingAllocator>& alloc,
+                                                         int64_t token_blocks) {
   const int64_t n = logits.dim(0);
   MT_CHECK(logits.dim(1) == slice.size, "logits of ", logits.dim(1), " columns for a vocabulary slice of ",
            slice.size);
@@ -46,7 +48,21 @@ kernels::CrossEntropyResult vocab_parallel_cross_entropy(const kernels::KernelTa
     tree.push(part);
   }
   tp.all_reduce(sums);  // the target logit: 0 on every rank but its holder's, so the sum is exact
-  return k.vocab_ce_finish(targets, slice.begin, row_max, sum_exp, target_logit, grad_scale, dlogits);
+  if (token_blocks == 0)
+    return k.vocab_ce_finish(targets, slice.begin, row_max, sum_exp, target_logit, grad_scale, dlogits);
+  // Canonical token blocks: each block's loss on its own, the blocks in the tree.
+  std::vector<double> block_loss;
+  kernels::CrossEntropyResult total;
+  for (int64_t j = 0; j < token_blocks; ++j) {
+    const int64_t r0 = j * n / token_blocks, r1 = (j + 1) * n / token_blocks;
+    const auto rows = [&](const Tensor& t) { return t.defined() ? t.slice(r0, r1) : t; };
+    const kernels::CrossEntropyResult part = k.vocab_ce_finish(
+        targets + r0, slice.begin, rows(row_max), rows(sum_exp), rows(target_logit), grad_scale, rows(dlogits));
+    block_loss.push_back(part.loss_sum);
+    total.count += part.count;
+  }
+  total.loss_sum = tree_sum(block_loss);
+  return total;
 }
 
 }  // namespace meshtrain::model

@@ -25,10 +25,13 @@ VocabSlice vocab_slice(const ParamSpec& table);
 // rank of the group, equal to the serial kernel's on one rank. With dlogits
 // defined (it may alias logits, OVERWRITES) also dlogits = grad_scale *
 // (softmax - onehot) for this rank's columns. Collective over tp's group.
+// token_blocks: the rows' canonical token blocks (TokenBatch; 0: none):
+// the loss is then each block's sum, the blocks in the tree (docs/math.md
+// (M.74)).
 kernels::CrossEntropyResult vocab_parallel_cross_entropy(const kernels::KernelTable& k, const TpRegions& tp,
                                                          const Tensor& logits, const int32_t* targets,
                                                          const VocabSlice& slice, double grad_scale,
                                                          const Tensor& dlogits,
-                                                         const std::shared_ptr<CachingAllocator>& alloc);
+                                                         const std::shared_ptr<CachingAllocator>& alloc, int64_t token_blocks = 0);
 
 }  // namespace meshtrain::model

@@ -113,9 +113,10 @@ std::vector<int> tree_lanes(const ShardPlan& plan, int ep, int tied) {
 }
 }  // namespace
 
-TreeGrads::TreeGrads(const GradContext& c, int ep, std::unique_ptr<GradReduction> inner)
+TreeGrads::TreeGrads(const GradContext& c, int ep, std::unique_ptr<GradReduction> inner, comm::ProcessGroup* cp)
     : GradReduction(c),
       inner_(std::move(inner)),
+      cp_(cp && cp->size() > 1 ? cp : nullptr),
       tree_(c.plan.num_units(), c.store.precision().grad_accum, c.alloc,
             tree_lanes(c.plan, ep, tied_unit(c.store))) {
   if (ep > 1 || tied_unit(c.store) >= 0)
@@ -136,8 +137,22 @@ void TreeGrads::prepare(int u) {
 }
 
 void TreeGrads::close_leaf(int u) {
+  if (cp_ && !c_.plan.unit(u).experts) sum_leaf_over_cp(u);
   tree_.close_leaf(u);
   c_.store.bind_unit_grads(u, Tensor());
+}
+
+void TreeGrads::sum_leaf_over_cp(int u) {
+  // Each cp rank's leaf is the subtree of its canonical token blocks; the
+  // cp tree finishes the micro-batch's tree (docs/math.md (M.74)). The
+  // data group's tree then sees it once: cp rank 0 keeps it, the others
+  // hold -0, which leaves every sum x + (-0) = x bit for bit (the cp ranks
+  // are the data group's lowest levels).
+  for (int lane = 0; lane < tree_.lanes(u); ++lane) {
+    const Tensor leaf = tree_.leaf(u, c_.plan.unit(u).padded, lane);
+    model::tree_all_reduce(*cp_, leaf, c_.alloc);
+    if (cp_->rank() != 0) kernels::kernels_for(leaf).fill(leaf, -0.0);
+  }
 }
 
 void TreeGrads::reduce_tied(int u) {
@@ -181,7 +196,8 @@ void TreeGrads::reduce(int u) {
   c_.stats.bytes += c_.plan.unit(u).padded * int64_t(dtype_size(c_.store.precision().grad_accum));
 }
 
-std::unique_ptr<GradReduction> make_grad_reduction(const GradContext& c, const ParallelConfig& cfg, int ep) {
+std::unique_ptr<GradReduction> make_grad_reduction(const GradContext& c, const ParallelConfig& cfg, int ep,
+                                                   comm::ProcessGroup* cp) {
   const PrecisionPolicy& prec = c.store.precision();
   if (cfg.reproducible)
     MT_REQUIRE(ConfigError, cfg.grad_reduce == GradReduce::Sum && prec.grad_reduce == prec.grad_accum,
@@ -191,7 +207,7 @@ std::unique_ptr<GradReduction> make_grad_reduction(const GradContext& c, const P
   if (c.plan.stage() == 0) r = std::make_unique<AllReducedGrads>(c, cfg.bucket_mb, cfg.reproducible);
   else r = std::make_unique<ScatteredGrads>(c, cfg.reproducible);
   if (!cfg.reproducible) return r;
-  return std::make_unique<TreeGrads>(c, ep, std::move(r));
+  return std::make_unique<TreeGrads>(c, ep, std::move(r), cp);
 }
 
 }  // namespace meshtrain::parallel

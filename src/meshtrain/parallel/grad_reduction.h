@@ -128,7 +128,9 @@ class TreeGrads final : public GradReduction {
   // A tied embedding's unit keeps the embedding's and the LM head's writes
   // in two lanes, each reduced over the replicas before they are added
   // (grad_tree.h, "Tied lanes").
-  TreeGrads(const GradContext& c, int ep, std::unique_ptr<GradReduction> inner);
+  // cp: the context-parallel group, whose ranks' leaves are summed per
+  // micro-batch (close_leaf; null or one rank: none).
+  TreeGrads(const GradContext& c, int ep, std::unique_ptr<GradReduction> inner, comm::ProcessGroup* cp = nullptr);
   ~TreeGrads() override;
   void begin_window() override;
   void prepare(int u) override;
@@ -141,11 +143,14 @@ class TreeGrads final : public GradReduction {
  private:
   // The tied unit: each lane this rank writes reduced on its own, then added.
   void reduce_tied(int u);
+  void sum_leaf_over_cp(int u);
   std::unique_ptr<GradReduction> inner_;
+  comm::ProcessGroup* cp_;
   GradTree tree_;
 };
 
 // The reduction the plan's stage and the configuration call for.
-std::unique_ptr<GradReduction> make_grad_reduction(const GradContext& c, const ParallelConfig& cfg, int ep);
+std::unique_ptr<GradReduction> make_grad_reduction(const GradContext& c, const ParallelConfig& cfg, int ep,
+                                                   comm::ProcessGroup* cp = nullptr);
 
 }  // namespace meshtrain::parallel

@@ -26,9 +26,10 @@ void check_context_parallel_config(const TrainConfig& cfg) {
 int64_t sequence_multiple(const TrainConfig& cfg) {
   const int64_t sp = cfg.parallel.sequence_parallel ? cfg.parallel.tp : 1;
   const int64_t m = sp * (cfg.parallel.cp > 1 ? 2 * int64_t(cfg.parallel.cp) : 1);
-  // Reproducible mode: the same tokens on every layout, whole canonical
-  // token blocks under any sequence split (docs/math.md (M.73)).
-  return cfg.training.reproducible ? std::lcm(m, int64_t(cfg.training.reproducible_blocks)) : m;
+  // Reproducible mode: the same tokens on every layout, every row cut into
+  // 2 C chunks, whole canonical token blocks under any sequence split
+  // (docs/math.md (M.74)).
+  return cfg.training.reproducible ? std::lcm(m, 2 * int64_t(cfg.training.reproducible_blocks)) : m;
 }
 
 }  // namespace meshtrain::train

@@ -187,10 +187,6 @@ EquivalenceConfigs equivalence_configs(const TrainConfig& cfg, const Layout& lay
                cfg.model.n_kv_heads, " KV heads over tp = ", tp, ": a KV head shared by several ranks gets their "
                "partial gradients, which the canonical blocks do not order; use a tp that divides model.n_kv_heads, "
                "or verify with a tolerance");
-    MT_REQUIRE(ConfigError, layout.cp == 1, "layout ", layout.str(),
-               ": --bitwise covers the data-parallel split and the ZeRO stage; context parallelism splits each "
-               "micro-batch's own sums (weight gradients over its tokens, the loss, the attention's softmax folded "
-               "in ring order), so verify it with a tolerance (docs/context-parallel.md)");
     par.training.reproducible = true;
   }
   par = with_layout(par, layout);
@@ -216,7 +212,7 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
   r.bitwise = bitwise;
   // What reproducible mode makes bitwise: the data-parallel split of the
   // window, the ZeRO stage, pipeline stages, tensor and sequence
-  // parallelism and expert parallelism (cp is refused above).
+  // parallelism, context parallelism and expert parallelism.
   if (bitwise) {
     r.claim_covers = {"dp x grad_accum split of the window", "ZeRO stage " + std::to_string(layout.zero_stage)};
     if (layout.pp > 1)
@@ -229,6 +225,11 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
                                " canonical blocks of every split sum in one tree, docs/math.md (M.73))");
     if (layout.sequence_parallel)
       r.claim_covers.push_back("sequence parallelism (the replicated weights' sums over canonical token blocks)");
+    if (layout.cp > 1)
+      r.claim_covers.push_back("context parallelism (cp " + std::to_string(layout.cp) + ": " +
+                               std::to_string(par.training.reproducible_blocks) +
+                               " canonical token blocks, each a chunk pair of every row; attention per query chunk "
+                               "against its row's keys in order, docs/math.md (M.74))");
     if (layout.ep > 1)
       r.claim_covers.push_back("expert parallelism (ep " + std::to_string(layout.ep) +
                                ": each source rank's expert gradients in a tree lane of its own)");

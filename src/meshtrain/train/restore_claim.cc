@@ -34,14 +34,13 @@ RestoreClaim restore_claim(const LayoutFacts& saved, const LayoutFacts& now) {
                               saved.backend == now.backend;
   // Reproducible mode on both sides with the same canonical blocks: every
   // sum follows the global batch and the model, not the layout (dp x G,
-  // ZeRO, backend, tp, sp, pipeline stages and the tied table's two stages;
-  // docs/math.md (M.73)); cp keeps its own rule below.
+  // ZeRO, backend, tp, sp, cp, pipeline stages and the tied table's two
+  // stages; docs/math.md (M.73), (M.74)).
   if (saved.reproducible && now.reproducible && saved.canonical_blocks > 0 &&
-      saved.canonical_blocks == now.canonical_blocks && saved.micro_batch == now.micro_batch &&
-      saved.cp == now.cp && (now.cp == 1 || same_reduction))
+      saved.canonical_blocks == now.canonical_blocks && saved.micro_batch == now.micro_batch)
     return {ClaimKind::BitwiseReplay,
             "bitwise replay: reproducible mode with " + std::to_string(now.canonical_blocks) +
-                " canonical blocks, same global window and micro-batch (dp x G splits, ZeRO, tp, sp, pipeline "
+                " canonical blocks, same global window and micro-batch (dp x G splits, ZeRO, tp, sp, cp, pipeline "
                 "stages and ep are bitwise)"};
   // Reproducible mode on both sides: the reductions follow the global batch,
   // not the split (dp, grad_accum, ZeRO stage, backend).

@@ -18,16 +18,24 @@ void check_canonical_blocks(const TrainConfig& cfg) {
   MT_REQUIRE(ConfigError, blocks % tp == 0, "training.reproducible_blocks = ", blocks, " canonical blocks do not ",
              "split over parallel.tp = ", tp, " ranks (", blocks, " % ", tp, " = ", blocks % tp,
              "): each rank sums whole blocks; use a multiple of ", tp);
+  const int cp = cfg.parallel.cp;
+  MT_REQUIRE(ConfigError, blocks % cp == 0, "training.reproducible_blocks = ", blocks, " canonical token blocks do "
+             "not split over parallel.cp = ", cp, " ranks (", blocks, " % ", cp, " = ", blocks % cp,
+             "): each rank holds whole blocks; use a multiple of ", cp);
+  const int sp = cfg.parallel.sequence_parallel ? tp : 1;
+  MT_REQUIRE(ConfigError, blocks % (cp * sp) == 0, "training.reproducible_blocks = ", blocks, " canonical token "
+             "blocks do not split over parallel.cp x parallel.tp = ", cp, " x ", sp, " sequence shards (", blocks,
+             " % ", cp * sp, " = ", blocks % (cp * sp), "): use a multiple of ", cp * sp);
+  MT_REQUIRE(ConfigError, cfg.data.seq_len % (2 * int64_t(blocks)) == 0, "training.reproducible cuts every row into "
+             "2 x training.reproducible_blocks = ", 2 * blocks, " chunks (canonical token block i: chunks i and ",
+             2 * blocks - 1, " - i, docs/math.md (M.74)), but data.seq_len = ", cfg.data.seq_len, " does not split (",
+             cfg.data.seq_len, " % ", 2 * blocks, " = ", cfg.data.seq_len % (2 * blocks),
+             "); use a multiple of ", 2 * blocks, " or fewer blocks");
   const int64_t m = sequence_multiple(cfg);
   MT_REQUIRE(ConfigError, cfg.data.mode != "padded" || cfg.data.seq_len % m == 0, "training.reproducible pads "
              "every row of a padded window to a multiple of ", m, " positions (training.reproducible_blocks and the "
              "sequence splits: the same tokens on every layout), but data.seq_len = ", cfg.data.seq_len,
              " is not one (", cfg.data.seq_len, " % ", m, " = ", cfg.data.seq_len % m, ")");
-  const int64_t tokens = cfg.training.micro_batch * cfg.data.seq_len;
-  MT_REQUIRE(ConfigError, !cfg.parallel.sequence_parallel || tp == 1 || tokens % blocks == 0,
-             "training.reproducible with sequence parallelism: a micro-batch's ", tokens, " tokens (micro_batch x "
-             "seq_len) do not split into training.reproducible_blocks = ", blocks, " equal canonical blocks (",
-             tokens, " % ", blocks, " = ", tokens % blocks, "), so a rank's sequence shard is not whole blocks");
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ TrainingStep::TrainingStep(const TrainConfig& cfg, comm::ParallelContext& ctx)
       ctx_(ctx),
       layout_(std::make_unique<parallel::LayoutPlan>(cfg_.model, ctx.mesh.shape(), ctx.rank, layout_options(cfg_))),
       groups_(parallel::resolve_groups(*layout_, ctx.mesh, data_group_form(cfg_, ctx, &hierarchy_note_))),
-      shard_(ctx.mesh.shape().cp, layout_->coord(comm::Axis::Cp)) {
+      shard_(ctx.mesh.shape().cp, layout_->coord(comm::Axis::Cp), cfg_.training.canonical_blocks()) {
   check_layout();
   model::ExecOptions exec;
   exec.recompute = cfg_.training.recompute;
@@ -213,12 +213,21 @@ void TrainingStep::finish_metrics(StepMetrics& m, double seconds) {
 double TrainingStep::reduce_loss(const parallel::WindowResult& r) {
   double loss_sum = r.loss_sum;
   if (cfg_.training.reproducible) {
-    // The same tree over the global micro-batch index as the gradients.
-    const int64_t G = cfg_.training.grad_accum;
+    // The same tree over the global micro-batch index as the gradients; a
+    // micro-batch's cp ranks (the data group's lowest index) hold subtrees
+    // of its canonical token blocks, summed first (docs/math.md (M.74)).
+    const int64_t G = cfg_.training.grad_accum, cp = groups_.cp ? groups_.cp->size() : 1;
     std::vector<double> mine = r.micro_loss, all(size_t(G * groups_.data->size()));
     mine.resize(size_t(G), 0.0);
     groups_.data->all_gather(mine.data(), all.data(), all.size(), DType::F64);
-    loss_sum = model::tree_sum(all);
+    std::vector<double> leaves;
+    for (int64_t d = 0; d < groups_.data->size() / cp; ++d)
+      for (int64_t g = 0; g < G; ++g) {
+        std::vector<double> ranks;
+        for (int64_t c = 0; c < cp; ++c) ranks.push_back(all[size_t((d * cp + c) * G + g)]);
+        leaves.push_back(model::tree_sum(ranks));
+      }
+    loss_sum = model::tree_sum(leaves);
   } else {
     groups_.data->all_reduce(&loss_sum, 1, DType::F64, comm::ReduceOp::Sum);
   }

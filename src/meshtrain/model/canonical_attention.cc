@@ -1,0 +1,167 @@
+#include "meshtrain/model/canonical_attention.h"
+
+#include <vector>
+
+#include "meshtrain/core/error.h"
+#include "meshtrain/model/canonical_sum.h"
+#include "meshtrain/model/ring_attention.h"
+#include "meshtrain/model/tree_reduce.h"
+
+namespace meshtrain::model {
+
+namespace {
+
+// The geometry of one call: P ranks of L pairs each, V = P L pairs, B rows
+// of T = 2 V c positions; q rows of qrow elements, K/V rows of kvrow per
+// chunk of one row.
+struct Pairs {
+  int P, r;
+  int64_t L, V, B, c, T, Hq, Hkv, D, qrow, kvrow;
+  const int32_t* chunk_segments;
+  int64_t pseudo(int64_t j, int h, int64_t b) const { return (2 * j + h) * B + b; }
+  int chunk(int64_t v, int h) const { return cp_chunk(int(V), int(v), h); }
+  kernels::AttentionShape row_shape() const { return {1, c, Hq, Hkv, D}; }
+};
+
+Pairs pairs_of(const ChunkPairs& p, const kernels::AttentionShape& s) {
+  Pairs g{};
+  g.P = p.cp ? p.cp->size() : 1;
+  g.r = p.cp ? p.cp->rank() : 0;
+  g.L = p.local_pairs;
+  MT_CHECK(g.L >= 1 && s.batch % (2 * g.L) == 0, "chunk-pair attention: ", s.batch, " pseudo-rows for ", g.L,
+           " pairs");
+  g.V = g.L * g.P;
+  g.B = s.batch / (2 * g.L);
+  g.c = s.seq;
+  g.T = 2 * g.V * g.c;
+  g.Hq = s.q_heads;
+  g.Hkv = s.kv_heads;
+  g.D = s.head_dim;
+  g.qrow = g.c * g.Hq * g.D;
+  g.kvrow = g.c * g.Hkv * g.D;
+  g.chunk_segments = p.chunk_segments;
+  return g;
+}
+
+// Every pair's rows (pair-major, [V, 2, B, c, Hkv, D]) <-> position order
+// [B, T, Hkv, D]; to_rows = false goes the other way.
+void permute(const kernels::KernelTable& k, const Pairs& g, const Tensor& pair_major, const Tensor& rows,
+             bool to_rows) {
+  for (int64_t v = 0; v < g.V; ++v)
+    for (int h = 0; h < 2; ++h)
+      for (int64_t b = 0; b < g.B; ++b) {
+        const int64_t from = ((2 * v + h) * g.B + b) * g.kvrow, to = (b * g.T + g.chunk(v, h) * g.c) * g.Hkv * g.D;
+        const Tensor pm = pair_major.flat_slice(from, from + g.kvrow), rw = rows.flat_slice(to, to + g.kvrow);
+        if (to_rows) k.copy(rw, pm);
+        else k.copy(pm, rw);
+      }
+}
+
+// This rank's K or V [2 B L, c, Hkv, D] as every row's positions in order.
+Tensor rows_of_all(const kernels::KernelTable& k, const ChunkPairs& p, const Pairs& g, const Tensor& local,
+                   const std::shared_ptr<CachingAllocator>& alloc) {
+  Tensor all = local;
+  if (g.P > 1) {
+    all = Tensor::empty(Shape{local.numel() * g.P}, local.dtype(), alloc, MemCategory::Workspace);
+    p.cp->all_gather(local.view(Shape{local.numel()}), all);
+  }
+  Tensor rows = Tensor::empty(Shape{g.B * g.T * g.Hkv * g.D}, local.dtype(), alloc, MemCategory::Workspace);
+  permute(k, g, all, rows, true);
+  return rows;
+}
+
+// Document ids in position order [B, T] (empty: one document per row).
+std::vector<int32_t> segments_in_order(const Pairs& g) {
+  std::vector<int32_t> seg;
+  if (!g.chunk_segments) return seg;
+  seg.resize(size_t(g.B * g.T));
+  for (int64_t i = 0; i < 2 * g.V; ++i)
+    for (int64_t b = 0; b < g.B; ++b)
+      std::copy(g.chunk_segments + (i * g.B + b) * g.c, g.chunk_segments + (i * g.B + b + 1) * g.c,
+                seg.begin() + b * g.T + i * g.c);
+  return seg;
+}
+
+// The spans of query chunk i of row b against its keys [0, (i + 1) c).
+struct RowSpans {
+  kernels::AttentionSpan qs, ks;
+};
+RowSpans spans(const Pairs& g, const std::vector<int32_t>& seg, int i, int64_t b) {
+  const int32_t* row = seg.empty() ? nullptr : seg.data() + b * g.T;
+  return {{g.c, i * g.c, row ? row + i * g.c : nullptr}, {(i + 1) * g.c, 0, row}};
+}
+
+Tensor row_keys(const Pairs& g, const Tensor& rows, int i, int64_t b) {
+  return rows.flat_slice(b * g.T * g.Hkv * g.D, (b * g.T + (i + 1) * g.c) * g.Hkv * g.D);
+}
+
+}  // namespace
+
+void chunk_pair_attention_forward(const kernels::KernelTable& k, const ChunkPairs& p, const kernels::AttentionShape& s,
+                                  const Tensor& q, const Tensor& kk, const Tensor& v, double scale, const Tensor& out,
+                                  const Tensor& lse, const std::shared_ptr<CachingAllocator>& alloc) {
+  const Pairs g = pairs_of(p, s);
+  const Tensor K = rows_of_all(k, p, g, kk, alloc), Vr = rows_of_all(k, p, g, v, alloc);
+  const std::vector<int32_t> seg = segments_in_order(g);
+  const int64_t rows = g.Hq * g.c;
+  Tensor buf = Tensor::empty(Shape{rows * (g.D + 2)}, q.dtype(), alloc, MemCategory::Workspace);
+  const kernels::KernelTable::SoftmaxStateRef st{buf.flat_slice(0, rows * g.D),
+                                                 buf.flat_slice(rows * g.D, rows * (g.D + 1)),
+                                                 buf.flat_slice(rows * (g.D + 1), rows * (g.D + 2))};
+  for (int64_t j = 0; j < g.L; ++j)
+    for (int h = 0; h < 2; ++h)
+      for (int64_t b = 0; b < g.B; ++b) {
+        const int i = g.chunk(g.r * g.L + j, h);
+        const int64_t pr = g.pseudo(j, h, b);
+        const RowSpans sp = spans(g, seg, i, b);
+        k.softmax_state_init(st);
+        k.attention_partial_forward(g.row_shape(), q.flat_slice(pr * g.qrow, (pr + 1) * g.qrow), sp.qs,
+                                    row_keys(g, K, i, b), row_keys(g, Vr, i, b), sp.ks, scale, st);
+        k.softmax_state_finalize(g.row_shape(), g.c, st, out.flat_slice(pr * g.qrow, (pr + 1) * g.qrow),
+                                 lse.flat_slice(pr * rows, (pr + 1) * rows));
+      }
+}
+
+void chunk_pair_attention_backward(const kernels::KernelTable& k, const ChunkPairs& p,
+                                   const kernels::AttentionShape& s, const Tensor& q, const Tensor& kk,
+                                   const Tensor& v, double scale, const Tensor& out, const Tensor& lse,
+                                   const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                   const std::shared_ptr<CachingAllocator>& alloc) {
+  const Pairs g = pairs_of(p, s);
+  const Tensor K = rows_of_all(k, p, g, kk, alloc), Vr = rows_of_all(k, p, g, v, alloc);
+  const std::vector<int32_t> seg = segments_in_order(g);
+  const int64_t rows = g.Hq * g.c, n = g.B * g.T * g.Hkv * g.D;
+  k.fill(dq, 0.0);
+  BlockTree tree;  // over this rank's pairs: dK then dV of the whole rows
+  for (int64_t j = 0; j < g.L; ++j) {
+    const Tensor pair = Tensor::zeros(Shape{2 * n}, q.dtype(), alloc, MemCategory::Workspace);
+    const Tensor pk = pair.flat_slice(0, n), pv = pair.flat_slice(n, 2 * n);
+    for (int h = 0; h < 2; ++h)
+      for (int64_t b = 0; b < g.B; ++b) {
+        const int i = g.chunk(g.r * g.L + j, h);
+        const int64_t pr = g.pseudo(j, h, b);
+        const RowSpans sp = spans(g, seg, i, b);
+        const auto qr = [&](const Tensor& t) { return t.flat_slice(pr * g.qrow, (pr + 1) * g.qrow); };
+        k.attention_partial_backward(g.row_shape(), qr(q), sp.qs, row_keys(g, K, i, b), row_keys(g, Vr, i, b), sp.ks,
+                                     scale, qr(out), lse.flat_slice(pr * rows, (pr + 1) * rows), qr(dout), qr(dq),
+                                     row_keys(g, pk, i, b), row_keys(g, pv, i, b));
+      }
+    tree.push(pair);
+  }
+  const Tensor& sum = tree.root();
+  if (g.P == 1) {
+    permute(k, g, dk, sum.flat_slice(0, n), false);
+    permute(k, g, dv, sum.flat_slice(n, 2 * n), false);
+    return;
+  }
+  // The cp ranks' subtrees: the tree's top levels, each rank left its own pairs.
+  for (int t = 0; t < 2; ++t) {
+    const Tensor& mine = t == 0 ? dk : dv;
+    Tensor all = Tensor::empty(Shape{n}, q.dtype(), alloc, MemCategory::Workspace);
+    permute(k, g, all, sum.flat_slice(t * n, (t + 1) * n), false);
+    tree_reduce_scatter(*p.cp, all, alloc);
+    k.copy(mine.view(Shape{mine.numel()}), all.flat_slice(g.r * mine.numel(), (g.r + 1) * mine.numel()));
+  }
+}
+
+}  // namespace meshtrain::model

@@ -1,0 +1,43 @@
+// Reproducible mode's attention over canonical chunk pairs (docs/math.md
+// (M.74)), on every layout the same arithmetic: a row of T positions is 2 V
+// chunks of c, a rank holds pairs (chunks v and 2 V - 1 - v) of the rows
+// (train/context_shard.h), V / cp of them under context parallelism.
+//
+// Forward: the cp group all-gathers K/V and puts them in position order;
+// each query chunk i of each row runs one span call against the keys
+// [0, (i + 1) c) of its row (the kernel's own tiles, the same call on every
+// layout), from a fresh softmax state.
+// Backward: dq as that call; dK/dV of each pair of queries (its two chunks,
+// in chunk order) in a buffer of its own over the whole row, the pairs
+// summed in the block tree (canonical_sum.h) and the cp ranks' subtrees by
+// a tree reduce-scatter, which leaves each rank its own pairs' dK/dV: the
+// tree one rank builds over all V pairs.
+#pragma once
+
+#include <memory>
+
+#include "meshtrain/comm/process_group.h"
+#include "meshtrain/core/tensor.h"
+#include "meshtrain/kernels/kernel_table.h"
+
+namespace meshtrain::model {
+
+struct ChunkPairs {
+  comm::ProcessGroup* cp = nullptr;  // null: one rank holds every pair
+  int64_t local_pairs = 1;           // the micro-batch's token_blocks
+  const int32_t* chunk_segments = nullptr;  // [2 V, B, c] or null
+};
+
+// s: the local pseudo-row shape (batch 2 B local_pairs, seq c); q/out
+// [2 B P, c, Hq, D], k/v [.., Hkv, D], lse [2 B P, Hq, c].
+void chunk_pair_attention_forward(const kernels::KernelTable& k, const ChunkPairs& p, const kernels::AttentionShape& s,
+                                  const Tensor& q, const Tensor& kk, const Tensor& v, double scale, const Tensor& out,
+                                  const Tensor& lse, const std::shared_ptr<CachingAllocator>& alloc);
+// Overwrites dq, dk, dv (this rank's positions).
+void chunk_pair_attention_backward(const kernels::KernelTable& k, const ChunkPairs& p,
+                                   const kernels::AttentionShape& s, const Tensor& q, const Tensor& kk,
+                                   const Tensor& v, double scale, const Tensor& out, const Tensor& lse,
+                                   const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                   const std::shared_ptr<CachingAllocator>& alloc);
+
+}  // namespace meshtrain::model
