@@ -240,6 +240,13 @@ inline std::vector<double> params_after(const train::TrainConfig& cfg, const dat
   return params;
 }
 
+// Whether a bitwise report's claim names `what` (EquivalenceReport::claim_covers).
+inline bool claims_cover(const train::EquivalenceReport& r, const std::string& what) {
+  for (const std::string& c : r.claim_covers)
+    if (c.find(what) != std::string::npos) return true;
+  return false;
+}
+
 // Reproducible mode across a resume (restore_claim.h): 3 steps on one rank
 // uninterrupted, against 1 step at `saved_at`, a checkpoint, and 2 more
 // steps at `resumed_at` from it. Expects the same final bits and a claim of
