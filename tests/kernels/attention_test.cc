@@ -437,6 +437,63 @@ TEST(Attention, RowsWithoutLegalKeysAreZero) {
   for (double x : dv) ASSERT_EQ(x, 0.0);
 }
 
+// A key span whose rows lie row_stride positions apart (a prefix of each
+// row, as reproducible mode's chunk-pair attention reads them) computes
+// exactly what the same keys packed back to back do: out, lse, dq, and dk, dv
+// written at the strided rows (the rest untouched).
+TEST(Attention, KeyRowStrideReadsAPrefixOfEachRow) {
+  const int64_t B = 3, T = 40, H = 4, Hk = 2, D = 16, len = 24, q0 = 16, nq = 8;
+  const Inputs in = make_inputs({B, T, H, Hk, D}, {13, 27}, 7);
+  const AttentionShape s{B, nq, H, Hk, D};
+  // Queries [q0, q0 + nq) of each row back to back, their document ids.
+  std::vector<double> q, dout;
+  std::vector<int32_t> qseg, kseg;
+  std::vector<double> kp, vp;  // keys [0, len) of each row back to back
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t i = q0; i < q0 + nq; ++i) {
+      q.insert(q.end(), in.q.begin() + (b * T + i) * H * D, in.q.begin() + (b * T + i + 1) * H * D);
+      dout.insert(dout.end(), in.dout.begin() + (b * T + i) * H * D, in.dout.begin() + (b * T + i + 1) * H * D);
+      qseg.push_back(in.seg[size_t(b * T + i)]);
+    }
+    kp.insert(kp.end(), in.k.begin() + b * T * Hk * D, in.k.begin() + (b * T + len) * Hk * D);
+    vp.insert(vp.end(), in.v.begin() + b * T * Hk * D, in.v.begin() + (b * T + len) * Hk * D);
+    kseg.insert(kseg.end(), in.seg.begin() + b * T, in.seg.begin() + b * T + len);
+  }
+  const AttentionSpan qs{nq, q0, qseg.data()}, packed{len, 0, kseg.data()}, strided{len, 0, in.seg.data(), T};
+  const int64_t rows = B * H * nq;
+  auto forward = [&](const double* k, const double* v, AttentionSpan ks, std::vector<double>& out,
+                     std::vector<double>& lse) {
+    std::vector<double> o(static_cast<size_t>(rows * D)), a(static_cast<size_t>(rows)), l(static_cast<size_t>(rows));
+    const SoftmaxState<double> st{o.data(), a.data(), l.data()};
+    softmax_state_init(st, rows, D);
+    attention_partial_forward<double>(s, q.data(), qs, k, v, ks, in.scale, st);
+    out.assign(q.size(), 0.0);
+    lse.assign(size_t(rows), 0.0);
+    softmax_state_finalize(s, nq, st, out.data(), lse.data());
+  };
+  std::vector<double> out_p, lse_p, out_s, lse_s;
+  forward(kp.data(), vp.data(), packed, out_p, lse_p);
+  forward(in.k.data(), in.v.data(), strided, out_s, lse_s);
+  EXPECT_EQ(out_p, out_s);
+  EXPECT_EQ(lse_p, lse_s);
+  std::vector<double> dq_p(q.size()), dk_p(kp.size()), dv_p(kp.size()), dq_s(q.size()), dk_s(in.k.size()),
+      dv_s(in.k.size());
+  attention_partial_backward<double>(s, q.data(), qs, kp.data(), vp.data(), packed, in.scale, out_p.data(),
+                                     lse_p.data(), dout.data(), dq_p.data(), dk_p.data(), dv_p.data());
+  attention_partial_backward<double>(s, q.data(), qs, in.k.data(), in.v.data(), strided, in.scale, out_p.data(),
+                                     lse_p.data(), dout.data(), dq_s.data(), dk_s.data(), dv_s.data());
+  EXPECT_EQ(dq_p, dq_s);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < T * Hk * D; ++j) {
+      const size_t at = size_t(b * T * Hk * D + j);
+      const double want_k = j < len * Hk * D ? dk_p[size_t(b * len * Hk * D + j)] : 0.0;
+      const double want_v = j < len * Hk * D ? dv_p[size_t(b * len * Hk * D + j)] : 0.0;
+      ASSERT_EQ(dk_s[at], want_k) << "row " << b << " element " << j;
+      ASSERT_EQ(dv_s[at], want_v) << "row " << b << " element " << j;
+    }
+  EXPECT_NE(dk_p, std::vector<double>(dk_p.size(), 0.0));
+}
+
 TEST(Attention, MergeWithEmptyStatesIsExact) {
   const int64_t rows = 3, D = 2;
   const double ninf = -kInf;

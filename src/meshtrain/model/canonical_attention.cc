@@ -20,7 +20,7 @@ struct Pairs {
   const int32_t* chunk_segments;
   int64_t pseudo(int64_t j, int h, int64_t b) const { return (2 * j + h) * B + b; }
   int chunk(int64_t v, int h) const { return cp_chunk(int(V), int(v), h); }
-  kernels::AttentionShape row_shape() const { return {1, c, Hq, Hkv, D}; }
+  kernels::AttentionShape chunk_shape() const { return {B, c, Hq, Hkv, D}; }  // one chunk of the B rows
 };
 
 Pairs pairs_of(const ChunkPairs& p, const kernels::AttentionShape& s) {
@@ -82,17 +82,15 @@ std::vector<int32_t> segments_in_order(const Pairs& g) {
   return seg;
 }
 
-// The spans of query chunk i of row b against its keys [0, (i + 1) c).
-struct RowSpans {
+// The spans of query chunk i of the B rows against their keys [0, (i + 1) c)
+// (in rows of T positions); chunk i's document ids are [B, c] of the shard's.
+struct ChunkSpans {
   kernels::AttentionSpan qs, ks;
 };
-RowSpans spans(const Pairs& g, const std::vector<int32_t>& seg, int i, int64_t b) {
-  const int32_t* row = seg.empty() ? nullptr : seg.data() + b * g.T;
-  return {{g.c, i * g.c, row ? row + i * g.c : nullptr}, {(i + 1) * g.c, 0, row}};
-}
-
-Tensor row_keys(const Pairs& g, const Tensor& rows, int i, int64_t b) {
-  return rows.flat_slice(b * g.T * g.Hkv * g.D, (b * g.T + (i + 1) * g.c) * g.Hkv * g.D);
+ChunkSpans spans(const Pairs& g, const std::vector<int32_t>& seg, int i) {
+  const bool docs = !seg.empty();
+  return {{g.c, i * g.c, docs ? g.chunk_segments + i * g.B * g.c : nullptr},
+          {(i + 1) * g.c, 0, docs ? seg.data() : nullptr, g.T}};
 }
 
 }  // namespace
@@ -103,23 +101,21 @@ void chunk_pair_attention_forward(const kernels::KernelTable& k, const ChunkPair
   const Pairs g = pairs_of(p, s);
   const Tensor K = rows_of_all(k, p, g, kk, alloc), Vr = rows_of_all(k, p, g, v, alloc);
   const std::vector<int32_t> seg = segments_in_order(g);
-  const int64_t rows = g.Hq * g.c;
+  const int64_t rows = g.B * g.Hq * g.c;
   Tensor buf = Tensor::empty(Shape{rows * (g.D + 2)}, q.dtype(), alloc, MemCategory::Workspace);
   const kernels::KernelTable::SoftmaxStateRef st{buf.flat_slice(0, rows * g.D),
                                                  buf.flat_slice(rows * g.D, rows * (g.D + 1)),
                                                  buf.flat_slice(rows * (g.D + 1), rows * (g.D + 2))};
   for (int64_t j = 0; j < g.L; ++j)
-    for (int h = 0; h < 2; ++h)
-      for (int64_t b = 0; b < g.B; ++b) {
-        const int i = g.chunk(g.r * g.L + j, h);
-        const int64_t pr = g.pseudo(j, h, b);
-        const RowSpans sp = spans(g, seg, i, b);
-        k.softmax_state_init(st);
-        k.attention_partial_forward(g.row_shape(), q.flat_slice(pr * g.qrow, (pr + 1) * g.qrow), sp.qs,
-                                    row_keys(g, K, i, b), row_keys(g, Vr, i, b), sp.ks, scale, st);
-        k.softmax_state_finalize(g.row_shape(), g.c, st, out.flat_slice(pr * g.qrow, (pr + 1) * g.qrow),
-                                 lse.flat_slice(pr * rows, (pr + 1) * rows));
-      }
+    for (int h = 0; h < 2; ++h) {
+      const int i = g.chunk(g.r * g.L + j, h);
+      const int64_t pr = g.pseudo(j, h, 0);
+      const ChunkSpans sp = spans(g, seg, i);
+      const auto rows_of = [&](const Tensor& t, int64_t per) { return t.flat_slice(pr * per, (pr + g.B) * per); };
+      k.softmax_state_init(st);
+      k.attention_partial_forward(g.chunk_shape(), rows_of(q, g.qrow), sp.qs, K, Vr, sp.ks, scale, st);
+      k.softmax_state_finalize(g.chunk_shape(), g.c, st, rows_of(out, g.qrow), rows_of(lse, g.Hq * g.c));
+    }
 }
 
 void chunk_pair_attention_backward(const kernels::KernelTable& k, const ChunkPairs& p,
@@ -130,22 +126,20 @@ void chunk_pair_attention_backward(const kernels::KernelTable& k, const ChunkPai
   const Pairs g = pairs_of(p, s);
   const Tensor K = rows_of_all(k, p, g, kk, alloc), Vr = rows_of_all(k, p, g, v, alloc);
   const std::vector<int32_t> seg = segments_in_order(g);
-  const int64_t rows = g.Hq * g.c, n = g.B * g.T * g.Hkv * g.D;
+  const int64_t n = g.B * g.T * g.Hkv * g.D;
   k.fill(dq, 0.0);
   BlockTree tree;  // over this rank's pairs: dK then dV of the whole rows
   for (int64_t j = 0; j < g.L; ++j) {
     const Tensor pair = Tensor::zeros(Shape{2 * n}, q.dtype(), alloc, MemCategory::Workspace);
     const Tensor pk = pair.flat_slice(0, n), pv = pair.flat_slice(n, 2 * n);
-    for (int h = 0; h < 2; ++h)
-      for (int64_t b = 0; b < g.B; ++b) {
-        const int i = g.chunk(g.r * g.L + j, h);
-        const int64_t pr = g.pseudo(j, h, b);
-        const RowSpans sp = spans(g, seg, i, b);
-        const auto qr = [&](const Tensor& t) { return t.flat_slice(pr * g.qrow, (pr + 1) * g.qrow); };
-        k.attention_partial_backward(g.row_shape(), qr(q), sp.qs, row_keys(g, K, i, b), row_keys(g, Vr, i, b), sp.ks,
-                                     scale, qr(out), lse.flat_slice(pr * rows, (pr + 1) * rows), qr(dout), qr(dq),
-                                     row_keys(g, pk, i, b), row_keys(g, pv, i, b));
-      }
+    for (int h = 0; h < 2; ++h) {
+      const int i = g.chunk(g.r * g.L + j, h);
+      const int64_t pr = g.pseudo(j, h, 0);
+      const ChunkSpans sp = spans(g, seg, i);
+      const auto qr = [&](const Tensor& t) { return t.flat_slice(pr * g.qrow, (pr + g.B) * g.qrow); };
+      k.attention_partial_backward(g.chunk_shape(), qr(q), sp.qs, K, Vr, sp.ks, scale, qr(out),
+                                   lse.flat_slice(pr * g.Hq * g.c, (pr + g.B) * g.Hq * g.c), qr(dout), qr(dq), pk, pv);
+    }
     tree.push(pair);
   }
   const Tensor& sum = tree.root();

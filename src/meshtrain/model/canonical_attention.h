@@ -4,9 +4,10 @@
 // (train/context_shard.h), V / cp of them under context parallelism.
 //
 // Forward: the cp group all-gathers K/V and puts them in position order;
-// each query chunk i of each row runs one span call against the keys
-// [0, (i + 1) c) of its row (the kernel's own tiles, the same call on every
-// layout), from a fresh softmax state.
+// query chunk i of the micro-batch's B rows runs one span call against the
+// keys [0, (i + 1) c) of each row (a key span with a row stride; the
+// kernel's own tiles, the same call on every layout), from a fresh softmax
+// state.
 // Backward: dq as that call; dK/dV of each pair of queries (its two chunks,
 // in chunk order) in a buffer of its own over the whole row, the pairs
 // summed in the block tree (canonical_sum.h) and the cp ranks' subtrees by

@@ -48,6 +48,10 @@ struct AttentionSpan {
   int64_t len = 0;
   int64_t pos0 = 0;
   const int32_t* seg = nullptr;
+  // A key span's rows: positions from one row's start in k, v (dk, dv) and
+  // seg to the next's (0: len, rows back to back); the first len of each
+  // row are the span. Query spans are always back to back.
+  int64_t row_stride = 0;
 };
 
 // Partial state layout: o [B, Hq, qs.len, D], a and l [B, Hq, qs.len], i.e.

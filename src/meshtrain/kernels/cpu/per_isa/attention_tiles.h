@@ -206,9 +206,9 @@ QueryTile<T> query_tile(const AttentionShape& s, const T* q, const AttentionSpan
 template <typename T>
 KeyRange<T> key_range(const AttentionShape& s, const T* k, const T* v, const AttentionSpan& ks, int64_t b,
                       int64_t hk) {
-  const int64_t ldk = s.kv_heads * s.head_dim;
-  const int64_t off = b * ks.len * ldk + hk * s.head_dim;
-  return {k + off, v + off, ldk, ks.len, ks.pos0, ks.seg ? ks.seg + b * ks.len : nullptr};
+  const int64_t ldk = s.kv_heads * s.head_dim, row = ks.row_stride ? ks.row_stride : ks.len;
+  const int64_t off = b * row * ldk + hk * s.head_dim;
+  return {k + off, v + off, ldk, ks.len, ks.pos0, ks.seg ? ks.seg + b * row : nullptr};
 }
 
 }  // namespace meshtrain::kernels::MT_ISA_NS::attention_detail
