@@ -6,6 +6,7 @@
 // 3 AdamW steps under fp64 (tolerance 1e-10) and f32 (1e-5, updates 0.1),
 // packed rows with documents across chunk boundaries.
 //   mpirun -np 2 (cp=2) | -np 4 (cp=4; cp=2 x dp=2, ZeRO 1; cp=2 x tp=2)
+// Reproducible mode: bitwise against one rank.
 #include <gtest/gtest.h>
 
 #include "meshtrain/comm/mpi_world.h"
@@ -44,6 +45,30 @@ TEST(ContextParallelMpi, EquivalentToSingleRank) {
     ++ran;
   }
   EXPECT_GT(ran, 0) << "no case fits a world of " << W;
+}
+
+// Reproducible mode across processes: cp = W (and cp = 2 x tp = 2 with
+// sequence parallelism at 4 processes) bitwise equal to one rank
+// (docs/math.md (M.74)): zero difference in f32 after 2 steps.
+TEST(ContextParallelMpi, ReproducibleModeIsBitwiseOneRank) {
+  auto world = comm::mpi_world();
+  const int W = world->size();
+  const auto ds = mixed_length_documents(60);
+  set_compute_threads(1);
+  auto base = context_parallel_config();
+  base.training.reproducible = true;
+  std::vector<std::string> layouts = {"cp=" + std::to_string(W)};
+  if (W == 4) layouts.push_back("cp=2,tp=2,sp=on");
+  for (const std::string& layout : layouts) {
+    SCOPED_TRACE(layout);
+    const auto cfg = train::with_layout(base, train::parse_layout(layout));
+    const auto ref = single_rank_records(cfg, cfg.parallel.dp, ds, 2);
+    comm::ParallelContext ctx = mpi_context(world, train::mesh_for(cfg, world->size()));
+    train::Trainer t(cfg, ctx, ds, std::nullopt);
+    const auto r =
+        train::compare_records(ref, train::record_steps(t, 2), train::global_tensors(cfg.model), "fp32", 0.0);
+    EXPECT_TRUE(r.pass()) << r.str();
+  }
 }
 
 int main(int argc, char** argv) { return run_mpi_tests(argc, argv); }
