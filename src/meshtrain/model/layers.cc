@@ -1,5 +1,8 @@
 #include "meshtrain/model/layers.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "meshtrain/model/canonical_sum.h"
 
 namespace meshtrain::model {
@@ -63,12 +66,33 @@ void blocked_bias(const kernels::KernelTable& k, Parameter& bias, const Tensor& 
             [&](int64_t j, const Tensor& leaf) { k.bias_grad(leaf, block_rows(dy, blocks, j)); });
 }
 
+// The table's gradient over canonical token blocks, on the rows the tokens
+// touch only: each block scatters into a compact leaf of those rows (in
+// increasing id order; each row's tokens in order, as the dense scatter),
+// the leaves are summed in the tree and the root's rows added to theirs.
 void blocked_embedding(const kernels::KernelTable& k, Parameter& table, const int32_t* ids, const Tensor& dout,
                        int64_t vocab_begin, int64_t blocks, const std::shared_ptr<CachingAllocator>& alloc) {
-  const int64_t per = dout.dim(0) / blocks;
-  block_sum(k, table, blocks, true, alloc, [&](int64_t j, const Tensor& leaf) {
-    k.embedding_slice_backward(ids + j * per, block_rows(dout, blocks, j), vocab_begin, leaf);
-  });
+  const int64_t n = dout.dim(0), rows = table.grad.dim(0), per = n / blocks;
+  std::vector<int32_t> touched;
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] >= vocab_begin && ids[i] < vocab_begin + rows) touched.push_back(ids[i]);
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  table.settle_grad();
+  if (touched.empty()) return;  // no token of this vocabulary slice
+  std::vector<int32_t> compact(static_cast<size_t>(n), -1);  // -1: another rank's vocabulary slice
+  for (int64_t i = 0; i < n; ++i) {
+    const auto at = std::lower_bound(touched.begin(), touched.end(), ids[i]);
+    if (at != touched.end() && *at == ids[i]) compact[size_t(i)] = int32_t(at - touched.begin());
+  }
+  const Shape leaf_shape{int64_t(touched.size()), table.grad.dim(1)};
+  BlockTree tree;
+  for (int64_t j = 0; j < blocks; ++j) {
+    const Tensor leaf = Tensor::zeros(leaf_shape, table.grad.dtype(), alloc, MemCategory::Workspace);
+    k.embedding_slice_backward(compact.data() + j * per, block_rows(dout, blocks, j), 0, leaf);
+    tree.push(leaf);
+  }
+  k.embedding_slice_backward(touched.data(), tree.root(), vocab_begin, table.grad);
 }
 }  // namespace
 
