@@ -179,6 +179,11 @@ TEST(CliTrain, TinyRunThenCkptGenerateEvalAndVerify) {
   EXPECT_TRUE(contains(cp2.out, "cp=2 vs single rank")) << cp2.out;
   EXPECT_TRUE(contains(cp2.out, "PASS")) << cp2.out;
   expect_failure({"verify", cfg, "--layout", "cp=3"}, "data.seq_len = 32 does not split (32 % 6 = 2)");
+  // ... and bitwise in reproducible mode, the claim naming it (docs/math.md (M.74)).
+  const Result cp2_bits = run_cli({"verify", cfg, "--layout", "cp=2", "--steps", "1", "--bitwise"});
+  EXPECT_EQ(cp2_bits.code, 0) << cp2_bits.err;
+  EXPECT_TRUE(contains(cp2_bits.out, "context parallelism (cp 2: 8 canonical token blocks")) << cp2_bits.out;
+  EXPECT_TRUE(contains(cp2_bits.out, "PASS")) << cp2_bits.out;
   // Expert parallelism trains: 2 experts over ep = 2 ranks carved out of dp = 2.
   const Result ep2 = run_cli({"verify", cfg, "--layout", "dp=2,ep=2", "--steps", "1", "--set", "model.n_experts=2"});
   EXPECT_EQ(ep2.code, 0) << ep2.err;
