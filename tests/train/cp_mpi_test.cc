@@ -55,19 +55,12 @@ TEST(ContextParallelMpi, ReproducibleModeIsBitwiseOneRank) {
   const int W = world->size();
   const auto ds = mixed_length_documents(60);
   set_compute_threads(1);
-  auto base = context_parallel_config();
-  base.training.reproducible = true;
   std::vector<std::string> layouts = {"cp=" + std::to_string(W)};
   if (W == 4) layouts.push_back("cp=2,tp=2,sp=on");
   for (const std::string& layout : layouts) {
     SCOPED_TRACE(layout);
-    const auto cfg = train::with_layout(base, train::parse_layout(layout));
-    const auto ref = single_rank_records(cfg, cfg.parallel.dp, ds, 2);
-    comm::ParallelContext ctx = mpi_context(world, train::mesh_for(cfg, world->size()));
-    train::Trainer t(cfg, ctx, ds, std::nullopt);
-    const auto r =
-        train::compare_records(ref, train::record_steps(t, 2), train::global_tensors(cfg.model), "fp32", 0.0);
-    EXPECT_TRUE(r.pass()) << r.str();
+    expect_mpi_bitwise_one_rank(world, train::with_layout(context_parallel_config(), train::parse_layout(layout)), 2,
+                                ds);
   }
 }
 

@@ -42,16 +42,9 @@ TEST(EquivalenceMpi, ReproducibleModeIsBitwiseAcrossEveryAxis) {
   set_compute_threads(1);
   auto base = all_axes_config();
   base.model.n_kv_heads = 2;  // whole KV heads per tp rank
-  base.training.reproducible = true;
   for (const char* layout : {"dp=2,tp=2,sp=on,pp=2,zero=3", "cp=2,tp=2,sp=on,dp=2"}) {
     SCOPED_TRACE(layout);
-    const auto cfg = train::with_layout(base, train::parse_layout(layout));
-    const auto ref = single_rank_records(cfg, cfg.parallel.dp, ds, 2);
-    comm::ParallelContext ctx = mpi_context(world, train::mesh_for(cfg, world->size()));
-    train::Trainer t(cfg, ctx, ds, std::nullopt);
-    const auto r =
-        train::compare_records(ref, train::record_steps(t, 2), train::global_tensors(cfg.model), "fp32", 0.0);
-    EXPECT_TRUE(r.pass()) << r.str();
+    expect_mpi_bitwise_one_rank(world, train::with_layout(base, train::parse_layout(layout)), 2, ds);
   }
 }
 

@@ -49,6 +49,19 @@ inline std::vector<train::EquivalenceReport> expect_mpi_matches_one_rank(
   return reports;
 }
 
+// Reproducible mode: cfg's layout across `world` bitwise equal to one rank
+// (zero difference in f32 after `steps` steps).
+inline void expect_mpi_bitwise_one_rank(const std::shared_ptr<comm::ProcessGroup>& world, train::TrainConfig cfg,
+                                        int steps, const data::TokenDataset& ds) {
+  cfg.training.reproducible = true;
+  const auto ref = single_rank_records(cfg, cfg.parallel.dp, ds, steps);
+  comm::ParallelContext ctx = mpi_context(world, train::mesh_for(cfg, world->size()));
+  train::Trainer t(cfg, ctx, ds, std::nullopt);
+  const auto r =
+      train::compare_records(ref, train::record_steps(t, steps), train::global_tensors(cfg.model), "fp32", 0.0);
+  EXPECT_TRUE(r.pass()) << r.str();
+}
+
 inline int run_mpi_tests(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   auto world = comm::mpi_world();

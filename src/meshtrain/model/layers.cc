@@ -20,10 +20,10 @@ void add_embedding_grad(const kernels::KernelTable& k, Parameter& table, const i
   k.embedding_slice_backward(ids, dout, vocab_begin, table.grad);
 }
 
-// Rows [j n / blocks, (j + 1) n / blocks) of a [n, ...] tensor.
+// Canonical token block j of a [n, ...] tensor's rows.
 Tensor block_rows(const Tensor& t, int64_t blocks, int64_t j) {
-  const int64_t n = t.dim(0);
-  return t.slice(j * n / blocks, (j + 1) * n / blocks);
+  const Extent e = canonical_block(t.dim(0), int(blocks), int(j));
+  return t.slice(e.offset, e.offset + e.length);
 }
 
 // grad (+)= the sum over canonical token blocks of what write(block j,
@@ -48,22 +48,20 @@ void block_sum(const kernels::KernelTable& k, Parameter& p, int64_t blocks, bool
   if (!first) k.add(p.grad, tree.root());
 }
 
+void blocked_bias(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, int64_t blocks,
+                  const std::shared_ptr<CachingAllocator>& alloc) {
+  block_sum(k, bias, blocks, true, alloc,
+            [&](int64_t j, const Tensor& leaf) { k.bias_grad(leaf, block_rows(dy, blocks, j)); });
+}
+
 void blocked_weights(const kernels::KernelTable& k, const std::vector<const Linear*>& layers, const Tensor& x,
                      const std::vector<Tensor>& dys, int64_t blocks, const std::shared_ptr<CachingAllocator>& alloc) {
   for (size_t i = 0; i < layers.size(); ++i) {
     block_sum(k, *layers[i]->weight, blocks, false, alloc, [&](int64_t j, const Tensor& leaf) {
       k.gemm(true, false, 1.0, block_rows(dys[i], blocks, j), block_rows(x, blocks, j), 0.0, leaf);
     });
-    if (layers[i]->bias)
-      block_sum(k, *layers[i]->bias, blocks, true, alloc,
-                [&](int64_t j, const Tensor& leaf) { k.bias_grad(leaf, block_rows(dys[i], blocks, j)); });
+    if (layers[i]->bias) blocked_bias(k, *layers[i]->bias, dys[i], blocks, alloc);
   }
-}
-
-void blocked_bias(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, int64_t blocks,
-                  const std::shared_ptr<CachingAllocator>& alloc) {
-  block_sum(k, bias, blocks, true, alloc,
-            [&](int64_t j, const Tensor& leaf) { k.bias_grad(leaf, block_rows(dy, blocks, j)); });
 }
 
 // The table's gradient over canonical token blocks, on the rows the tokens
@@ -72,7 +70,7 @@ void blocked_bias(const kernels::KernelTable& k, Parameter& bias, const Tensor& 
 // the leaves are summed in the tree and the root's rows added to theirs.
 void blocked_embedding(const kernels::KernelTable& k, Parameter& table, const int32_t* ids, const Tensor& dout,
                        int64_t vocab_begin, int64_t blocks, const std::shared_ptr<CachingAllocator>& alloc) {
-  const int64_t n = dout.dim(0), rows = table.grad.dim(0), per = n / blocks;
+  const int64_t n = dout.dim(0), rows = table.grad.dim(0);
   std::vector<int32_t> touched;
   for (int64_t i = 0; i < n; ++i)
     if (ids[i] >= vocab_begin && ids[i] < vocab_begin + rows) touched.push_back(ids[i]);
@@ -89,7 +87,8 @@ void blocked_embedding(const kernels::KernelTable& k, Parameter& table, const in
   BlockTree tree;
   for (int64_t j = 0; j < blocks; ++j) {
     const Tensor leaf = Tensor::zeros(leaf_shape, table.grad.dtype(), alloc, MemCategory::Workspace);
-    k.embedding_slice_backward(compact.data() + j * per, block_rows(dout, blocks, j), 0, leaf);
+    k.embedding_slice_backward(compact.data() + canonical_block(n, int(blocks), int(j)).offset,
+                               block_rows(dout, blocks, j), 0, leaf);
     tree.push(leaf);
   }
   k.embedding_slice_backward(touched.data(), tree.root(), vocab_begin, table.grad);

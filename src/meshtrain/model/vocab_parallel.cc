@@ -54,10 +54,10 @@ kernels::CrossEntropyResult vocab_parallel_cross_entropy(const kernels::KernelTa
   std::vector<double> block_loss;
   kernels::CrossEntropyResult total;
   for (int64_t j = 0; j < token_blocks; ++j) {
-    const int64_t r0 = j * n / token_blocks, r1 = (j + 1) * n / token_blocks;
-    const auto rows = [&](const Tensor& t) { return t.defined() ? t.slice(r0, r1) : t; };
+    const Extent e = canonical_block(n, int(token_blocks), int(j));
+    const auto rows = [&](const Tensor& t) { return t.defined() ? t.slice(e.offset, e.offset + e.length) : t; };
     const kernels::CrossEntropyResult part = k.vocab_ce_finish(
-        targets + r0, slice.begin, rows(row_max), rows(sum_exp), rows(target_logit), grad_scale, rows(dlogits));
+        targets + e.offset, slice.begin, rows(row_max), rows(sum_exp), rows(target_logit), grad_scale, rows(dlogits));
     block_loss.push_back(part.loss_sum);
     total.count += part.count;
   }
