@@ -30,8 +30,13 @@ std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks) {
 bool canonical_blocks_cover_tp(const ModelConfig& cfg, int tp) { return cfg.n_kv_heads % tp == 0; }
 
 void BlockTree::push(const Tensor& leaf) {
-  stack_.push_back({0, leaf});
-  while (stack_.size() >= 2 && stack_[stack_.size() - 2].level == stack_.back().level) {
+  stack_.push_back({0, next_++, leaf});
+  // Siblings: equal levels, the left one starting on a multiple of twice their size.
+  auto siblings = [this] {
+    const Node& left = stack_[stack_.size() - 2];
+    return left.level == stack_.back().level && left.first % (int64_t(2) << left.level) == 0;
+  };
+  while (stack_.size() >= 2 && siblings()) {
     Node right = std::move(stack_.back());
     stack_.pop_back();
     kernels::kernels_for(right.sum).add(stack_.back().sum, right.sum);  // left += right: (M.10)'s tree
@@ -42,6 +47,12 @@ void BlockTree::push(const Tensor& leaf) {
 const Tensor& BlockTree::root() const {
   MT_CHECK(stack_.size() == 1, "block tree with ", stack_.size(), " open subtrees (leaves not a power of two)");
   return stack_[0].sum;
+}
+
+std::vector<Tensor> BlockTree::parts() const {
+  std::vector<Tensor> sums;
+  for (const Node& n : stack_) sums.push_back(n.sum);
+  return sums;
 }
 
 namespace {

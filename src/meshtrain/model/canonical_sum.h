@@ -44,20 +44,27 @@ bool canonical_blocks_cover_tp(const ModelConfig& cfg, int tp);
 // Adds leaves in a binary tree as they come (a binary counter: equal
 // levels are added at once, left += right): after 2^q leaves the first
 // leaf's tensor holds the tree sum. Also the gradient tree's counter
-// (parallel/grad_tree.h).
+// (parallel/grad_tree.h). The first leaf may sit at any index of a larger
+// tree (a replica's span, docs/math.md (M.75)): two subtrees are added only
+// where they are siblings there, so the leaves of [1, 7) end as the
+// subtrees [1, 2) [2, 4) [4, 6) [6, 7) (model/span_tree.h).
 class BlockTree {
  public:
+  explicit BlockTree(int64_t first_leaf = 0) : first_(first_leaf), next_(first_leaf) {}
   void push(const Tensor& leaf);
   // Subtrees still apart: 1 after a power of two of leaves.
   size_t subtrees() const { return stack_.size(); }
   const Tensor& root() const;  // with one subtree (else an error)
-  void clear() { stack_.clear(); }
+  std::vector<Tensor> parts() const;  // the subtrees' sums, in leaf order
+  void clear() { stack_.clear(), next_ = first_; }
 
  private:
   struct Node {
     int level;
+    int64_t first;  // its first leaf's index
     Tensor sum;
   };
+  int64_t first_, next_;
   std::vector<Node> stack_;
 };
 

@@ -39,7 +39,7 @@ DataParallel::DataParallel(model::Transformer& model, const LayoutPlan& plan, co
       init_owned_range(sp, u, seed, masters_[size_t(u)]);
     }
   grads_ = make_grad_reduction({sp, store, groups_, tp_sums_, reduce_op(), alloc_, stats_}, cfg_, plan.mesh().ep,
-                               groups.cp);
+                               groups.cp, data_group_spans(cfg_));
   // The optimizer's segments: the owned pieces of every parameter, from the plan.
   std::vector<int64_t> moment_numel;
   for (int u = 0; u < nu_; ++u) {

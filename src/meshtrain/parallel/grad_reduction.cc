@@ -61,9 +61,13 @@ Tensor AllReducedGrads::owned(int u) {
 }
 
 void AllReducedGrads::reduce_root(int u, const Tensor& root) {
+  model::tree_all_reduce(c_.groups.of(u), root, c_.alloc);  // the root is this window's scratch
+  keep_reduced(u, root);
+}
+
+void AllReducedGrads::keep_reduced(int u, const Tensor& reduced) {
   const Tensor dst = flat_.unit(u);
-  kernels::kernels_for(dst).copy(dst, root);
-  model::tree_all_reduce(c_.groups.of(u), dst, c_.alloc);
+  kernels::kernels_for(dst).copy(dst, reduced);
 }
 
 // ---- stages 1-3: reduce-scatter into the owned shard ---------------------------------
@@ -92,10 +96,14 @@ void ScatteredGrads::reduce(int u) {
 }
 
 void ScatteredGrads::reduce_root(int u, const Tensor& root) {
-  const UnitShard& s = c_.plan.unit(u);
   model::tree_reduce_scatter(c_.groups.of(u), root, c_.alloc);  // the root is this window's scratch
+  keep_reduced(u, root);  // its owned chunk is complete
+}
+
+void ScatteredGrads::keep_reduced(int u, const Tensor& reduced) {
+  const UnitShard& s = c_.plan.unit(u);
   const Tensor dst = sharded_.owned(u);
-  kernels::kernels_for(dst).copy(dst, root.flat_slice(s.owned_begin, s.owned_end));
+  kernels::kernels_for(dst).copy(dst, reduced.flat_slice(s.owned_begin, s.owned_end));
 }
 
 // ---- reproducible mode: the fixed summation tree -------------------------------------
@@ -113,12 +121,22 @@ std::vector<int> tree_lanes(const ShardPlan& plan, int ep, int tied) {
 }
 }  // namespace
 
-TreeGrads::TreeGrads(const GradContext& c, int ep, std::unique_ptr<GradReduction> inner, comm::ProcessGroup* cp)
+namespace {
+// The window index of the rank's first micro-batch (0 with even counts).
+int64_t first_leaf(const GradContext& c, const std::vector<model::LeafSpan>& spans) {
+  return spans.empty() ? 0 : spans[size_t(c.groups.data().rank())].first;
+}
+}  // namespace
+
+TreeGrads::TreeGrads(const GradContext& c, int ep, std::unique_ptr<GradReduction> inner, comm::ProcessGroup* cp,
+                     std::vector<model::LeafSpan> spans)
     : GradReduction(c),
       inner_(std::move(inner)),
       cp_(cp && cp->size() > 1 ? cp : nullptr),
+      spans_(std::move(spans)),
       tree_(c.plan.num_units(), c.store.precision().grad_accum, c.alloc,
-            tree_lanes(c.plan, ep, tied_unit(c.store))) {
+            tree_lanes(c.plan, ep, tied_unit(c.store)), first_leaf(c, spans_)) {
+  MT_CHECK(spans_.empty() || ep == 1, "uneven micro-batch counts with ep = ", ep, " (the config refuses them)");
   if (ep > 1 || tied_unit(c.store) >= 0)
     c_.store.set_grad_lane_switch(
         [this](int u, int lane) { c_.store.bind_unit_grads(u, tree_.leaf(u, c_.plan.unit(u).padded, lane)); });
@@ -166,9 +184,7 @@ void TreeGrads::reduce_tied(int u) {
   if (spec.partition.holds(head)) written.push_back(1);
   Tensor first;
   for (const int lane : written) {
-    const Tensor root = tree_.lane_root(u, lane);
-    if (c_.tp_sums.any(u)) c_.tp_sums.reduce(u, root);
-    inner_->reduce_root(u, root);
+    reduce_lane(u, lane);
     const Tensor mine = inner_->owned(u);
     if (written.size() == 1 || !mine.defined()) continue;
     if (!first.defined()) {
@@ -180,15 +196,25 @@ void TreeGrads::reduce_tied(int u) {
   }
 }
 
+void TreeGrads::reduce_lane(int u, int lane) {
+  if (spans_.empty()) {
+    const Tensor root = lane < 0 ? tree_.root(u) : tree_.lane_root(u, lane);
+    if (c_.tp_sums.any(u)) c_.tp_sums.reduce(u, root);  // the window's whole gradient of u, partial over tp ranks
+    return inner_->reduce_root(u, root);
+  }
+  // Uneven counts: the span's aligned subtrees, finished across the group.
+  MT_CHECK(lane >= 0 || tree_.lanes(u) == 1, "unit ", u, ": lanes with uneven micro-batch counts");
+  const std::vector<Tensor> parts = tree_.lane_parts(u, std::max(lane, 0));
+  if (c_.tp_sums.any(u))
+    for (const Tensor& p : parts) c_.tp_sums.reduce(u, p);
+  model::span_tree_all_reduce(c_.groups.of(u), spans_, parts, c_.alloc);
+  inner_->keep_reduced(u, parts[0]);
+}
+
 void TreeGrads::reduce(int u) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (u == tied_unit(c_.store)) {
-    reduce_tied(u);
-  } else {
-    const Tensor root = tree_.root(u);
-    if (c_.tp_sums.any(u)) c_.tp_sums.reduce(u, root);  // the window's whole gradient of u, partial over tp ranks
-    inner_->reduce_root(u, root);
-  }
+  if (u == tied_unit(c_.store)) reduce_tied(u);
+  else reduce_lane(u, -1);
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   c_.stats.comm_s += dt;
   c_.stats.exposed_s += dt;
@@ -197,7 +223,7 @@ void TreeGrads::reduce(int u) {
 }
 
 std::unique_ptr<GradReduction> make_grad_reduction(const GradContext& c, const ParallelConfig& cfg, int ep,
-                                                   comm::ProcessGroup* cp) {
+                                                   comm::ProcessGroup* cp, std::vector<model::LeafSpan> spans) {
   const PrecisionPolicy& prec = c.store.precision();
   if (cfg.reproducible)
     MT_REQUIRE(ConfigError, cfg.grad_reduce == GradReduce::Sum && prec.grad_reduce == prec.grad_accum,
@@ -207,7 +233,7 @@ std::unique_ptr<GradReduction> make_grad_reduction(const GradContext& c, const P
   if (c.plan.stage() == 0) r = std::make_unique<AllReducedGrads>(c, cfg.bucket_mb, cfg.reproducible);
   else r = std::make_unique<ScatteredGrads>(c, cfg.reproducible);
   if (!cfg.reproducible) return r;
-  return std::make_unique<TreeGrads>(c, ep, std::move(r), cp);
+  return std::make_unique<TreeGrads>(c, ep, std::move(r), cp, std::move(spans));
 }
 
 }  // namespace meshtrain::parallel

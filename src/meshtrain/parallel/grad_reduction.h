@@ -20,6 +20,7 @@
 
 #include "meshtrain/comm/process_group.h"
 #include "meshtrain/model/parameters.h"
+#include "meshtrain/model/span_tree.h"
 #include "meshtrain/parallel/grad_buckets.h"
 #include "meshtrain/parallel/grad_tree.h"
 #include "meshtrain/parallel/parallel_config.h"
@@ -58,6 +59,9 @@ class GradReduction {
   // The window's whole gradient of u summed in the fixed tree (and over tp
   // ranks): reduced over u's group in tree order, into the kept gradient.
   virtual void reduce_root(int u, const Tensor& root) = 0;
+  // The window's gradient of u already summed over u's group (every rank
+  // holds all of it): into the kept gradient.
+  virtual void keep_reduced(int u, const Tensor& reduced) = 0;
 
  protected:
   // u's gradient accumulated in place, made whole for the reduction: bound
@@ -99,6 +103,7 @@ class AllReducedGrads final : public GradReduction {
   void wait_all() override { buckets_.wait_all(); }
   Tensor owned(int u) override;
   void reduce_root(int u, const Tensor& root) override;
+  void keep_reduced(int u, const Tensor& reduced) override;
 
  private:
   FlatGrads flat_;
@@ -114,6 +119,7 @@ class ScatteredGrads final : public GradReduction {
   void wait_all() override { sharded_.wait_all(); }
   Tensor owned(int u) override { return sharded_.owned(u); }
   void reduce_root(int u, const Tensor& root) override;
+  void keep_reduced(int u, const Tensor& reduced) override;
 
  private:
   std::optional<FlatGrads> flat_;  // stage 1
@@ -130,7 +136,11 @@ class TreeGrads final : public GradReduction {
   // (grad_tree.h, "Tied lanes").
   // cp: the context-parallel group, whose ranks' leaves are summed per
   // micro-batch (close_leaf; null or one rank: none).
-  TreeGrads(const GradContext& c, int ep, std::unique_ptr<GradReduction> inner, comm::ProcessGroup* cp = nullptr);
+  // spans: the window's micro-batches each data-group rank holds when the
+  // replicas' counts are uneven (empty: even; data_group_spans), summed
+  // over the group by span_tree_all_reduce (docs/math.md (M.75)).
+  TreeGrads(const GradContext& c, int ep, std::unique_ptr<GradReduction> inner, comm::ProcessGroup* cp = nullptr,
+            std::vector<model::LeafSpan> spans = {});
   ~TreeGrads() override;
   void begin_window() override;
   void prepare(int u) override;
@@ -139,18 +149,25 @@ class TreeGrads final : public GradReduction {
   void wait_all() override { inner_->wait_all(); }
   Tensor owned(int u) override { return inner_->owned(u); }
   void reduce_root(int u, const Tensor& root) override { inner_->reduce_root(u, root); }
+  void keep_reduced(int u, const Tensor& reduced) override { inner_->keep_reduced(u, reduced); }
 
  private:
   // The tied unit: each lane this rank writes reduced on its own, then added.
   void reduce_tied(int u);
+  // Lane `lane` of u (-1: all lanes summed) summed over tp ranks and u's
+  // group, into the kept gradient.
+  void reduce_lane(int u, int lane);
   void sum_leaf_over_cp(int u);
   std::unique_ptr<GradReduction> inner_;
   comm::ProcessGroup* cp_;
+  std::vector<model::LeafSpan> spans_;
   GradTree tree_;
 };
 
 // The reduction the plan's stage and the configuration call for.
+// spans: as TreeGrads' (reproducible mode with uneven counts).
 std::unique_ptr<GradReduction> make_grad_reduction(const GradContext& c, const ParallelConfig& cfg, int ep,
-                                                   comm::ProcessGroup* cp = nullptr);
+                                                   comm::ProcessGroup* cp = nullptr,
+                                                   std::vector<model::LeafSpan> spans = {});
 
 }  // namespace meshtrain::parallel

@@ -7,13 +7,14 @@
 
 namespace meshtrain::parallel {
 
-GradTree::GradTree(int units, DType dtype, std::shared_ptr<CachingAllocator> alloc, std::vector<int> lanes)
+GradTree::GradTree(int units, DType dtype, std::shared_ptr<CachingAllocator> alloc, std::vector<int> lanes,
+                   int64_t first_leaf)
     : dtype_(dtype), alloc_(std::move(alloc)), lanes_(size_t(units)), numel_(size_t(units), -1),
       combined_(size_t(units), 0) {
   for (int u = 0; u < units; ++u) {
     const int n = lanes.empty() ? 1 : lanes[size_t(u)];
     MT_CHECK(n >= 1 && model::is_power_of_two(n), "unit ", u, ": ", n, " gradient lanes (a power of two)");
-    lanes_[size_t(u)].resize(size_t(n));
+    lanes_[size_t(u)].resize(size_t(n), Lane{Tensor(), model::BlockTree(first_leaf)});
   }
 }
 
@@ -55,6 +56,11 @@ Tensor GradTree::lane_root(int u, int lane) {
   const Lane& l = lanes_[size_t(u)][size_t(lane)];
   require_one_tree(u, l.tree.subtrees());
   return l.tree.root();
+}
+
+std::vector<Tensor> GradTree::lane_parts(int u, int lane) const {
+  MT_CHECK(!combined_[size_t(u)] && lane >= 0 && lane < lanes(u), "unit ", u, ": no lane ", lane, " left apart");
+  return lanes_[size_t(u)][size_t(lane)].tree.parts();
 }
 
 Tensor GradTree::root(int u) {

@@ -30,7 +30,11 @@ namespace meshtrain::parallel {
 class GradTree {
  public:
   // lanes[u]: unit u's lanes (a power of two; empty: one per unit).
-  GradTree(int units, DType dtype, std::shared_ptr<CachingAllocator> alloc, std::vector<int> lanes = {});
+  // first_leaf: the window index of this rank's first micro-batch when the
+  // replicas' counts are uneven (docs/math.md (M.75)): its leaves then end
+  // as the aligned subtrees of its span (parts), not one root.
+  GradTree(int units, DType dtype, std::shared_ptr<CachingAllocator> alloc, std::vector<int> lanes = {},
+           int64_t first_leaf = 0);
   // Lane `lane`'s open leaf of unit u (a zeroed buffer of `numel`), opened if none is.
   Tensor leaf(int u, int64_t numel, int lane = 0);
   bool has_open_leaf(int u) const;  // in any lane
@@ -46,6 +50,8 @@ class GradTree {
   // One lane's root, the lanes left apart (a tied weight's writers: each
   // lane reduced over the replicas before they are added).
   Tensor lane_root(int u, int lane);
+  // One lane's aligned subtrees of the rank's span, in leaf order.
+  std::vector<Tensor> lane_parts(int u, int lane) const;
   void clear();  // a new window
   int depth(int u) const { return int(lanes_[size_t(u)][0].tree.subtrees()); }
 

@@ -19,6 +19,34 @@ void ParallelConfig::validate() const {
   MT_REQUIRE(ConfigError, cp >= 1, "parallel.cp = ", cp, ": expected >= 1");
   MT_REQUIRE(ConfigError, pp >= 1, "parallel.pp = ", pp, ": expected >= 1 pipeline stages");
   MT_REQUIRE(ConfigError, virtual_stages >= 1, "parallel.virtual_stages = ", virtual_stages, ": expected >= 1");
+  if (replica_grad_accum.empty()) return;
+  MT_REQUIRE(ConfigError, int64_t(replica_grad_accum.size()) == dp, "parallel.replica_grad_accum holds ",
+             replica_grad_accum.size(), " counts for parallel.dp = ", dp, ": give one per data-parallel replica");
+  for (const int64_t g : replica_grad_accum)
+    MT_REQUIRE(ConfigError, g >= 1, "parallel.replica_grad_accum holds ", g,
+               ": every replica runs at least one micro-batch per update");
+}
+
+int64_t replica_micro_batches(const ParallelConfig& cfg, int d, int64_t grad_accum) {
+  return cfg.replica_grad_accum.empty() ? grad_accum : cfg.replica_grad_accum.at(size_t(d));
+}
+
+int64_t replica_first_micro_batch(const ParallelConfig& cfg, int d, int64_t grad_accum) {
+  int64_t first = 0;
+  for (int e = 0; e < d; ++e) first += replica_micro_batches(cfg, e, grad_accum);
+  return first;
+}
+
+int64_t window_micro_batches(const ParallelConfig& cfg, int64_t grad_accum) {
+  return replica_first_micro_batch(cfg, cfg.dp, grad_accum);
+}
+
+std::vector<model::LeafSpan> data_group_spans(const ParallelConfig& cfg) {
+  std::vector<model::LeafSpan> spans;
+  for (int d = 0; d < int(cfg.replica_grad_accum.size()); ++d)
+    for (int c = 0; c < cfg.cp; ++c)
+      spans.push_back({replica_first_micro_batch(cfg, d, 0), c == 0 ? cfg.replica_grad_accum[size_t(d)] : 0});
+  return spans;
 }
 
 }  // namespace meshtrain::parallel

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/model/span_tree.h"
+
 namespace meshtrain::parallel {
 
 // The gradient collective's semantics decide the loss coefficient (docs/math.md (M.6)):
@@ -15,6 +17,12 @@ enum class GradReduce { Sum, Avg };
 
 struct ParallelConfig {
   int dp = 1;  // 0: take it from the world size (mpirun)
+  // Uneven data parallelism (docs/math.md (M.75)): the micro-batches each
+  // replica runs per update, one count per dp index (empty: every replica
+  // runs training.grad_accum, which is then the largest of them). The
+  // window is their sum; replica d takes the micro-batches after those of
+  // replicas 0 .. d-1.
+  std::vector<int64_t> replica_grad_accum;
   int zero_stage = 0;                // 0 (DDP), 1, 2, 3
   bool reshard_after_forward = true;  // stage 3: free gathered units after forward
   double bucket_mb = 4.0;            // stage 0 gradient bucket size
@@ -46,6 +54,18 @@ struct ParallelConfig {
 };
 
 const char* to_string(GradReduce r);
+
+// Replica d's micro-batches per update and the window index of its first,
+// for a config whose replicas run `grad_accum` each unless uneven.
+int64_t replica_micro_batches(const ParallelConfig& cfg, int d, int64_t grad_accum);
+int64_t replica_first_micro_batch(const ParallelConfig& cfg, int d, int64_t grad_accum);
+// Micro-batches per update over all replicas.
+int64_t window_micro_batches(const ParallelConfig& cfg, int64_t grad_accum);
+// The micro-batches of each rank of the data group (i = dp index x cp +
+// cp index) when the counts are uneven: a replica's cp index 0 holds its
+// span, the others none (their leaves hold -0, docs/math.md (M.74)); empty
+// when even.
+std::vector<model::LeafSpan> data_group_spans(const ParallelConfig& cfg);
 
 // The loss coefficient each replica backpropagates for a window of N
 // supervised targets over R replicas (docs/math.md (M.6)): 1/N when the gradient

@@ -54,6 +54,16 @@ int parse_int(const std::string& key, const std::string& v) {
   return out;
 }
 
+// "3+3+2": one count per replica.
+std::vector<int64_t> parse_counts(const std::string& key, const std::string& v) {
+  std::vector<int64_t> counts;
+  std::stringstream ss(v);
+  std::string item;
+  while (std::getline(ss, item, '+')) counts.push_back(parse_int(key, item));
+  MT_REQUIRE(ConfigError, !counts.empty(), "layout ", key, "=", v, ": expected counts joined by + (ga=3+3+2)");
+  return counts;
+}
+
 }  // namespace
 
 std::vector<double> gather_model(Trainer& t, bool grads) {
@@ -92,6 +102,7 @@ std::string Layout::str() const {
   if (keep_gathered) os << ",keep=1";
   if (cp > 1) os << ",cp=" << cp;
   if (ep > 1) os << ",ep=" << ep;
+  for (size_t d = 0; d < replica_grad_accum.size(); ++d) os << (d == 0 ? ",ga=" : "+") << replica_grad_accum[d];
   return os.str();
 }
 
@@ -120,6 +131,7 @@ void Layout::apply(parallel::ParallelConfig& p) const {
   // model's partition replaces them.
   if (pp != p.pp || v != p.virtual_stages) p.pp_layers.clear();
   p.dp = dp;
+  p.replica_grad_accum = replica_grad_accum;
   p.zero_stage = zero_stage;
   p.reshard_after_forward = reshard_after_forward;
   p.grad_reduce = grad_reduce;
@@ -155,17 +167,20 @@ Layout parse_layout(const std::string& text) {
     else if (k == "ep") l.ep = parse_int(k, v);
     else if (k == "schedule") l.schedule = v;
     else if (k == "keep") l.keep_gathered = parse_bool(k, v);
+    else if (k == "ga") l.replica_grad_accum = parse_counts(k, v);
     else if (k == "reduce") {
       MT_REQUIRE(ConfigError, v == "sum" || v == "avg", "layout reduce=", v, ": expected sum or avg");
       l.grad_reduce = v == "sum" ? parallel::GradReduce::Sum : parallel::GradReduce::Avg;
     } else {
       MT_THROW(ConfigError, "unknown layout key '", k,
-               "' (known: dp, zero, reshard, reduce, overlap, keep, tp, sp, pp, schedule, v, cp, ep)");
+               "' (known: dp, zero, reshard, reduce, overlap, keep, tp, sp, pp, schedule, v, cp, ep, ga)");
     }
   }
+  if (!l.replica_grad_accum.empty() && text.find("dp=") == std::string::npos) l.dp = int(l.replica_grad_accum.size());
   MT_REQUIRE(ConfigError, l.dp >= 1, "layout dp=", l.dp, ": expected >= 1");
   parallel::ParallelConfig pc;
   pc.dp = l.dp;
+  pc.replica_grad_accum = l.replica_grad_accum;
   pc.zero_stage = l.zero_stage;
   pc.validate();
   l.mesh();  // axis sizes >= 1, ep carved out of dp x cp
@@ -194,7 +209,7 @@ EquivalenceConfigs equivalence_configs(const TrainConfig& cfg, const Layout& lay
   par.validate();  // the tensor-parallel shape rules, before anything runs
   TrainConfig ref = par;
   ref.parallel = parallel::ParallelConfig{};
-  ref.training.grad_accum = cfg.training.grad_accum * layout.dp;  // same global window
+  ref.training.grad_accum = parallel::window_micro_batches(par.parallel, cfg.training.grad_accum);  // same window
   ref.comm.backend = "threads";
   ref.validate();
   mesh_for(par, par.parallel.dp * par.parallel.cp * par.parallel.tp * par.parallel.pp);  // the mesh record() builds
@@ -215,6 +230,9 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
   // parallelism, context parallelism and expert parallelism.
   if (bitwise) {
     r.claim_covers = {"dp x grad_accum split of the window", "ZeRO stage " + std::to_string(layout.zero_stage)};
+    if (!layout.replica_grad_accum.empty())
+      r.claim_covers.push_back("uneven micro-batch counts per replica (" + layout.str().substr(layout.str().find("ga=") + 3) +
+                               ": the tree finished across the replicas' spans, docs/math.md (M.75))");
     if (layout.pp > 1)
       r.claim_covers.push_back("pipeline stages (pp " + std::to_string(layout.pp) + ", " + layout.schedule +
                                (cfg.model.tied_embeddings ? "; the tied table's two writers in lanes of their own)"

@@ -21,9 +21,11 @@
 namespace meshtrain::train {
 
 // "dp=4,zero=3,reshard=0,keep=1,reduce=avg,overlap=1,tp=2,sp=on,pp=2,schedule=1f1b,v=1,cp=1,ep=1"
-// (schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-v; zb-v implies v=2)
+// (schedule: gpipe | 1f1b | interleaved | zb-h1 | zb-v; zb-v implies v=2);
+// "ga=3+3+2": each replica's micro-batches per update (uneven; dp is their count)
 struct Layout {
   int dp = 1;
+  std::vector<int64_t> replica_grad_accum;  // empty: every replica runs the config's grad_accum
   int zero_stage = 0;
   bool reshard_after_forward = true;
   bool keep_gathered = false;

@@ -107,6 +107,7 @@ void read_parallel(TomlSection s, parallel::ParallelConfig& p) {
   s.read("virtual_stages", p.virtual_stages);
   s.read("pp_layers", p.pp_layers);
   s.read("keep_gathered", p.keep_gathered);
+  s.read("replica_grad_accum", p.replica_grad_accum);
   s.read("cp", p.cp);
   s.read("ep", p.ep);
   s.finish();
@@ -149,6 +150,26 @@ const toml::table* section(const toml::table& root, const char* name) {
 
 }  // namespace
 
+namespace {
+// Uneven counts (docs/math.md (M.75)): grad_accum becomes the largest,
+// equal counts the even form; what uneven counts cannot run is refused.
+void settle_replica_counts(TrainConfig& c) {
+  std::vector<int64_t>& counts = c.parallel.replica_grad_accum;
+  if (counts.empty()) return;
+  const int64_t largest = *std::max_element(counts.begin(), counts.end());
+  c.training.grad_accum = largest;
+  if (std::all_of(counts.begin(), counts.end(), [&](int64_t g) { return g == largest; })) return counts.clear();
+  MT_REQUIRE(ConfigError, c.parallel.ep == 1, "parallel.replica_grad_accum with parallel.ep = ", c.parallel.ep,
+             ": the expert all-to-all runs once per micro-batch on every rank of an ep group, so its replicas "
+             "need equal counts (give every replica the same count, or set parallel.ep = 1)");
+  MT_REQUIRE(ConfigError, c.parallel.zero_stage < 3 || c.parallel.keep_gathered,
+             "parallel.replica_grad_accum under parallel.zero_stage = 3 gathers each unit around every "
+             "micro-batch's use, so replicas with different counts would wait on each other: set "
+             "parallel.keep_gathered = true (one gather per unit and window) or use stage 0-2");
+  for (const int64_t g : counts) parallel::check_pipeline(c.parallel, c.model, g);
+}
+}  // namespace
+
 void TrainConfig::validate() {
   check_config_limits(*this);  // before anything is derived from the numbers
   model.finalize();
@@ -178,6 +199,7 @@ void TrainConfig::validate() {
   training.loss_scale.validate();
   MT_REQUIRE(ConfigError, training.threads >= 0, "training.threads = ", training.threads, ": expected >= 0");
   parallel.validate();
+  settle_replica_counts(*this);
   check_tensor_parallel_config(*this);
   check_context_parallel_config(*this);
   check_expert_parallel_config(*this);
@@ -185,7 +207,7 @@ void TrainConfig::validate() {
   // Reproducible mode closes a unit's gradient leaf after each micro-batch's
   // last write; a split backward interleaves two micro-batches' writes.
   if (training.reproducible && parallel.dp >= 1)  // dp = 0: the trainer checks with the world's
-    check_reproducible_window(parallel.dp, parallel.cp, training.grad_accum);
+    check_reproducible_window(parallel.dp, parallel.cp, training.grad_accum, parallel.replica_grad_accum);
   MT_REQUIRE(ConfigError, !training.reproducible || !parallel::splits_backward(parallel.schedule),
              "training.reproducible sums each micro-batch's gradient as its own leaf, but parallel.schedule = ",
              parallel.schedule, " runs the next micro-batch's input gradient before this one's weight gradient: "
@@ -215,13 +237,28 @@ void TrainConfig::validate() {
   validate_allow_changes(checkpoint.allow_changes);
 }
 
-void check_reproducible_window(int64_t dp, int64_t cp, int64_t grad_accum) {
-  const int64_t leaves = dp * cp * grad_accum;
-  const std::string split = cp > 1 ? detail::concat("dp x cp x grad_accum = ", dp, " x ", cp, " x ")
-                                   : detail::concat("dp x grad_accum = ", dp, " x ");
+void check_reproducible_window(int64_t dp, int64_t cp, int64_t grad_accum,
+                               const std::vector<int64_t>& replica_grad_accum) {
+  std::string split;
+  int64_t leaves = cp;
+  if (replica_grad_accum.empty()) {
+    split = cp > 1 ? detail::concat("dp x cp x grad_accum = ", dp, " x ", cp, " x ", grad_accum)
+                   : detail::concat("dp x grad_accum = ", dp, " x ", grad_accum);
+    leaves *= dp * grad_accum;
+  } else {
+    int64_t window = 0;
+    for (const int64_t g : replica_grad_accum) {
+      split += detail::concat(window == 0 ? "" : " + ", g);
+      window += g;
+    }
+    split = cp > 1 ? detail::concat("cp x the sum of parallel.replica_grad_accum = ", cp, " x (", split, ")")
+                   : "the sum of parallel.replica_grad_accum = " + split;
+    leaves *= window;
+  }
   MT_REQUIRE(ConfigError, leaves > 0 && (leaves & (leaves - 1)) == 0, "training.reproducible sums the window's "
-             "micro-batches in a binary tree: ", split, grad_accum, " = ", leaves, " must be a power of two");
+             "micro-batches in a binary tree: ", split, " = ", leaves, " must be a power of two");
 }
+
 
 std::string CheckpointConfig::resolved_dir(const std::string& run_dir) const {
   return dir.empty() ? (std::filesystem::path(run_dir) / "checkpoints").string() : dir;
@@ -254,6 +291,13 @@ TrainConfig parse_config(const std::string& toml_text, const std::vector<std::st
   read_parallel(TomlSection(section(root, "parallel"), "parallel"), cfg.parallel);
   read_comm(TomlSection(section(root, "comm"), "comm"), cfg.comm);
   read_checkpoint(TomlSection(section(root, "checkpoint"), "checkpoint"), cfg.checkpoint);
+  const auto& counts = cfg.parallel.replica_grad_accum;
+  if (!counts.empty() && root["training"]["grad_accum"]) {
+    const int64_t largest = *std::max_element(counts.begin(), counts.end());
+    MT_REQUIRE(ConfigError, cfg.training.grad_accum == largest, "training.grad_accum = ", cfg.training.grad_accum,
+               " but the largest of parallel.replica_grad_accum is ", largest,
+               ": with a count per replica, grad_accum is their largest (leave it out)");
+  }
   cfg.validate();
   check_options_take_effect(cfg);  // what a user wrote must do something
   return cfg;

@@ -121,10 +121,12 @@ struct TrainConfig {
   }
 };
 
-// Reproducible mode sums the window's dp x cp x grad_accum micro-batches in
-// a binary tree: ConfigError with the arithmetic unless a power of two.
-// validate() checks it where dp is known; the trainer with the world's dp.
-void check_reproducible_window(int64_t dp, int64_t cp, int64_t grad_accum);
+// Reproducible mode sums the window's dp x cp x grad_accum micro-batches
+// (cp x the sum of parallel.replica_grad_accum when uneven) in a binary
+// tree: ConfigError with the arithmetic unless a power of two. validate()
+// checks it where dp is known; the trainer with the world's dp.
+void check_reproducible_window(int64_t dp, int64_t cp, int64_t grad_accum,
+                               const std::vector<int64_t>& replica_grad_accum = {});
 
 // Parses the file, applies --set overrides, validates. ConfigError on any
 // unknown key, wrong type or impossible shape.

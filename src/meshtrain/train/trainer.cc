@@ -20,7 +20,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
              train_.tokenizer().vocab_size(), ")");
   if (val_ && val_->num_documents() == 0) val_.reset();
   if (cfg_.training.reproducible)
-    check_reproducible_window(ctx_.mesh.shape().dp, ctx_.mesh.shape().cp, cfg_.training.grad_accum);
+    check_reproducible_window(ctx_.mesh.shape().dp, ctx_.mesh.shape().cp, cfg_.training.grad_accum,
+                              cfg_.parallel.replica_grad_accum);
   steps_ = std::make_unique<TrainingStep>(cfg_, ctx_);
   engine_ = &steps_->engine();
   layout_ = &steps_->layout();
@@ -30,10 +31,13 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
 StepMetrics Trainer::step() {
   activity::set_step(step_ + 1);
   activity::mark("data");
-  // The global window holds R * G * B rows; replica r takes its own G * B.
-  const int64_t local = cfg_.training.grad_accum * cfg_.training.micro_batch;
-  const int R = dp_size();
-  loader_.next_window(local * R, local * steps_->dp_group().rank(), local, &window_);
+  // The global window holds W * B rows (W = R * G, or the replicas' uneven
+  // counts summed); replica d takes its own G_d * B after replicas 0 .. d-1.
+  const int64_t B = cfg_.training.micro_batch, G = cfg_.training.grad_accum;
+  const int d = steps_->dp_group().rank();
+  const parallel::ParallelConfig& p = steps_->config().parallel;
+  loader_.next_window(window_rows(), parallel::replica_first_micro_batch(p, d, G) * B,
+                      parallel::replica_micro_batches(p, d, G) * B, &window_);
   return step_on(window_);
 }
 
@@ -42,11 +46,17 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
   m.step = step_ + 1;
   // 6. Commit the update count and the consumed data position.
   ++step_;
-  consumed_rows_ += cfg_.training.grad_accum * cfg_.training.micro_batch * dp_size();
+  consumed_rows_ += window_rows();
   consumed_tokens_ += m.non_pad_tokens;
   mark_boundary();
   if (async_ckpt_) async_ckpt_->poll();
   return m;
+}
+
+int64_t Trainer::window_rows() const {
+  parallel::ParallelConfig p = steps_->config().parallel;
+  p.dp = dp_size();
+  return parallel::window_micro_batches(p, cfg_.training.grad_accum) * cfg_.training.micro_batch;
 }
 
 void Trainer::set_after_reduction(std::function<void(Trainer&)> fn) {

@@ -70,6 +70,8 @@ class Trainer {
   const optim::LossScaler& loss_scaler() const { return scaler_; }
   double flops_per_token() const { return steps_->flops_per_token(); }
   int dp_size() const { return steps_->dp_group().size(); }
+  // Rows per update over all replicas (the global window).
+  int64_t window_rows() const;
   // The group gradients are summed and ZeRO state sharded over (dp x cp).
   comm::ProcessGroup& data_group() { return steps_->data_group(); }
   comm::ParallelContext& context() { return ctx_; }

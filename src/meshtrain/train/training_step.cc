@@ -1,5 +1,6 @@
 #include "meshtrain/train/training_step.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -50,8 +51,19 @@ TrainConfig runnable(TrainConfig cfg) {
   return cfg;
 }
 
+namespace {
+// The config as rank `rank` runs it: training.grad_accum is its replica's
+// count (uneven data parallelism, docs/math.md (M.75)).
+TrainConfig replica_view(const TrainConfig& cfg, const comm::ParallelContext& ctx) {
+  TrainConfig c = runnable(cfg);
+  c.training.grad_accum = parallel::replica_micro_batches(c.parallel, ctx.mesh.coord(comm::Axis::Dp),
+                                                         c.training.grad_accum);
+  return c;
+}
+}  // namespace
+
 TrainingStep::TrainingStep(const TrainConfig& cfg, comm::ParallelContext& ctx)
-    : cfg_(runnable(cfg)),
+    : cfg_(replica_view(cfg, ctx)),
       ctx_(ctx),
       layout_(std::make_unique<parallel::LayoutPlan>(cfg_.model, ctx.mesh.shape(), ctx.rank, layout_options(cfg_))),
       groups_(parallel::resolve_groups(*layout_, ctx.mesh, data_group_form(cfg_, ctx, &hierarchy_note_))),
@@ -81,13 +93,8 @@ void TrainingStep::check_layout() const {
              mesh.cp, " ranks");
   MT_REQUIRE(ConfigError, mesh.pp == cfg_.parallel.pp, "parallel.pp = ", cfg_.parallel.pp, " but the mesh's pp axis has ",
              mesh.pp, " ranks");
-  if (cfg_.training.reproducible) {
-    const int64_t leaves = int64_t(mesh.dp) * mesh.cp * cfg_.training.grad_accum;
-    const std::string split = mesh.cp > 1 ? detail::concat("dp x cp x grad_accum = ", mesh.dp, " x ", mesh.cp, " x ")
-                                          : detail::concat("dp x grad_accum = ", mesh.dp, " x ");
-    MT_REQUIRE(ConfigError, model::is_power_of_two(leaves), "training.reproducible sums the window's micro-batches ",
-               "in a binary tree: ", split, cfg_.training.grad_accum, " = ", leaves, " must be a power of two");
-  }
+  if (cfg_.training.reproducible)
+    check_reproducible_window(mesh.dp, mesh.cp, cfg_.training.grad_accum, cfg_.parallel.replica_grad_accum);
 }
 
 void TrainingStep::build_programs() {
@@ -216,13 +223,17 @@ double TrainingStep::reduce_loss(const parallel::WindowResult& r) {
     // The same tree over the global micro-batch index as the gradients; a
     // micro-batch's cp ranks (the data group's lowest index) hold subtrees
     // of its canonical token blocks, summed first (docs/math.md (M.74)).
-    const int64_t G = cfg_.training.grad_accum, cp = groups_.cp ? groups_.cp->size() : 1;
+    // Replicas' counts may differ (M.75): each sends the largest count's.
+    const parallel::ParallelConfig& p = cfg_.parallel;
+    const auto& counts = p.replica_grad_accum;
+    const int64_t G = counts.empty() ? cfg_.training.grad_accum : *std::max_element(counts.begin(), counts.end()),
+                  cp = groups_.cp ? groups_.cp->size() : 1;
     std::vector<double> mine = r.micro_loss, all(size_t(G * groups_.data->size()));
     mine.resize(size_t(G), 0.0);
     groups_.data->all_gather(mine.data(), all.data(), all.size(), DType::F64);
     std::vector<double> leaves;
-    for (int64_t d = 0; d < groups_.data->size() / cp; ++d)
-      for (int64_t g = 0; g < G; ++g) {
+    for (int d = 0; d < groups_.data->size() / cp; ++d)
+      for (int64_t g = 0; g < parallel::replica_micro_batches(p, d, G); ++g) {
         std::vector<double> ranks;
         for (int64_t c = 0; c < cp; ++c) ranks.push_back(all[size_t((d * cp + c) * G + g)]);
         leaves.push_back(model::tree_sum(ranks));
