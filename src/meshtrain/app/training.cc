@@ -262,8 +262,7 @@ std::function<std::string(train::LaunchJob&, bool)> elastic_relayout(
       next.mpirun = srun_command(r, *slurm, alive, to.ranks, after_failure);
     else
       *std::next(std::find(next.mpirun.begin(), next.mpirun.end(), "-np")) = std::to_string(to.ranks);
-    next.command.insert(next.command.end(), {"--set", "parallel.dp=" + std::to_string(to.dp), "--set",
-                                             "training.grad_accum=" + std::to_string(to.grad_accum)});
+    for (const std::string& assignment : to.overrides()) next.command.insert(next.command.end(), {"--set", assignment});
     const std::string change = train::describe_change(*last, to);
     *last = to;
     return change;

@@ -37,6 +37,13 @@ int64_t replica_first_micro_batch(const ParallelConfig& cfg, int d, int64_t grad
   return first;
 }
 
+std::string describe_grad_accum(const std::vector<int64_t>& replica_grad_accum, int64_t grad_accum) {
+  if (replica_grad_accum.empty()) return std::to_string(grad_accum);
+  std::string text;
+  for (const int64_t g : replica_grad_accum) text += (text.empty() ? "" : "+") + std::to_string(g);
+  return text;
+}
+
 int64_t window_micro_batches(const ParallelConfig& cfg, int64_t grad_accum) {
   return replica_first_micro_batch(cfg, cfg.dp, grad_accum);
 }

@@ -29,9 +29,10 @@ std::string membership_section(const std::vector<RunLog>& runs) {
     h += "<table><tr><th>resumed at step</th><th>layout from there</th><th>change</th><th>steps lost</th>"
          "<th>ready again after</th><th>why</th></tr>";
     for (const ResumeRecord& m : r.resumes) {
-      const std::string layout = m.change.empty() ? "unchanged"
-                                                  : std::to_string(m.ranks) + " ranks: dp=" + std::to_string(m.dp) +
-                                                        ", grad_accum=" + std::to_string(m.grad_accum);
+      const std::string layout = m.change.empty()   ? "unchanged"
+                                 : !m.layout.empty() ? m.layout
+                                                     : std::to_string(m.ranks) + " ranks: dp=" + std::to_string(m.dp) +
+                                                           ", grad_accum=" + std::to_string(m.grad_accum);
       h += "<tr>" + table_cell(std::to_string(m.resumed_step)) + table_cell(layout) + table_cell(m.change.empty() ? "-" : m.change) +
            table_cell(std::to_string(m.lost_steps)) + table_cell(seconds(m.recovery_s)) + table_cell(m.reason) + "</tr>";
     }

@@ -44,6 +44,7 @@ void add_resume(std::vector<ResumeRecord>& out, const std::string& event, const 
   m.reason = j.value("reason", std::string());
   m.change = j.value("change", std::string());
   m.ranks = j.value("ranks", 0), m.dp = j.value("dp", 0), m.grad_accum = j.value("grad_accum", 0);
+  m.layout = j.value("layout", std::string());
   m.recovery_s = j.contains("recovery_s") ? num(j, "recovery_s") : -1.0;
   const bool told = event == "restart" && !out.empty() && !out.back().change.empty() &&
                     out.back().resumed_step == m.resumed_step && out.back().reason == m.reason;

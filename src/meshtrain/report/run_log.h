@@ -41,6 +41,7 @@ struct ResumeRecord {
   std::string change;  // "4 ranks: dp=4, grad_accum=1 -> 2 ranks: ..."; "" for a restart at the same layout
   std::string reason;
   int ranks = 0, dp = 0, grad_accum = 0;  // the layout it continued at (membership changes)
+  std::string layout;  // as the trainer describes it ("3 ranks: dp=3, grad_accum=3+3+2"; older logs: none)
   double recovery_s = -1;  // from the end of the last launch to this one ready to train; -1: not recorded
 };
 

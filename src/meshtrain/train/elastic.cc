@@ -15,8 +15,10 @@ int64_t model_ranks(const TrainConfig& cfg) {
   return int64_t(cfg.parallel.cp) * cfg.parallel.tp * cfg.parallel.pp;
 }
 
-// Micro-batches per global window: dp x grad_accum, whatever the layout.
-int64_t window_micro_batches(const TrainConfig& cfg) { return cfg.parallel.dp * cfg.training.grad_accum; }
+// Micro-batches per global window, whatever the layout.
+int64_t window_micro_batches(const TrainConfig& cfg) {
+  return parallel::window_micro_batches(cfg.parallel, cfg.training.grad_accum);
+}
 
 bool runnable(const TrainConfig& cfg, const ElasticLayout& l) {
   try {
@@ -30,22 +32,32 @@ bool runnable(const TrainConfig& cfg, const ElasticLayout& l) {
 }  // namespace
 
 std::string ElasticLayout::describe() const {
-  return detail::concat(ranks, ranks == 1 ? " rank" : " ranks", ": dp=", dp, ", grad_accum=", grad_accum);
+  return detail::concat(ranks, ranks == 1 ? " rank" : " ranks", ": dp=", dp, ", grad_accum=",
+                        parallel::describe_grad_accum(replica_grad_accum, grad_accum));
+}
+
+std::vector<std::string> ElasticLayout::overrides() const {
+  std::string counts;
+  for (const int64_t g : replica_grad_accum) counts += (counts.empty() ? "" : ",") + std::to_string(g);
+  return {"parallel.dp=" + std::to_string(dp), "training.grad_accum=" + std::to_string(grad_accum),
+          "parallel.replica_grad_accum=[" + counts + "]"};
 }
 
 std::string describe_change(const ElasticLayout& from, const ElasticLayout& to) {
-  if (to.ranks == from.ranks && to.dp == from.dp) return "";
+  if (to.ranks == from.ranks && to.dp == from.dp && to.replica_grad_accum == from.replica_grad_accum) return "";
   return from.describe() + " -> " + to.describe();
 }
 
 ElasticLayout current_layout(const TrainConfig& cfg) {
-  return {int(cfg.parallel.dp * model_ranks(cfg)), cfg.parallel.dp, cfg.training.grad_accum};
+  return {int(cfg.parallel.dp * model_ranks(cfg)), cfg.parallel.dp, cfg.training.grad_accum,
+          cfg.parallel.replica_grad_accum};
 }
 
 TrainConfig at_layout(const TrainConfig& cfg, const ElasticLayout& layout) {
   TrainConfig c = cfg;
-  c.parallel.dp = layout.dp;
+  c.parallel.dp = int(layout.dp);
   c.training.grad_accum = layout.grad_accum;
+  c.parallel.replica_grad_accum = layout.replica_grad_accum;
   c.validate();
   return c;
 }
@@ -53,12 +65,16 @@ TrainConfig at_layout(const TrainConfig& cfg, const ElasticLayout& layout) {
 std::optional<ElasticLayout> largest_layout(const TrainConfig& cfg, int ranks) {
   MT_CHECK(cfg.parallel.dp >= 1, "elastic layouts need a configured dp");
   const int64_t m = model_ranks(cfg), window = window_micro_batches(cfg);
+  std::optional<ElasticLayout> best;
   for (int64_t dp = std::min<int64_t>(ranks / m, window); dp >= 1; --dp) {
-    const ElasticLayout l{int(dp * m), dp, window / dp};
-    if (window % dp != 0 || l.ranks < cfg.comm.min_ranks) continue;
-    if (runnable(cfg, l)) return l;
+    // The window as evenly as it goes: the first window % dp replicas one more.
+    ElasticLayout l{int(dp * m), dp, (window + dp - 1) / dp, {}};
+    if (window % dp != 0)
+      for (int64_t d = 0; d < dp; ++d) l.replica_grad_accum.push_back(window / dp + (d < window % dp ? 1 : 0));
+    if (l.ranks < cfg.comm.min_ranks || (best && best->grad_accum < l.grad_accum)) continue;
+    if (runnable(cfg, l)) best = l;  // as fast as the best so far, on fewer ranks
   }
-  return std::nullopt;
+  return best;
 }
 
 std::string capacity_file(const TrainConfig& cfg) {

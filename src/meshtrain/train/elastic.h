@@ -3,8 +3,9 @@
 // and grows back at a step boundary when capacity returns. The objective
 // stays the same: the global window (dp x grad_accum micro-batches) and
 // every model axis (tp, cp, pp, ep) are kept, only dp and grad_accum trade
-// places, so in reproducible mode every membership is the same update bit
-// for bit (docs/math.md (M.10)-(M.11)).
+// places — with uneven counts per replica where that shortens the step
+// (docs/math.md (M.75)) — so in reproducible mode every membership is the
+// same update bit for bit (docs/math.md (M.10)-(M.11)).
 //
 // Capacity, the ranks the job may use now: the count in the run
 // directory's `capacity` file when one is there (a scheduler or an operator
@@ -14,6 +15,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "meshtrain/train/train_config.h"
 
@@ -23,14 +25,19 @@ namespace meshtrain::train {
 struct ElasticLayout {
   int ranks = 0;            // dp x cp x tp x pp
   int64_t dp = 0;
-  int64_t grad_accum = 0;
-  std::string describe() const;  // "4 ranks: dp=2, grad_accum=2"
+  int64_t grad_accum = 0;   // the largest replica's count
+  std::vector<int64_t> replica_grad_accum;  // each replica's when uneven (else empty)
+  std::string describe() const;  // "4 ranks: dp=2, grad_accum=2", "3 ranks: dp=3, grad_accum=3+3+2"
+  // The --set assignments that run a config at this layout.
+  std::vector<std::string> overrides() const;
 };
 
-// The largest layout on at most `ranks` ranks that keeps cfg's global
-// window and model axes and passes the config's own checks (reproducible
-// mode's power-of-two tree, ep dividing dp x cp, ...); nullopt when none
-// fits or it would have fewer than comm.min_ranks ranks.
+// The fastest layout on at most `ranks` ranks that keeps cfg's global
+// window and model axes and passes the config's own checks (ep dividing
+// dp x cp, ...): the fewest micro-batches on the busiest replica, then the
+// fewest ranks, so a window of 8 on 3 replicas runs 3 + 3 + 2 and one of 4
+// runs 2 + 2 on 2 of them. Uneven counts go to the first replicas. nullopt
+// when none fits or it would have fewer than comm.min_ranks ranks.
 std::optional<ElasticLayout> largest_layout(const TrainConfig& cfg, int ranks);
 
 // cfg run at `layout` (dp and grad_accum set; validated).

@@ -38,6 +38,7 @@ LayoutFacts LayoutFacts::from_metadata(const nlohmann::json& meta) {
     f.dp = l.at("dp").get<int64_t>();
     f.grad_accum = l.at("grad_accum").get<int64_t>();
     f.micro_batch = l.at("micro_batch").get<int64_t>();
+    f.replica_grad_accum = l.value("replica_grad_accum", std::vector<int64_t>{});
     // Layouts from before placements recorded no cp; tp and pp were 1.
     f.tp = l.value("tp", 1);
     f.cp = l.value("cp", 1);
@@ -60,6 +61,7 @@ LayoutFacts LayoutFacts::from_layout(const TrainConfig& cfg, const parallel::Lay
   LayoutFacts f;
   f.dp = mesh.dp;
   f.grad_accum = cfg.training.grad_accum;
+  f.replica_grad_accum = cfg.parallel.replica_grad_accum;
   f.micro_batch = cfg.training.micro_batch;
   f.tp = mesh.tp;
   f.cp = mesh.cp;
@@ -74,8 +76,14 @@ LayoutFacts LayoutFacts::from_layout(const TrainConfig& cfg, const parallel::Lay
   return f;
 }
 
+int64_t LayoutFacts::window_rows() const {
+  int64_t window = 0;
+  for (const int64_t g : replica_grad_accum) window += g;
+  return (replica_grad_accum.empty() ? dp * grad_accum : window) * micro_batch;
+}
+
 nlohmann::json LayoutFacts::layout_json() const {
-  return {{"dp", dp},
+  nlohmann::json j = {{"dp", dp},
           {"grad_accum", grad_accum},
           {"micro_batch", micro_batch},
           {"tp", tp},
@@ -87,6 +95,8 @@ nlohmann::json LayoutFacts::layout_json() const {
           {"reproducible", reproducible},
           {"canonical_blocks", canonical_blocks},
           {kTieKey, tie_sums_two_stages}};
+  if (!replica_grad_accum.empty()) j["replica_grad_accum"] = replica_grad_accum;
+  return j;
 }
 
 }  // namespace meshtrain::train

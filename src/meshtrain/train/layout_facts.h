@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,9 @@ struct TrainConfig;
 
 struct LayoutFacts {
   int64_t dp = 1, grad_accum = 1, micro_batch = 1;
+  // Each replica's micro-batches when uneven (grad_accum: the largest);
+  // empty when every replica runs grad_accum (docs/math.md (M.75)).
+  std::vector<int64_t> replica_grad_accum;
   int tp = 1, cp = 1, ep = 1, pp = 1;
   bool sequence_parallel = false;
   std::string backend = "threads";
@@ -35,8 +39,9 @@ struct LayoutFacts {
   // kernel_environment() of the writing process; null when not recorded.
   nlohmann::json kernels;
 
-  // Rows per update: dp x grad_accum x micro_batch.
-  int64_t window_rows() const { return dp * grad_accum * micro_batch; }
+  // Rows per update: dp x grad_accum x micro_batch (the replicas' counts
+  // summed when uneven).
+  int64_t window_rows() const;
 
   // From a checkpoint's metadata. Defaults for checkpoints that predate a
   // record: cp, tp, pp and ep 1, backend "threads", not reproducible, no

@@ -27,6 +27,7 @@ RestoreClaim restore_claim(const LayoutFacts& saved, const LayoutFacts& now) {
   // order, except in reproducible mode (a lane per source, grad_tree.h).
   const bool same_model_axes = same_dense_axes && saved.ep == now.ep;
   const bool same_reduction = same_model_axes && saved.dp == now.dp && saved.grad_accum == now.grad_accum &&
+                              saved.replica_grad_accum == now.replica_grad_accum &&
                               saved.micro_batch == now.micro_batch &&
                               // The MPI standard asks reductions to give the same result on the
                               // same arguments in the same order (MPI_REDUCE, advice to
@@ -40,8 +41,8 @@ RestoreClaim restore_claim(const LayoutFacts& saved, const LayoutFacts& now) {
       saved.canonical_blocks == now.canonical_blocks && saved.micro_batch == now.micro_batch)
     return {ClaimKind::BitwiseReplay,
             "bitwise replay: reproducible mode with " + std::to_string(now.canonical_blocks) +
-                " canonical blocks, same global window and micro-batch (dp x G splits, ZeRO, tp, sp, cp, pipeline "
-                "stages and ep are bitwise)"};
+                " canonical blocks, same global window and micro-batch (dp x G splits, uneven counts per replica, "
+                "ZeRO, tp, sp, cp, pipeline stages and ep are bitwise)"};
   // Reproducible mode on both sides: the reductions follow the global batch,
   // not the split (dp, grad_accum, ZeRO stage, backend).
   // (Under context parallelism the tree's leaves are (replica, cp rank,

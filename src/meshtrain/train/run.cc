@@ -38,11 +38,11 @@ void print_header(const Trainer& t, std::FILE* console, MetricsWriter& writer) {
                t.loss_scaler().enabled() ? " | dynamic loss scaling" : "");
   std::fprintf(console,
                "layout: %s backend, dp=%d, cp=%d, tp=%d%s, zero_stage=%d, grad_reduce=%s | %d compute threads per rank | "
-               "global window %lld rows x %lld (G=%lld, micro-batch %lld) | %s\n",
+               "global window %lld rows x %lld (G=%s, micro-batch %lld) | %s\n",
                cfg.comm.backend.c_str(), dp, cfg.parallel.cp, cfg.parallel.tp, cfg.parallel.sequence_parallel ? " (sequence parallel)" : "",
                cfg.parallel.zero_stage, parallel::to_string(cfg.parallel.grad_reduce),
-               compute_threads(), static_cast<long long>(cfg.training.micro_batch * cfg.training.grad_accum * dp),
-               static_cast<long long>(cfg.data.seq_len), static_cast<long long>(cfg.training.grad_accum),
+               compute_threads(), static_cast<long long>(t.window_rows()), static_cast<long long>(cfg.data.seq_len),
+               parallel::describe_grad_accum(cfg.parallel.replica_grad_accum, cfg.training.grad_accum).c_str(),
                static_cast<long long>(cfg.training.micro_batch), cfg.data.mode.c_str());
   if (cfg.training.threads == 0) {
     const CoreLoad load = core_load();
@@ -132,6 +132,8 @@ void resume_metrics(const Trainer& t, const RestartInfo& restart, RunLog& log) {
                        {"ranks", now.ranks},
                        {"dp", now.dp},
                        {"grad_accum", now.grad_accum},
+                       {"replica_grad_accum", now.replica_grad_accum},
+                       {"layout", now.describe()},
                        {"resumed_step", t.steps_done()},
                        {"lost_steps", lost},
                        {"recovery_s", recovery_s},
