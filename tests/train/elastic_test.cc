@@ -50,13 +50,18 @@ TEST(ElasticLayout, KeepsTheModelAxesAndTheirRanks) {
   EXPECT_FALSE(largest_layout(c, 1));  // not even one tp group
 }
 
-TEST(ElasticLayout, ReproducibleModeKeepsItsPowerOfTwoTree) {
+TEST(ElasticLayout, UnevenCountsWhereTheyShortenTheStep) {
   TrainConfig c = window_of(4, 2);  // 8 leaves
   c.training.reproducible = true;
   const auto l = largest_layout(c, 3);
   ASSERT_TRUE(l);
-  EXPECT_EQ(l->dp, 2);
-  EXPECT_EQ(l->grad_accum, 4);
+  EXPECT_EQ(l->dp, 3);
+  EXPECT_EQ(l->grad_accum, 3);
+  EXPECT_EQ(l->replica_grad_accum, (std::vector<int64_t>{3, 3, 2}));
+  EXPECT_EQ(l->describe(), "3 ranks: dp=3, grad_accum=3+3+2");
+  // As fast on fewer ranks: 8 over 7 replicas runs 2 each on 4.
+  EXPECT_EQ(largest_layout(c, 7)->dp, 4);
+  EXPECT_TRUE(largest_layout(c, 7)->replica_grad_accum.empty());
   c.training.reproducible = false;
   c.parallel.dp = 6, c.training.grad_accum = 1;
   EXPECT_EQ(largest_layout(c, 5)->dp, 3);
@@ -65,11 +70,13 @@ TEST(ElasticLayout, ReproducibleModeKeepsItsPowerOfTwoTree) {
 TEST(ElasticLayout, MinRanksIsTheFloor) {
   TrainConfig c = window_of(4, 1);
   c.comm.min_ranks = 3;
-  EXPECT_FALSE(largest_layout(c, 3));  // dp = 3 does not divide the window; 2 is below the floor
+  // 2 + 2 on 2 ranks is below the floor: 4 over 3 replicas runs 2 + 1 + 1.
+  EXPECT_EQ(largest_layout(c, 3)->replica_grad_accum, (std::vector<int64_t>{2, 1, 1}));
   EXPECT_EQ(largest_layout(c, 4)->ranks, 4);
-  EXPECT_THAT([&] { shrink_or_grow(c, 3, "1 rank(s) lost"); },
+  EXPECT_FALSE(largest_layout(c, 2));
+  EXPECT_THAT([&] { shrink_or_grow(c, 2, "2 rank(s) lost"); },
               ::testing::ThrowsMessage<CommError>(::testing::AllOf(
-                  ::testing::HasSubstr("1 rank(s) lost: 3 ranks are left"), ::testing::HasSubstr("comm.min_ranks = 3"))));
+                  ::testing::HasSubstr("2 rank(s) lost: 2 ranks are left"), ::testing::HasSubstr("comm.min_ranks = 3"))));
 }
 
 TEST(ElasticLayout, WithLayoutValidatesAndDescribes) {
