@@ -1,5 +1,8 @@
 #include "meshtrain/parallel/parallel_config.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include "meshtrain/core/error.h"
 
 namespace meshtrain::parallel {
@@ -37,15 +40,25 @@ int64_t replica_first_micro_batch(const ParallelConfig& cfg, int d, int64_t grad
   return first;
 }
 
-std::string describe_grad_accum(const std::vector<int64_t>& replica_grad_accum, int64_t grad_accum) {
+std::string describe_grad_accum(const std::vector<int64_t>& replica_grad_accum, int64_t grad_accum,
+                                const std::string& separator) {
   if (replica_grad_accum.empty()) return std::to_string(grad_accum);
   std::string text;
-  for (const int64_t g : replica_grad_accum) text += (text.empty() ? "" : "+") + std::to_string(g);
+  for (const int64_t g : replica_grad_accum) text += (text.empty() ? "" : separator) + std::to_string(g);
   return text;
 }
 
+int64_t largest_micro_batches(const std::vector<int64_t>& replica_grad_accum, int64_t grad_accum) {
+  return replica_grad_accum.empty() ? grad_accum : *std::max_element(replica_grad_accum.begin(), replica_grad_accum.end());
+}
+
+int64_t window_micro_batches(int64_t dp, const std::vector<int64_t>& replica_grad_accum, int64_t grad_accum) {
+  return replica_grad_accum.empty() ? dp * grad_accum
+                                    : std::accumulate(replica_grad_accum.begin(), replica_grad_accum.end(), int64_t(0));
+}
+
 int64_t window_micro_batches(const ParallelConfig& cfg, int64_t grad_accum) {
-  return replica_first_micro_batch(cfg, cfg.dp, grad_accum);
+  return window_micro_batches(cfg.dp, cfg.replica_grad_accum, grad_accum);
 }
 
 std::vector<model::LeafSpan> data_group_spans(const ParallelConfig& cfg) {

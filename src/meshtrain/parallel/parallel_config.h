@@ -59,9 +59,13 @@ const char* to_string(GradReduce r);
 // for a config whose replicas run `grad_accum` each unless uneven.
 int64_t replica_micro_batches(const ParallelConfig& cfg, int d, int64_t grad_accum);
 int64_t replica_first_micro_batch(const ParallelConfig& cfg, int d, int64_t grad_accum);
-// "3+3+2" when uneven, else grad_accum.
-std::string describe_grad_accum(const std::vector<int64_t>& replica_grad_accum, int64_t grad_accum);
-// Micro-batches per update over all replicas.
+// "3+3+2" (the counts joined by `separator`) when uneven, else grad_accum.
+std::string describe_grad_accum(const std::vector<int64_t>& replica_grad_accum, int64_t grad_accum,
+                                const std::string& separator = "+");
+// The busiest replica's micro-batches per update.
+int64_t largest_micro_batches(const std::vector<int64_t>& replica_grad_accum, int64_t grad_accum);
+// Micro-batches per update over all dp replicas.
+int64_t window_micro_batches(int64_t dp, const std::vector<int64_t>& replica_grad_accum, int64_t grad_accum);
 int64_t window_micro_batches(const ParallelConfig& cfg, int64_t grad_accum);
 // The micro-batches of each rank of the data group (i = dp index x cp +
 // cp index) when the counts are uneven: a replica's cp index 0 holds its

@@ -37,8 +37,7 @@ std::string ElasticLayout::describe() const {
 }
 
 std::vector<std::string> ElasticLayout::overrides() const {
-  std::string counts;
-  for (const int64_t g : replica_grad_accum) counts += (counts.empty() ? "" : ",") + std::to_string(g);
+  const std::string counts = replica_grad_accum.empty() ? "" : parallel::describe_grad_accum(replica_grad_accum, 0, ",");
   return {"parallel.dp=" + std::to_string(dp), "training.grad_accum=" + std::to_string(grad_accum),
           "parallel.replica_grad_accum=[" + counts + "]"};
 }

@@ -102,7 +102,7 @@ std::string Layout::str() const {
   if (keep_gathered) os << ",keep=1";
   if (cp > 1) os << ",cp=" << cp;
   if (ep > 1) os << ",ep=" << ep;
-  for (size_t d = 0; d < replica_grad_accum.size(); ++d) os << (d == 0 ? ",ga=" : "+") << replica_grad_accum[d];
+  if (!replica_grad_accum.empty()) os << ",ga=" << parallel::describe_grad_accum(replica_grad_accum, 0);
   return os.str();
 }
 
@@ -231,7 +231,8 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
   if (bitwise) {
     r.claim_covers = {"dp x grad_accum split of the window", "ZeRO stage " + std::to_string(layout.zero_stage)};
     if (!layout.replica_grad_accum.empty())
-      r.claim_covers.push_back("uneven micro-batch counts per replica (" + layout.str().substr(layout.str().find("ga=") + 3) +
+      r.claim_covers.push_back("uneven micro-batch counts per replica (" +
+                               parallel::describe_grad_accum(layout.replica_grad_accum, 0) +
                                ": the tree finished across the replicas' spans, docs/math.md (M.75))");
     if (layout.pp > 1)
       r.claim_covers.push_back("pipeline stages (pp " + std::to_string(layout.pp) + ", " + layout.schedule +

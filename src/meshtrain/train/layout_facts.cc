@@ -77,9 +77,7 @@ LayoutFacts LayoutFacts::from_layout(const TrainConfig& cfg, const parallel::Lay
 }
 
 int64_t LayoutFacts::window_rows() const {
-  int64_t window = 0;
-  for (const int64_t g : replica_grad_accum) window += g;
-  return (replica_grad_accum.empty() ? dp * grad_accum : window) * micro_batch;
+  return parallel::window_micro_batches(dp, replica_grad_accum, grad_accum) * micro_batch;
 }
 
 nlohmann::json LayoutFacts::layout_json() const {

@@ -41,8 +41,8 @@ RestoreClaim restore_claim(const LayoutFacts& saved, const LayoutFacts& now) {
       saved.canonical_blocks == now.canonical_blocks && saved.micro_batch == now.micro_batch)
     return {ClaimKind::BitwiseReplay,
             "bitwise replay: reproducible mode with " + std::to_string(now.canonical_blocks) +
-                " canonical blocks, same global window and micro-batch (dp x G splits, "
-                "ZeRO, tp, sp, cp, pipeline stages and ep are bitwise)"};
+                " canonical blocks, same global window and micro-batch (dp x G splits, ZeRO, tp, sp, cp, pipeline "
+                "stages and ep are bitwise)"};
   // Reproducible mode on both sides: the reductions follow the global batch,
   // not the split (dp, grad_accum, ZeRO stage, backend).
   // (Under context parallelism the tree's leaves are (replica, cp rank,

@@ -156,7 +156,7 @@ namespace {
 void settle_replica_counts(TrainConfig& c) {
   std::vector<int64_t>& counts = c.parallel.replica_grad_accum;
   if (counts.empty()) return;
-  const int64_t largest = *std::max_element(counts.begin(), counts.end());
+  const int64_t largest = parallel::largest_micro_batches(counts, c.training.grad_accum);
   c.training.grad_accum = largest;
   if (std::all_of(counts.begin(), counts.end(), [&](int64_t g) { return g == largest; })) return counts.clear();
   MT_REQUIRE(ConfigError, c.parallel.ep == 1, "parallel.replica_grad_accum with parallel.ep = ", c.parallel.ep,
@@ -246,19 +246,14 @@ void check_reproducible_window(int64_t dp, int64_t cp, int64_t grad_accum,
                    : detail::concat("dp x grad_accum = ", dp, " x ", grad_accum);
     leaves *= dp * grad_accum;
   } else {
-    int64_t window = 0;
-    for (const int64_t g : replica_grad_accum) {
-      split += detail::concat(window == 0 ? "" : " + ", g);
-      window += g;
-    }
-    split = cp > 1 ? detail::concat("cp x the sum of parallel.replica_grad_accum = ", cp, " x (", split, ")")
-                   : "the sum of parallel.replica_grad_accum = " + split;
-    leaves *= window;
+    const std::string counts = parallel::describe_grad_accum(replica_grad_accum, grad_accum, " + ");
+    split = cp > 1 ? detail::concat("cp x the sum of parallel.replica_grad_accum = ", cp, " x (", counts, ")")
+                   : "the sum of parallel.replica_grad_accum = " + counts;
+    leaves *= parallel::window_micro_batches(dp, replica_grad_accum, grad_accum);
   }
   MT_REQUIRE(ConfigError, leaves > 0 && (leaves & (leaves - 1)) == 0, "training.reproducible sums the window's "
              "micro-batches in a binary tree: ", split, " = ", leaves, " must be a power of two");
 }
-
 
 std::string CheckpointConfig::resolved_dir(const std::string& run_dir) const {
   return dir.empty() ? (std::filesystem::path(run_dir) / "checkpoints").string() : dir;
@@ -293,7 +288,7 @@ TrainConfig parse_config(const std::string& toml_text, const std::vector<std::st
   read_checkpoint(TomlSection(section(root, "checkpoint"), "checkpoint"), cfg.checkpoint);
   const auto& counts = cfg.parallel.replica_grad_accum;
   if (!counts.empty() && root["training"]["grad_accum"]) {
-    const int64_t largest = *std::max_element(counts.begin(), counts.end());
+    const int64_t largest = parallel::largest_micro_batches(counts, 0);
     MT_REQUIRE(ConfigError, cfg.training.grad_accum == largest, "training.grad_accum = ", cfg.training.grad_accum,
                " but the largest of parallel.replica_grad_accum is ", largest,
                ": with a count per replica, grad_accum is their largest (leave it out)");

@@ -19,9 +19,6 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ParallelContext& ctx, data::Token
              cfg_.model.vocab_size, " is smaller than the dataset tokenizer's vocabulary (",
              train_.tokenizer().vocab_size(), ")");
   if (val_ && val_->num_documents() == 0) val_.reset();
-  if (cfg_.training.reproducible)
-    check_reproducible_window(ctx_.mesh.shape().dp, ctx_.mesh.shape().cp, cfg_.training.grad_accum,
-                              cfg_.parallel.replica_grad_accum);
   steps_ = std::make_unique<TrainingStep>(cfg_, ctx_);
   engine_ = &steps_->engine();
   layout_ = &steps_->layout();
@@ -54,9 +51,8 @@ StepMetrics Trainer::step_on(const data::Batch& window) {
 }
 
 int64_t Trainer::window_rows() const {
-  parallel::ParallelConfig p = steps_->config().parallel;
-  p.dp = dp_size();
-  return parallel::window_micro_batches(p, cfg_.training.grad_accum) * cfg_.training.micro_batch;
+  return parallel::window_micro_batches(dp_size(), cfg_.parallel.replica_grad_accum, cfg_.training.grad_accum) *
+         cfg_.training.micro_batch;
 }
 
 void Trainer::set_after_reduction(std::function<void(Trainer&)> fn) {

@@ -1,6 +1,5 @@
 #include "meshtrain/train/training_step.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -225,8 +224,7 @@ double TrainingStep::reduce_loss(const parallel::WindowResult& r) {
     // of its canonical token blocks, summed first (docs/math.md (M.74)).
     // Replicas' counts may differ (M.75): each sends the largest count's.
     const parallel::ParallelConfig& p = cfg_.parallel;
-    const auto& counts = p.replica_grad_accum;
-    const int64_t G = counts.empty() ? cfg_.training.grad_accum : *std::max_element(counts.begin(), counts.end()),
+    const int64_t G = parallel::largest_micro_batches(p.replica_grad_accum, cfg_.training.grad_accum),
                   cp = groups_.cp ? groups_.cp->size() : 1;
     std::vector<double> mine = r.micro_loss, all(size_t(G * groups_.data->size()));
     mine.resize(size_t(G), 0.0);
