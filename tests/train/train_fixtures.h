@@ -313,7 +313,8 @@ inline std::vector<train::StepRecord> single_rank_records(const train::TrainConf
                                                           const data::TokenDataset& ds, int steps) {
   auto ref = cfg;
   ref.parallel = parallel::ParallelConfig{};
-  ref.training.grad_accum = cfg.training.grad_accum * R;  // the same global window
+  ref.training.grad_accum = parallel::window_micro_batches(R, cfg.parallel.replica_grad_accum,
+                                                         cfg.training.grad_accum);  // the same global window
   std::vector<train::StepRecord> records;
   with_trainers(ref, ds, std::nullopt, [&](train::Trainer& t) {
     set_compute_threads(1);  // the processes share the machine
