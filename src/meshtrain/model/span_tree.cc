@@ -67,102 +67,127 @@ struct Join {
   Tensor theirs;
 };
 
+// One rank's part of span_tree_all_reduce: the nodes it holds, finished
+// level by level (docs/math.md (M.75)).
+class SpanTree {
+ public:
+  SpanTree(comm::ProcessGroup& group, const std::vector<LeafSpan>& spans, const std::vector<Tensor>& parts,
+           const std::shared_ptr<CachingAllocator>& alloc)
+      : group_(group), spans_(spans), alloc_(alloc), W_(checked_window(spans)), r_(group.rank()),
+        me_(spans[size_t(r_)]), out_(parts[0]), k_(kernels::kernels_for(out_)), n_(size_t(out_.numel())) {
+    const std::vector<LeafSpan> blocks = aligned_blocks(me_);
+    MT_CHECK(me_.count == 0 || parts.size() == blocks.size(), parts.size(), " subtree roots for ", blocks.size(),
+             " aligned blocks");
+    for (size_t i = 0; i < blocks.size(); ++i) held_.push_back({blocks[i].first, blocks[i].count, parts[i]});
+  }
+
+  void run() {
+    for (int64_t L = 1; me_.count > 0 && L < W_; L *= 2) finish_level(L);
+    share_root();
+  }
+
+ private:
+  // Tags: the node's heap index (root 1, children 2i and 2i + 1), unique per message.
+  int tag(int64_t first, int64_t count) const { return int(W_ / count + first / count); }
+
+  size_t held_at(int64_t first, int64_t count) const {
+    for (size_t i = 0; i < held_.size(); ++i)
+      if (held_[i].first == first && held_[i].count == count) return i;
+    MT_CHECK(false, "span tree: node [", first, ", ", first + count, ") not held");
+    return 0;
+  }
+
+  // The nodes of size 2L that meet the span without lying inside it: at
+  // most the two holding its ends.
+  void finish_level(int64_t L) {
+    std::vector<int64_t> parents;
+    for (const int64_t leaf : {me_.first, me_.end() - 1}) {
+      const int64_t p = leaf / (2 * L) * (2 * L);
+      const bool inside = p >= me_.first && p + 2 * L <= me_.end();
+      if (!inside && std::find(parents.begin(), parents.end(), p) == parents.end()) parents.push_back(p);
+    }
+    std::vector<Join> joins;
+    std::vector<comm::Work> works;
+    for (const int64_t p : parents) joins.push_back(exchange(p, L, works));
+    for (comm::Work& w : works) w.wait();
+    // mine + theirs == theirs + mine, bit for bit: every holder gets the same sum.
+    std::vector<size_t> dropped;
+    for (const Join& j : joins) {
+      Held& h = held_[j.left];
+      if (j.right != std::string::npos) {
+        k_.add(h.sum, held_[j.right].sum);
+        dropped.push_back(j.right);
+      } else {
+        k_.add(h.sum, j.theirs);
+      }
+      h.first = h.first / (2 * L) * (2 * L);
+      h.count = 2 * L;
+    }
+    std::sort(dropped.rbegin(), dropped.rend());
+    for (const size_t i : dropped) held_.erase(held_.begin() + std::ptrdiff_t(i));
+  }
+
+  // Node [p, p + 2L): a rank on one side only takes the other side's sum
+  // from the rank its index there picks (index mod the other side's count);
+  // a rank on both adds its own two.
+  Join exchange(int64_t p, int64_t L, std::vector<comm::Work>& works) {
+    const std::vector<int> left = holders(spans_, p, L), right = holders(spans_, p + L, L);
+    const bool in_left = meets(me_, p, L), in_right = meets(me_, p + L, L);
+    const comm::OpOptions o{.tag = tag(p, 2 * L)};
+    auto send_picks = [&](const std::vector<int>& mine, const std::vector<int>& other, int64_t mine_first, size_t sum) {
+      for (size_t j = 0; j < other.size(); ++j)
+        if (!meets(spans_[size_t(other[j])], mine_first, L) && mine[j % mine.size()] == r_)
+          works.push_back(group_.isend(held_[sum].sum.raw(), n_, out_.dtype(), other[j], o));
+    };
+    size_t a = 0, b = std::string::npos;
+    if (in_left) send_picks(left, right, p, a = held_at(p, L));
+    if (in_right) send_picks(right, left, p + L, b = held_at(p + L, L));
+    if (in_left && in_right) return {a, b, Tensor()};
+    const std::vector<int>& mine = in_left ? left : right;
+    const std::vector<int>& other = in_left ? right : left;
+    Tensor theirs = Tensor::empty(out_.shape(), out_.dtype(), alloc_, MemCategory::Comm);
+    works.push_back(group_.irecv(theirs.raw(), n_, out_.dtype(), other[size_t(index_of(mine, r_)) % other.size()], o));
+    return {in_left ? a : b, std::string::npos, theirs};
+  }
+
+  // Ranks without leaves take the root from a rank with leaves; every rank
+  // ends with it in out.
+  void share_root() {
+    const std::vector<int> with = holders(spans_, 0, W_);
+    std::vector<int> without;
+    for (int q = 0; q < group_.size(); ++q)
+      if (spans_[size_t(q)].count == 0) without.push_back(q);
+    const comm::OpOptions o{.tag = int(2 * W_)};  // past every node's
+    if (me_.count == 0)
+      return group_.irecv(out_.raw(), n_, out_.dtype(), with[size_t(index_of(without, r_)) % with.size()], o).wait();
+    const Tensor& root = held_[held_at(0, W_)].sum;
+    std::vector<comm::Work> works;
+    for (size_t j = 0; j < without.size(); ++j)
+      if (int(j % with.size()) == index_of(with, r_))
+        works.push_back(group_.isend(root.raw(), n_, out_.dtype(), without[j], o));
+    for (comm::Work& w : works) w.wait();
+    if (root.raw() != out_.raw()) k_.copy(out_, root);
+  }
+
+  comm::ProcessGroup& group_;
+  const std::vector<LeafSpan>& spans_;
+  const std::shared_ptr<CachingAllocator>& alloc_;
+  const int64_t W_;
+  const int r_;
+  const LeafSpan me_;
+  const Tensor& out_;
+  const kernels::KernelTable& k_;
+  const size_t n_;
+  std::vector<Held> held_;
+};
+
 }  // namespace
 
 void span_tree_all_reduce(comm::ProcessGroup& group, const std::vector<LeafSpan>& spans,
                           const std::vector<Tensor>& parts, const std::shared_ptr<CachingAllocator>& alloc) {
   MT_CHECK(int(spans.size()) == group.size(), spans.size(), " leaf spans for a group of ", group.size());
   MT_CHECK(!parts.empty(), "span tree without a buffer");
-  const int64_t W = checked_window(spans);
-  const int r = group.rank();
-  const LeafSpan me = spans[size_t(r)];
-  const std::vector<LeafSpan> blocks = aligned_blocks(me);
-  MT_CHECK(me.count == 0 || parts.size() == blocks.size(), parts.size(), " subtree roots for ", blocks.size(),
-           " aligned blocks");
-  const Tensor& out = parts[0];
-  const auto& k = kernels::kernels_for(out);
-  const size_t n = size_t(out.numel());
-  // Tags: the node's heap index (root 1, children 2i and 2i + 1), unique per message.
-  auto tag = [W](int64_t first, int64_t count) { return int(W / count + first / count); };
-  std::vector<Held> held;
-  for (size_t i = 0; i < blocks.size(); ++i) held.push_back({blocks[i].first, blocks[i].count, parts[i]});
-  auto held_at = [&](int64_t first, int64_t count) {
-    for (size_t i = 0; i < held.size(); ++i)
-      if (held[i].first == first && held[i].count == count) return i;
-    MT_CHECK(false, "span tree: node [", first, ", ", first + count, ") not held");
-    return size_t(0);
-  };
-  for (int64_t L = 1; me.count > 0 && L < W; L *= 2) {
-    // Parents of size 2L that meet the span without lying inside it: at
-    // most the two holding its ends (docs/math.md (M.75)).
-    std::vector<int64_t> parents;
-    for (const int64_t leaf : {me.first, me.end() - 1}) {
-      const int64_t p = leaf / (2 * L) * (2 * L);
-      const bool inside = p >= me.first && p + 2 * L <= me.end();
-      if (!inside && std::find(parents.begin(), parents.end(), p) == parents.end()) parents.push_back(p);
-    }
-    std::vector<Join> joins;
-    std::vector<comm::Work> works;
-    for (const int64_t p : parents) {
-      const std::vector<int> left = holders(spans, p, L), right = holders(spans, p + L, L);
-      const bool in_left = meets(me, p, L), in_right = meets(me, p + L, L);
-      const comm::OpOptions o{.tag = tag(p, 2 * L)};
-      // A rank on one side only takes the other side's sum from the rank
-      // its index there picks (index mod the other side's count).
-      auto send_picks = [&](const std::vector<int>& mine, const std::vector<int>& other, int64_t mine_first, size_t sum) {
-        for (size_t j = 0; j < other.size(); ++j)
-          if (!meets(spans[size_t(other[j])], mine_first, L) && mine[j % mine.size()] == r)
-            works.push_back(group.isend(held[sum].sum.raw(), n, out.dtype(), other[j], o));
-      };
-      size_t a = 0, b = std::string::npos;
-      if (in_left) send_picks(left, right, p, a = held_at(p, L));
-      if (in_right) send_picks(right, left, p + L, b = held_at(p + L, L));
-      if (in_left && in_right) {
-        joins.push_back({a, b, Tensor()});
-        continue;
-      }
-      const std::vector<int>& mine = in_left ? left : right;
-      const std::vector<int>& other = in_left ? right : left;
-      Tensor theirs = Tensor::empty(out.shape(), out.dtype(), alloc, MemCategory::Comm);
-      works.push_back(group.irecv(theirs.raw(), n, out.dtype(), other[size_t(index_of(mine, r)) % other.size()], o));
-      joins.push_back({in_left ? a : b, std::string::npos, theirs});
-    }
-    for (comm::Work& w : works) w.wait();
-    // mine + theirs == theirs + mine, bit for bit: every holder gets the same sum.
-    std::vector<size_t> dropped;
-    for (const Join& j : joins) {
-      Held& h = held[j.left];
-      if (j.right != std::string::npos) {
-        k.add(h.sum, held[j.right].sum);
-        h.first = std::min(h.first, held[j.right].first);
-        dropped.push_back(j.right);
-      } else {
-        k.add(h.sum, j.theirs);
-        h.first = h.first / (2 * L) * (2 * L);
-      }
-      h.count = 2 * L;
-    }
-    std::sort(dropped.rbegin(), dropped.rend());
-    for (const size_t i : dropped) held.erase(held.begin() + std::ptrdiff_t(i));
-  }
-  // Ranks without leaves take the root from a rank with leaves.
-  const std::vector<int> with = holders(spans, 0, W);
-  std::vector<int> without;
-  for (int q = 0; q < group.size(); ++q)
-    if (spans[size_t(q)].count == 0) without.push_back(q);
-  const comm::OpOptions o{.tag = int(2 * W)};  // past every node's
-  std::vector<comm::Work> works;
-  if (me.count == 0) {
-    works.push_back(group.irecv(out.raw(), n, out.dtype(), with[size_t(index_of(without, r)) % with.size()], o));
-  } else {
-    const Tensor& root = held[held_at(0, W)].sum;
-    for (size_t j = 0; j < without.size(); ++j)
-      if (int(j % with.size()) == index_of(with, r)) works.push_back(group.isend(root.raw(), n, out.dtype(), without[j], o));
-    for (comm::Work& w : works) w.wait();
-    works.clear();
-    if (root.raw() != out.raw()) k.copy(out, root);
-  }
-  for (comm::Work& w : works) w.wait();
+  SpanTree(group, spans, parts, alloc).run();
 }
 
 }  // namespace meshtrain::model
