@@ -11,10 +11,14 @@
 
 #include <cmath>
 
+#include "meshtrain/comm/thread_world.h"
 #include "meshtrain/core/rng.h"
 #include "meshtrain/model/ring_attention.h"
+#include "model/model_fixtures.h"
+#include "support/run_ranks.h"
 
 using namespace meshtrain;
+using meshtrain::testing::columns_of;
 
 namespace {
 
@@ -101,4 +105,75 @@ TEST(ChunkPairAttention, OneRankEqualsPlainAttentionOnTheRows) {
             ASSERT_NEAR(got[size_t((((2 * vv + h) * B + b) * Hq + hq) * c + i)], want[size_t((b * Hq + hq) * T + pos)],
                         1e-12);
           }
+}
+
+// Grouped-query attention's head tree (docs/math.md (M.76)): K/V repeated
+// to the query heads, and each KV head's dK as the tree over its query
+// heads' parts, subtrees of a count that is not a power of two added right
+// to left; two ranks sharing one KV head (3 query heads each) end with the
+// one-rank bits. f32, where another grouping would round differently.
+namespace {
+std::vector<float> random_f32(int64_t n, uint64_t stream) {
+  CounterRng rng(5);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = float(rng.normal(stream, uint64_t(i)) * std::ldexp(1.0, int(i % 9)));
+  return v;
+}
+}  // namespace
+
+TEST(GroupedQueryHeads, RepeatGivesEachQueryHeadItsKvHead) {
+  auto alloc = CachingAllocator::create();
+  const kernels::KernelTable& k = kernels::kernels_for(Device::Cpu);
+  constexpr int64_t n = 3, kv = 2, q = 6, d = 2;
+  const auto src = random_f32(n * kv * d, 1);
+  const auto got = to_vector<float>(model::repeat_kv_heads(k, tensor_from(src, Shape{n, kv * d}, alloc), q, d, alloc));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t h = 0; h < q; ++h)
+      for (int64_t i = 0; i < d; ++i)
+        EXPECT_EQ(got[size_t((t * q + h) * d + i)], src[size_t((t * kv + h / 3) * d + i)]);
+}
+
+TEST(GroupedQueryHeads, EachKvHeadIsTheTreeOverItsQueryHeadsOnEveryLayout) {
+  auto alloc = CachingAllocator::create();
+  const kernels::KernelTable& k = kernels::kernels_for(Device::Cpu);
+  constexpr int64_t n = 5, d = 4, g = 6;  // one KV head of 6 query heads
+  const auto parts = random_f32(n * g * d, 2);
+  auto part = [&](int64_t t, int64_t h, int64_t i) { return parts[size_t((t * g + h) * d + i)]; };
+  std::vector<float> want(size_t(n * d));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < d; ++i) {
+      auto p = [&](int64_t h) { return part(t, h, i); };
+      want[size_t(t * d + i)] = ((p(0) + p(1)) + (p(2) + p(3))) + (p(4) + p(5));  // [0,4) + [4,6)
+    }
+  const Tensor one = Tensor::zeros(Shape{n, d}, DType::F32, alloc, MemCategory::Workspace);
+  model::sum_query_heads(k, tensor_from(parts, Shape{n, g * d}, alloc), one, d, nullptr, alloc);
+  EXPECT_EQ(to_vector<float>(one), want);
+  // Sequential order rounds differently: the test tells groupings apart.
+  std::vector<float> in_order(size_t(n * d), 0.0f);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < d; ++i)
+      for (int64_t h = 0; h < g; ++h) in_order[size_t(t * d + i)] += part(t, h, i);
+  EXPECT_NE(in_order, want);
+
+  auto world = comm::ThreadWorld::create(2);
+  std::vector<std::vector<float>> got(2);
+  meshtrain::testing::run_ranks(2, [&](int r) {
+    const Tensor mine = tensor_from(columns_of(parts, n, g * d, r * 3 * d, 3 * d), Shape{n, 3 * d}, alloc);
+    const Tensor out = Tensor::zeros(Shape{n, d}, DType::F32, alloc, MemCategory::Workspace);
+    model::sum_query_heads(k, mine, out, d, world->group(r).get(), alloc);
+    got[size_t(r)] = to_vector<float>(out);
+  });
+  EXPECT_EQ(got[0], want);
+  EXPECT_EQ(got[1], want);
+
+  // Two KV heads of 3 on one rank: ((p0 + p1) + p2) each.
+  const Tensor two = Tensor::zeros(Shape{n, 2 * d}, DType::F32, alloc, MemCategory::Workspace);
+  model::sum_query_heads(k, tensor_from(parts, Shape{n, g * d}, alloc), two, d, nullptr, alloc);
+  const auto both = to_vector<float>(two);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t kh = 0; kh < 2; ++kh)
+      for (int64_t i = 0; i < d; ++i) {
+        auto p = [&](int64_t h) { return part(t, kh * 3 + h, i); };
+        EXPECT_EQ(both[size_t((t * 2 + kh) * d + i)], (p(0) + p(1)) + p(2));
+      }
 }

@@ -9,8 +9,10 @@
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/rng.h"
+#include "model/model_fixtures.h"
 
 using namespace meshtrain;
+using meshtrain::testing::columns_of;
 using meshtrain::model::Extent;
 
 namespace {
@@ -24,14 +26,6 @@ std::vector<float> random_values(int64_t n, uint64_t stream) {
   return v;
 }
 
-// Columns [offset, offset + cols) of a [rows, total] matrix.
-std::vector<float> columns_of(const std::vector<float>& whole, int64_t rows, int64_t total, int64_t offset,
-                              int64_t cols) {
-  std::vector<float> mine;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = offset; c < offset + cols; ++c) mine.push_back(whole[size_t(r * total + c)]);
-  return mine;
-}
 
 Tensor columns(const std::vector<float>& whole, int64_t rows, int64_t total, int64_t offset, int64_t cols,
                const std::shared_ptr<CachingAllocator>& alloc) {
@@ -120,8 +114,9 @@ TEST(CanonicalBlocks, TwoHalvesAddUpToTheOneRankSumBitForBit) {
 
 // dx = dq Wq + dk Wk, K over the weights' rows (the column-parallel input
 // gradient of two layers): block j is q's slice j then k's, so two halves
-// again add up to the one-rank sum; a term whose slice is not the blocks of
-// the first (a KV head every rank holds whole) is added after the tree.
+// again add up to the one-rank sum. A term holding more blocks than the
+// first (a KV head both ranks hold whole, docs/math.md (M.76)) adds the
+// first's blocks of it: the same part as the half.
 TEST(CanonicalBlocks, TermsOfAnInputGradientShareTheBlocks) {
   auto alloc = CachingAllocator::create();
   const int64_t M = 16, N = 24, Kq = 64, Kk = 32;
@@ -135,22 +130,24 @@ TEST(CanonicalBlocks, TermsOfAnInputGradientShareTheBlocks) {
   std::vector<float> sum(size_t(M * N), 0.0f);
   for (int half = 0; half < 2; ++half) {
     const Weight qh(wq, N, Kq, half * Kq / 2, Kq / 2, 0, alloc), kh(wk, N, Kk, half * Kk / 2, Kk / 2, 0, alloc);
+    const Tensor dq_half = columns(dq, M, Kq, half * Kq / 2, Kq / 2, alloc);
     Tensor part = Tensor::empty(Shape{M, N}, DType::F32, alloc, MemCategory::Workspace);
-    model::canonical_gemm_sum(cpu(), {{columns(dq, M, Kq, half * Kq / 2, Kq / 2, alloc), &qh.p, false},
-                                      {columns(dk, M, Kk, half * Kk / 2, Kk / 2, alloc), &kh.p, false}},
+    model::canonical_gemm_sum(cpu(), {{dq_half, &qh.p, false}, {columns(dk, M, Kk, half * Kk / 2, Kk / 2, alloc),
+                                                                 &kh.p, false}},
                               8, part, alloc);
     const std::vector<float> p = to_vector<float>(part);
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += p[i];
+    // k held whole beside half of q: its blocks of this half.
+    Tensor shared = Tensor::empty(Shape{M, N}, DType::F32, alloc, MemCategory::Workspace);
+    model::canonical_gemm_sum(cpu(), {{dq_half, &qh.p, false}, {tensor_from(dk, Shape{M, Kk}, alloc), &k.p, false}}, 8,
+                              shared, alloc);
+    EXPECT_EQ(to_vector<float>(shared), p) << "half " << half;
   }
   EXPECT_EQ(sum, to_vector<float>(one));
-  // k held whole beside half of q: q's 4 blocks in the tree, then k's product added.
-  const Weight q0(wq, N, Kq, 0, Kq / 2, 0, alloc);
-  Tensor shared = Tensor::empty(Shape{M, N}, DType::F32, alloc, MemCategory::Workspace),
-         q_only = Tensor::empty(Shape{M, N}, DType::F32, alloc, MemCategory::Workspace);
-  const Tensor dq0 = columns(dq, M, Kq, 0, Kq / 2, alloc);
-  model::canonical_gemm_sum(cpu(), {{dq0, &q0.p, false}, {tensor_from(dk, Shape{M, Kk}, alloc), &k.p, false}}, 8,
-                            shared, alloc);
-  model::canonical_gemm_sum(cpu(), {{dq0, &q0.p, false}}, 8, q_only, alloc);
-  cpu().gemm(false, false, 1.0, tensor_from(dk, Shape{M, Kk}, alloc), k.p.value, 1.0, q_only);
-  EXPECT_EQ(to_vector<float>(shared), to_vector<float>(q_only));
+  // A term lacking the first's blocks is an error.
+  const Weight q1(wq, N, Kq, Kq / 2, Kq / 2, 0, alloc), k0(wk, N, Kk, 0, Kk / 2, 0, alloc);
+  Tensor bad = Tensor::empty(Shape{M, N}, DType::F32, alloc, MemCategory::Workspace);
+  EXPECT_ANY_THROW(model::canonical_gemm_sum(cpu(), {{columns(dq, M, Kq, Kq / 2, Kq / 2, alloc), &q1.p, false},
+                                                     {columns(dk, M, Kk, 0, Kk / 2, alloc), &k0.p, false}},
+                                             8, bad, alloc));
 }

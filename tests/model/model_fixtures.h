@@ -32,6 +32,15 @@ inline model::ModelConfig tiny_gpt2() {
   return c;
 }
 
+// Columns [offset, offset + cols) of a [rows, total] matrix.
+inline std::vector<float> columns_of(const std::vector<float>& whole, int64_t rows, int64_t total, int64_t offset,
+                                     int64_t cols) {
+  std::vector<float> mine;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = offset; c < offset + cols; ++c) mine.push_back(whole[size_t(r * total + c)]);
+  return mine;
+}
+
 // The whole model in f64 (finite-difference checks) or f32.
 inline model::ExecOptions exec_in(DType dtype, bool recompute = false) {
   model::ExecOptions e;

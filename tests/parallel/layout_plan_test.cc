@@ -168,6 +168,7 @@ TEST(LayoutPlan, SharedKvHeadsAreSummedOverTheRanksThatShareThem) {
       if (spec.params[i].name != "model.layers.3.self_attn.k_proj.weight") continue;
       EXPECT_EQ(spec.params[i].global_offset[0], (r / 4) * 2) << "rank " << r;  // head r / 4, 2 rows per head
       EXPECT_EQ(plan.param(int(i)).tp_replicas, 4);
+      EXPECT_TRUE(plan.param(int(i)).share_sums);  // partial: summed over the 4 (default mode)
       EXPECT_EQ(plan.param(int(i)).counts_in_norm, r % 4 == 0);
     }
   }
@@ -255,4 +256,10 @@ TEST(LayoutPlan, TableNamesEveryParameterAndEveryRank) {
   const std::string k = row_of(shared, "model.layers.0.self_attn.k_proj.weight");
   EXPECT_NE(k.find("S(0)x2"), std::string::npos) << k;  // 2 KV heads over 4 ranks
   EXPECT_NE(k.find("dp+tp:2"), std::string::npos) << k;
+  // Reproducible mode: each of the two computes the head's whole gradient (docs/math.md (M.76)).
+  o.canonical_blocks = 8;
+  const std::string whole = row_of(parallel::plan_table(llama(), mesh, o, PrecisionPolicy::uniform(DType::F32)),
+                                   "model.layers.0.self_attn.k_proj.weight");
+  EXPECT_NE(whole.find("S(0)x2"), std::string::npos) << whole;
+  EXPECT_EQ(whole.find("tp:"), std::string::npos) << whole;
 }

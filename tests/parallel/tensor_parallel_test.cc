@@ -89,7 +89,7 @@ Result run_tp(const model::ModelConfig& cfg, int t, bool sp, bool defer_weights 
     for (int i = 0; i < m.params().size(); ++i) {
       const model::ParamSpec& p = plan.spec().params[size_t(i)];
       const parallel::ParamLayout& l = plan.param(i);
-      const bool sums = l.tp_replicas > 1 || l.reduce_axes.has(comm::Axis::Tp);
+      const bool sums = l.share_sums || l.reduce_axes.has(comm::Axis::Tp);
       const auto g = to_vector<double>(m.params().get(i).grad);
       for (int64_t e = 0; e < p.numel(); ++e) {
         const size_t at = size_t(base[size_t(p.global_index)] + p.global_flat(e));

@@ -82,10 +82,32 @@ TEST(TensorParallelBitwise, TheBlockCountIsPartOfTheArithmetic) {
   EXPECT_FALSE(r.pass()) << "4 and 8 canonical blocks summed the same way";
 }
 
-TEST(TensorParallelBitwise, RefusesWhatTheBlocksDoNotOrder) {
-  auto shared_kv = bitwise_config(false);
-  shared_kv.model.n_kv_heads = 1;
-  expect_config_error([&] { bitwise(shared_kv, "tp=2"); }, "KV head shared by several ranks");
+// Grouped-query attention (docs/math.md (M.76)): every layout runs the
+// backward per query head and sums a KV head's query heads in one tree; a
+// KV head shared by several tp ranks gathers their parts over them first.
+// Groups of 2, 4 and 3 (12 heads on 4 KV heads) and 6 (12 on 2, shared
+// by 2 ranks holding 3 each); biases and the tied table (GPT-2); sp, ZeRO-3,
+// pipeline stages and cp composed.
+TEST(TensorParallelBitwise, SharedKvHeadsAreBitwiseOneRank) {
+  struct Case {
+    int64_t heads, kv;
+    bool gpt2;
+    const char* layout;
+  };
+  for (const Case c : {Case{4, 1, false, "tp=2"}, Case{4, 1, false, "tp=4,sp=on"}, Case{4, 2, true, "tp=4"},
+                       Case{4, 2, false, "tp=2"}, Case{12, 4, false, "tp=4"}, Case{12, 2, true, "tp=4,sp=on"},
+                       Case{4, 1, true, "dp=2,tp=2,sp=on,zero=3"}, Case{4, 1, false, "dp=2,tp=2,pp=2,zero=3"},
+                       Case{4, 1, false, "cp=2,tp=2"}}) {
+    SCOPED_TRACE(::testing::Message() << c.heads << " heads on " << c.kv << " KV heads, "
+                                      << (c.gpt2 ? "gpt2 " : "llama ") << c.layout);
+    const auto r = bitwise(tp_test_config(c.heads, 8, c.kv, c.gpt2, c.gpt2), c.layout);  // KV rows >= 8 blocks
+    EXPECT_TRUE(r.pass()) << r.str();
+    EXPECT_TRUE(claims_cover(r, "tensor parallelism (tp ")) << r.str();
+    EXPECT_EQ(claims_cover(r, "KV heads shared by"), train::parse_layout(c.layout).tp > c.kv) << r.str();
+  }
+}
+
+TEST(TensorParallelBitwise, RefusesBlockCountsTpCannotSplit) {
   auto blocks = bitwise_config(false);
   blocks.training.reproducible_blocks = 2;
   expect_config_error([&] { bitwise(blocks, "tp=4"); },

@@ -61,17 +61,21 @@ TEST(TensorParallelMpi, EquivalentToSingleRank) {
 }
 
 // Reproducible mode's canonical blocks (docs/math.md (M.73)) make tp and
-// sp bitwise against one rank across processes too: zero difference in f32.
+// sp bitwise against one rank across processes too: zero difference in f32,
+// with whole KV heads per rank and with one KV head shared by the tp ranks
+// (its query heads' parts gathered over them, (M.76)).
 TEST(TensorParallelMpi, ReproducibleModeIsBitwiseOneRank) {
   auto world = comm::mpi_world();
   const int W = world->size();
   const auto ds = varied_documents(96, 3);
   set_compute_threads(1);
+  for (const int kv : {4, 1})
   for (const int tp : {2, W}) {
     if (W % tp != 0) continue;
-    SCOPED_TRACE(::testing::Message() << "world " << W << ": tp=" << tp << " sp dp=" << W / tp);
+    SCOPED_TRACE(::testing::Message() << "world " << W << ": tp=" << tp << " sp dp=" << W / tp << " kv=" << kv);
     auto cfg = model_config();
-    cfg.model.n_kv_heads = 4;  // whole KV heads per rank
+    cfg.model.n_kv_heads = kv;
+    cfg.model.head_dim = 8;  // one KV head's 8 features: the 8 canonical blocks
     cfg.model.ffn_hidden = 32;
     cfg.training.reproducible = true;
     cfg.parallel.tp = tp;

@@ -59,6 +59,8 @@ class KernelTable {
   virtual void copy(const Tensor& dst, const Tensor& src) const = 0;          // same numel and dtype
   // dst [M, w] = src[:, col : col + w] (src [M, K], same dtype).
   virtual void copy_columns(const Tensor& dst, const Tensor& src, int64_t col) const = 0;
+  // dst[:, col : col + w] = src [M, w] (dst [M, K], same dtype): copy_columns' inverse.
+  virtual void put_columns(const Tensor& dst, const Tensor& src, int64_t col) const = 0;
   virtual void fill(const Tensor& y, double value) const = 0;
   virtual void scale(const Tensor& y, double a) const = 0;                    // y *= a
   // Sum of squares in f64 over canonical blocks (elementwise.h kSumBlock):

@@ -12,7 +12,8 @@ constexpr std::string_view kLayer = "self-attention";
 }  // namespace
 
 SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
-                             const kernels::RopeTable* rope, const RingAttention* ring, int canonical_blocks)
+                             const kernels::RopeTable* rope, const RingAttention* ring, int canonical_blocks,
+                             comm::ProcessGroup* kv_share)
     : head_dim_(cfg.head_dim),
       op_(params.precision().compute),
       acc_(params.precision().accumulate()),
@@ -23,10 +24,12 @@ SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, con
       o_proj_(bind_linear(params, prefix + ".o_proj", false, TpStyle::Row, kLayer)),  // its bias: the block's
       q_heads_(q_proj_.out / cfg.head_dim),
       kv_heads_(k_proj_.out / cfg.head_dim),
+      group_(cfg.n_heads / cfg.n_kv_heads),
       rope_(rope),
       ring_(ring && ring->active() ? ring : nullptr),
       cp_(ring ? ring->group() : nullptr),
-      canonical_blocks_(canonical_blocks) {}
+      canonical_blocks_(canonical_blocks),
+      kv_share_(kv_share && kv_share->size() > 1 ? kv_share : nullptr) {}
 
 kernels::AttentionShape SelfAttention::shape(const TokenBatch& b) const {
   return {b.rows, b.seq, q_heads_, kv_heads_, head_dim_};
@@ -63,6 +66,27 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
   return s;
 }
 
+void SelfAttention::canonical_backward(const kernels::KernelTable& k, const Saved& s, const TokenBatch& b,
+                                       const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                       const std::shared_ptr<CachingAllocator>& alloc) const {
+  if (group_ == 1) {
+    chunk_pair_attention_backward(k, chunk_pairs(b), shape(b), s.q, s.k, s.v, scale(), s.out, s.lse, dout, dq, dk, dv,
+                                  alloc);
+    return;
+  }
+  // Per query head, then each KV head's tree over its query heads (docs/math.md (M.76)).
+  kernels::AttentionShape per_query = shape(b);
+  per_query.kv_heads = q_heads_;
+  const int64_t n = b.n();
+  const Tensor dk_q = activation(alloc, dk.dtype(), {n, q_proj_.out}, MemCategory::Workspace),
+               dv_q = activation(alloc, dv.dtype(), {n, q_proj_.out}, MemCategory::Workspace);
+  chunk_pair_attention_backward(k, chunk_pairs(b), per_query, s.q, repeat_kv_heads(k, s.k, q_heads_, head_dim_, alloc),
+                                repeat_kv_heads(k, s.v, q_heads_, head_dim_, alloc), scale(), s.out, s.lse, dout, dq,
+                                dk_q, dv_q, alloc);
+  sum_query_heads(k, dk_q, dk, head_dim_, kv_share_, alloc);
+  sum_query_heads(k, dv_q, dv, head_dim_, kv_share_, alloc);
+}
+
 void SelfAttention::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const TokenBatch& b,
                              const Tensor& dy, bool dy_changes, const Tensor& dxn, WeightGrads& wg,
                              const std::shared_ptr<CachingAllocator>& alloc) const {
@@ -78,8 +102,7 @@ void SelfAttention::backward(const kernels::KernelTable& k, const Tensor& xn, co
   Tensor dk = activation(alloc, dt, {n, k_proj_.out}, grads_cat);
   Tensor dv = activation(alloc, dt, {n, v_proj_.out}, grads_cat);
   if (b.token_blocks > 0)
-    chunk_pair_attention_backward(k, chunk_pairs(b), shape(b), s.q, s.k, s.v, scale(), s.out, s.lse, dout, dq, dk, dv,
-                                  alloc);
+    canonical_backward(k, s, b, dout, dq, dk, dv, alloc);
   else if (ring_)
     ring_->backward(shape(b), s.q, s.k, s.v, b.chunk_segments, scale(), s.out, s.lse, dout, dq, dk, dv, alloc);
   else

@@ -28,9 +28,12 @@ class SelfAttention {
   };
 
   // canonical_blocks: reproducible mode's blocks of the sums over heads'
-  // features (canonical_sum.h; 0: one GEMM each).
+  // features (canonical_sum.h; 0: one GEMM each). kv_share: the tp ranks
+  // sharing this rank's KV head (null: none; reproducible mode sums its
+  // gradient over them, canonical_attention.h).
   SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
-                const kernels::RopeTable* rope, const RingAttention* ring = nullptr, int canonical_blocks = 0);
+                const kernels::RopeTable* rope, const RingAttention* ring = nullptr, int canonical_blocks = 0,
+                comm::ProcessGroup* kv_share = nullptr);
   // xn is the projections' operand (in the policy's matmul type).
   // y = o_proj(attention(xn)) + base when base is defined (the fused
   // residual add; base may be y), else y = o_proj(attention(xn)) (a partial
@@ -49,14 +52,20 @@ class SelfAttention {
   kernels::AttentionShape shape(const TokenBatch& b) const;
   ChunkPairs chunk_pairs(const TokenBatch& b) const { return {cp_, b.token_blocks, b.chunk_segments}; }
   double scale() const;
+  // Reproducible mode's backward (chunk pairs; per query head under GQA).
+  void canonical_backward(const kernels::KernelTable& k, const Saved& s, const TokenBatch& b, const Tensor& dout,
+                          const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                          const std::shared_ptr<CachingAllocator>& alloc) const;
   int64_t head_dim_;
   DType op_, acc_;  // matmul operand type, accumulate/output type (precision policy)
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   int64_t q_heads_, kv_heads_;
+  int64_t group_;  // the model's query heads per KV head
   const kernels::RopeTable* rope_;
   const RingAttention* ring_;  // context parallelism: attention over the cp group (null or inactive: none)
   comm::ProcessGroup* cp_;     // the cp group (null: none)
   int canonical_blocks_;
+  comm::ProcessGroup* kv_share_;  // the tp ranks sharing this rank's KV head (null: none)
 };
 
 }  // namespace meshtrain::model

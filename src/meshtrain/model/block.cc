@@ -11,11 +11,11 @@ std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_strin
 
 Block::Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, const kernels::RopeTable* rope,
              const TpRegions& tp, bool fuse_residual, const RingAttention* ring, MoeLayerStats* moe_stats,
-             comm::ProcessGroup* ep)
+             comm::ProcessGroup* ep, comm::ProcessGroup* kv_share)
     : cfg_(cfg),
       norm1_(bind_norm(params, cfg, layer_prefix(layer) + ".input_layernorm")),
       norm2_(bind_norm(params, cfg, layer_prefix(layer) + ".post_attention_layernorm")),
-      attn_(cfg, params, layer_prefix(layer) + ".self_attn", rope, ring, tp.canonical_blocks()),
+      attn_(cfg, params, layer_prefix(layer) + ".self_attn", rope, ring, tp.canonical_blocks(), kv_share),
       moe_stats_(moe_stats),
       tp_(tp),
       // The residual joins after the reduction where there is one: a group, or canonical blocks (M.73).

@@ -37,7 +37,7 @@ class Block {
 
   Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, const kernels::RopeTable* rope,
         const TpRegions& tp, bool fuse_residual, const RingAttention* ring = nullptr,
-        MoeLayerStats* moe_stats = nullptr, comm::ProcessGroup* ep = nullptr);
+        MoeLayerStats* moe_stats = nullptr, comm::ProcessGroup* ep = nullptr, comm::ProcessGroup* kv_share = nullptr);
   // Returns the block output [nl, d]; `saved` receives what backward needs.
   // loss_coeff: the step's (the MoE aux loss shares it); record: count the
   // routing into the MoE stats (not in a replay or an evaluation).

@@ -158,4 +158,40 @@ void chunk_pair_attention_backward(const kernels::KernelTable& k, const ChunkPai
   }
 }
 
+Tensor repeat_kv_heads(const kernels::KernelTable& k, const Tensor& kv, int64_t q_heads, int64_t head_dim,
+                       const std::shared_ptr<CachingAllocator>& alloc) {
+  const int64_t n = kv.dim(0), kv_heads = kv.dim(1) / head_dim, per = q_heads / kv_heads;
+  MT_CHECK(per * kv_heads == q_heads, q_heads, " query heads over ", kv_heads, " KV heads");
+  Tensor out = Tensor::empty(Shape{n, q_heads * head_dim}, kv.dtype(), alloc, MemCategory::Workspace);
+  Tensor head = Tensor::empty(Shape{n, head_dim}, kv.dtype(), alloc, MemCategory::Workspace);
+  for (int64_t kh = 0; kh < kv_heads; ++kh) {
+    k.copy_columns(head, kv, kh * head_dim);
+    for (int64_t i = 0; i < per; ++i) k.put_columns(out, head, (kh * per + i) * head_dim);
+  }
+  return out;
+}
+
+void sum_query_heads(const kernels::KernelTable& k, const Tensor& per_query, const Tensor& out, int64_t head_dim,
+                     comm::ProcessGroup* share, const std::shared_ptr<CachingAllocator>& alloc) {
+  const int64_t n = per_query.dim(0), q_heads = per_query.dim(1) / head_dim, kv_heads = out.dim(1) / head_dim;
+  const int ranks = share ? share->size() : 1;
+  MT_CHECK(ranks == 1 || kv_heads == 1, "a KV head shared by ", ranks, " ranks, ", kv_heads, " held");
+  const int64_t per = q_heads / kv_heads, group = per * ranks;  // query heads per KV head: here, in all
+  Tensor all = per_query;
+  if (ranks > 1) {
+    all = Tensor::empty(Shape{ranks * n, q_heads * head_dim}, per_query.dtype(), alloc, MemCategory::Workspace);
+    share->all_gather(per_query, all);
+  }
+  const Tensor leaves = Tensor::empty(Shape{group * n, head_dim}, per_query.dtype(), alloc, MemCategory::Workspace);
+  for (int64_t kh = 0; kh < kv_heads; ++kh) {
+    BlockTree tree;
+    for (int64_t i = 0; i < group; ++i) {  // query head kh * group + i of the model's (rank i / per's)
+      const Tensor leaf = leaves.slice(i * n, (i + 1) * n);
+      k.copy_columns(leaf, all.slice((i / per) * n, (i / per + 1) * n), (kh * per + i % per) * head_dim);
+      tree.push(leaf);
+    }
+    k.put_columns(out, tree.fold(), kh * head_dim);
+  }
+}
+
 }  // namespace meshtrain::model

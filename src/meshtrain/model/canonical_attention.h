@@ -41,4 +41,19 @@ void chunk_pair_attention_backward(const kernels::KernelTable& k, const ChunkPai
                                    const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                    const std::shared_ptr<CachingAllocator>& alloc);
 
+// Grouped-query attention in reproducible mode (docs/math.md (M.76)): the
+// backward runs per query head (K and V repeated to the query heads), and a
+// KV head's dK/dV is the tree (M.10) over its query heads' parts in head
+// order, any number of them (BlockTree::fold) — on every layout, a KV head
+// shared by several tp ranks included.
+// kv [n, Hkv D] -> [n, Hq D]: query head h reads KV head h / (Hq / Hkv).
+Tensor repeat_kv_heads(const kernels::KernelTable& k, const Tensor& kv, int64_t q_heads, int64_t head_dim,
+                       const std::shared_ptr<CachingAllocator>& alloc);
+// out [n, Hkv D] = each KV head's tree over its query heads' parts
+// per_query [n, Hq D] (overwrites). share: the tp ranks sharing this rank's
+// one KV head, each holding its own query heads' parts in rank order (null
+// or size 1: whole groups here); the parts are all-gathered over it.
+void sum_query_heads(const kernels::KernelTable& k, const Tensor& per_query, const Tensor& out, int64_t head_dim,
+                     comm::ProcessGroup* share, const std::shared_ptr<CachingAllocator>& alloc);
+
 }  // namespace meshtrain::model

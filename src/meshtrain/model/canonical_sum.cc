@@ -27,7 +27,14 @@ std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks) {
   return slice_blocks(p.global_shape[size_t(dim)], blocks, p.global_offset[size_t(dim)], p.shape[size_t(dim)], p.name);
 }
 
-bool canonical_blocks_cover_tp(const ModelConfig& cfg, int tp) { return cfg.n_kv_heads % tp == 0; }
+int first_local_block(const ParamSpec& p, int dim, int blocks) {
+  if (blocks <= 1) return 0;
+  const int64_t n = p.global_shape[size_t(dim)], at = p.global_offset[size_t(dim)];
+  for (int i = 0; i < blocks; ++i)
+    if (canonical_block(n, blocks, i).offset == at) return i;
+  MT_THROW(ConfigError, p.name, ": its slice at ", at, " of ", n, " does not start a canonical block of ",
+           "training.reproducible_blocks = ", blocks);
+}
 
 void BlockTree::push(const Tensor& leaf) {
   stack_.push_back({0, next_++, leaf});
@@ -42,6 +49,12 @@ void BlockTree::push(const Tensor& leaf) {
     kernels::kernels_for(right.sum).add(stack_.back().sum, right.sum);  // left += right: (M.10)'s tree
     stack_.back().level += 1;
   }
+}
+
+const Tensor& BlockTree::fold() {
+  MT_CHECK(!stack_.empty(), "folding a block tree without leaves");
+  for (; stack_.size() > 1; stack_.pop_back()) kernels::kernels_for(stack_.back().sum).add(stack_[stack_.size() - 2].sum, stack_.back().sum);
+  return stack_[0].sum;
 }
 
 const Tensor& BlockTree::root() const {
@@ -67,23 +80,27 @@ Tensor columns(const kernels::KernelTable& k, const Tensor& t, Extent e, const s
 void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTerm>& terms, int blocks,
                         const Tensor& out, const std::shared_ptr<CachingAllocator>& alloc, const Tensor& base) {
   std::vector<std::vector<Extent>> slices;
-  for (const GemmTerm& t : terms) slices.push_back(local_blocks(*t.w->spec, t.trans_w ? 1 : 0, blocks));
+  std::vector<int> first;  // each term's first block's index
+  for (const GemmTerm& t : terms) {
+    const int dim = t.trans_w ? 1 : 0;
+    slices.push_back(local_blocks(*t.w->spec, dim, blocks));
+    first.push_back(first_local_block(*t.w->spec, dim, blocks));
+  }
   const size_t count = slices.empty() ? 0 : slices.front().size();
   MT_CHECK(!base.defined() || count == 1, "a residual inside a sum of ", count, " canonical blocks");
-  // A term holding another number of blocks (a KV head shared by several
-  // ranks: each holds all of it) is added whole after the tree:
-  // deterministic, not the same on every layout (verify --bitwise refuses it).
-  std::vector<size_t> blocked, whole;
-  for (size_t t = 0; t < terms.size(); ++t) (slices[t].size() == count ? blocked : whole).push_back(t);
   BlockTree tree;
   for (size_t j = 0; j < count; ++j) {
     const Tensor part = j == 0 ? out : Tensor::empty(out.shape(), out.dtype(), alloc, MemCategory::Workspace);
-    for (const size_t t : blocked) {
+    for (size_t t = 0; t < terms.size(); ++t) {
       const GemmTerm& term = terms[t];
-      const Extent e = slices[t][j];
+      // Block first[0] + j: a shared KV head's rank adds its own query heads' blocks of it (M.76).
+      const int64_t at = first[0] + int64_t(j) - first[t];
+      MT_CHECK(at >= 0 && at < int64_t(slices[t].size()), term.w->spec->name, " lacks canonical block ", first[0] + j);
+      const Extent e = slices[t][size_t(at)];
       const Tensor& w = term.w->value;
-      const Tensor a_j = count == 1 ? term.a : columns(k, term.a, e, alloc);
-      const Tensor w_j = count == 1 ? w : term.trans_w ? columns(k, w, e, alloc) : w.slice(e.offset, e.offset + e.length);
+      const bool whole = slices[t].size() == 1;
+      const Tensor a_j = whole ? term.a : columns(k, term.a, e, alloc);
+      const Tensor w_j = whole ? w : term.trans_w ? columns(k, w, e, alloc) : w.slice(e.offset, e.offset + e.length);
       if (t == 0 && base.defined())
         k.gemm_onto(false, term.trans_w, 1.0, a_j, w_j, base, part);
       else
@@ -92,7 +109,6 @@ void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTer
     tree.push(part);
   }
   if (count > 0) MT_CHECK(tree.root().raw() == out.raw(), "the block tree's root is not the output");
-  for (const size_t t : whole) k.gemm(false, terms[t].trans_w, 1.0, terms[t].a, terms[t].w->value, 1.0, out);
 }
 
 std::vector<Extent> token_blocks(const TpRegions& tp, const TokenBatch& b) {

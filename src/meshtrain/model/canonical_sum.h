@@ -35,11 +35,8 @@ std::vector<Extent> slice_blocks(int64_t n, int blocks, int64_t offset, int64_t 
 
 // The blocks of a parameter's dimension `dim` this rank holds.
 std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks);
-
-// Whether the canonical blocks order every sum tensor parallelism splits in
-// `cfg` at `tp`: not where a KV head is shared by several ranks (each holds
-// part of its gradient, which no block tree orders).
-bool canonical_blocks_cover_tp(const ModelConfig& cfg, int tp);
+// The index of the first of them (0 when blocks <= 1).
+int first_local_block(const ParamSpec& p, int dim, int blocks);
 
 // Adds leaves in a binary tree as they come (a binary counter: equal
 // levels are added at once, left += right): after 2^q leaves the first
@@ -55,6 +52,9 @@ class BlockTree {
   // Subtrees still apart: 1 after a power of two of leaves.
   size_t subtrees() const { return stack_.size(); }
   const Tensor& root() const;  // with one subtree (else an error)
+  // The sum of any number of leaves: the subtrees still apart added right
+  // to left (the last two first), into the first leaf's tensor; ends the tree.
+  const Tensor& fold();
   std::vector<Tensor> parts() const;  // the subtrees' sums, in leaf order
   void clear() { stack_.clear(), next_ = first_; }
 
@@ -80,9 +80,10 @@ struct GemmTerm {
 // out [M, N] = sum over terms of a op(w), as the canonical blocks of the
 // rank's slice of K: block j's partial is the terms' products over block j
 // (the first written, the others added, in term order), and the partials
-// are summed in the block tree. A term holding another number of blocks
-// than the first (a KV head shared by several ranks) is added whole after
-// the tree. With one block (blocks <= 1: the mode off) these are the plain
+// are summed in the block tree. The blocks are the first term's; another
+// term may hold more (a KV head shared by several ranks holds the whole
+// head's blocks, of which its rank's are added: docs/math.md (M.76)). With
+// one block (blocks <= 1: the mode off) these are the plain
 // GEMMs, `base` (undefined, or out's shape) added inside the first one:
 // out = base + sum (a residual; only with one block).
 void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTerm>& terms, int blocks,

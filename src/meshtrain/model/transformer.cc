@@ -18,7 +18,8 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
                   tp, cp, ep) {}
 
 Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec,
-                         ModelSpec local, comm::ProcessGroup* tp, comm::ProcessGroup* cp, comm::ProcessGroup* ep)
+                         ModelSpec local, comm::ProcessGroup* tp, comm::ProcessGroup* cp, comm::ProcessGroup* ep,
+                         comm::ProcessGroup* kv_share)
     : cfg_(finalized(cfg)),
       alloc_(std::move(alloc)),
       exec_(exec),
@@ -48,7 +49,7 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
     if (holds(int(l) + 1))
       blocks_[size_t(l)] =
           std::make_unique<Block>(cfg_, params_, l, rope, tp_.for_segment(int(l) + 1), exec_.fuse_residual,
-                                  ring_.get(), moe_stats_.find(l), ep);
+                                  ring_.get(), moe_stats_.find(l), ep, kv_share);
   if (holds(num_segments() - 1)) {
     // A tied head on another stage than the embedding reads the copy the
     // layout plan places there (its gradient is summed with the first's).

@@ -38,9 +38,11 @@ class Transformer {
               ModelPartition partition = ModelPartition::whole(), comm::ProcessGroup* tp = nullptr,
               comm::ProcessGroup* cp = nullptr, comm::ProcessGroup* ep = nullptr);
   // The same from a rank-local spec already built (localize: the layout
-  // plan's spec, handed over instead of built again).
+  // plan's spec, handed over instead of built again). kv_share: the tp ranks
+  // sharing this rank's KV head (KV heads fewer than tp ranks; null: none).
   Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocator> alloc, ExecOptions exec, ModelSpec local,
-              comm::ProcessGroup* tp, comm::ProcessGroup* cp, comm::ProcessGroup* ep);
+              comm::ProcessGroup* tp, comm::ProcessGroup* cp, comm::ProcessGroup* ep,
+              comm::ProcessGroup* kv_share = nullptr);
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
 

@@ -111,8 +111,11 @@ LayoutPlan::LayoutPlan(const model::ModelConfig& cfg, const comm::MeshShape& mes
     const int pieces = p.tp.pieces(mesh_.tp, p.name);
     if (p.tp.is_shard()) {
       // A piece shared by several tp ranks (KV heads fewer than ranks): each
-      // rank's gradient holds its own query heads' part (docs/math.md (M.38)).
+      // rank's gradient holds its own query heads' part (docs/math.md (M.38)),
+      // but in reproducible mode the whole of it, the dK/dV of the head's
+      // query heads summed over those ranks in the head tree (M.76).
       l.tp_replicas = mesh_.tp / pieces;
+      l.share_sums = l.tp_replicas > 1 && options_.canonical_blocks == 0;
       l.counts_in_norm = tp_rank % l.tp_replicas == 0;
     } else {
       // Replicated on tp: identical gradients, unless a sequence shard
@@ -208,7 +211,7 @@ std::string plan_table(const model::ModelConfig& cfg, const comm::MeshShape& mes
     const Row& row = rows[g];
     std::vector<std::string> shapes(row.shapes.begin(), row.shapes.end());
     std::string group = row.layout->reduce_axes.key();
-    if (row.layout->tp_replicas > 1) group += "+tp:" + std::to_string(row.layout->tp_replicas);
+    if (row.layout->share_sums) group += "+tp:" + std::to_string(row.layout->tp_replicas);
     if (row.layout->tied) group += "+" + row.stages;
     std::snprintf(line, sizeof line, "%-48s %-7s %-3s %-3s %-8s %-24s %-12s %12s\n", p.name.c_str(),
                   row.stages.c_str(), p.expert >= 0 && mesh.ep > 1 ? "ep" : "R", "R", p.tp.str(mesh.tp).c_str(),

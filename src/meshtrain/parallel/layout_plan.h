@@ -60,7 +60,8 @@ struct ParamLayout {
   // shard fed a replicated weight), the tp ranks sharing its piece (partial
   // gradients of a shared KV head), and the tie group of a tied copy.
   comm::Axes reduce_axes;
-  int tp_replicas = 1;                    // tp ranks sharing its piece whose gradients are partial
+  int tp_replicas = 1;                    // tp ranks sharing its piece (a KV head)
+  bool share_sums = false;                // its gradient is partial over them: summed (not in reproducible mode)
   bool tied = false;                      // also summed over the tie group (its two stages)
   bool counts_in_norm = true;             // this copy is the one the global norm counts
   bool writes_checkpoint = true;          // this copy's boxes go to checkpoints (then split over dp)

@@ -49,18 +49,20 @@ RankGroups resolve_groups(const LayoutPlan& plan, const comm::Mesh& mesh, const 
   g.tie = tie_group(g.pp, plan.tie_stages());
   if (g.tie) g.owned.push_back(g.tie);
   if (g.tp) {
-    std::set<int> shares;  // ascending: the same split order on every tp rank
+    std::set<int> shares;
     for (int i = 0; i < int(plan.spec().params.size()); ++i)
       if (plan.param(i).tp_replicas > 1) shares.insert(plan.param(i).tp_replicas);
+    MT_CHECK(shares.size() <= 1, "pieces shared by ", shares.size(), " different numbers of tp ranks");
     const int t = g.tp->size(), r = g.tp->rank();
-    for (int n : shares) {
+    if (!shares.empty()) {
+      const int n = *shares.begin();
       if (n == t) {
-        g.tp_shares[n] = g.tp;
-        continue;
+        g.kv_share = g.tp;
+      } else {
+        g.owned.push_back(
+            g.tp->split(r / n, r, comm::SplitPlace{n, r % n}, g.tp->name() + "/share" + std::to_string(n)));
+        g.kv_share = g.owned.back().get();
       }
-      g.owned.push_back(
-          g.tp->split(r / n, r, comm::SplitPlace{n, r % n}, g.tp->name() + "/share" + std::to_string(n)));
-      g.tp_shares[n] = g.owned.back().get();
     }
   }
   return g;

@@ -32,9 +32,10 @@ struct RankGroups {
   // The pipeline ranks holding a tied weight's copies (the plan's
   // tie_stages()), null where this rank holds none.
   std::shared_ptr<comm::ProcessGroup> tie;
-  // Sub-groups of tp: the r consecutive ranks sharing a piece, by r (a KV
-  // head on fewer heads than ranks; r = tp is the tp group itself).
-  std::map<int, comm::ProcessGroup*> tp_shares;
+  // The consecutive tp ranks sharing this rank's KV head (KV heads fewer
+  // than tp ranks: the plan's tp_replicas of k_proj and v_proj; the tp
+  // group itself for one head), null where heads are not shared.
+  comm::ProcessGroup* kv_share = nullptr;
   std::vector<std::shared_ptr<comm::ProcessGroup>> owned;  // the splits made here
 };
 

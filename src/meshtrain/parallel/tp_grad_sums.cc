@@ -20,7 +20,7 @@ TpGradSums::TpGradSums(const LayoutPlan& plan, const RankGroups& groups, std::sh
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamLayout& l = plan.param(int(i));
     comm::ProcessGroup* g =
-        l.reduce_axes.has(comm::Axis::Tp) ? tp : (l.tp_replicas > 1 ? groups.tp_shares.at(l.tp_replicas) : nullptr);
+        l.reduce_axes.has(comm::Axis::Tp) ? tp : (l.share_sums ? groups.kv_share : nullptr);
     if (!g) continue;
     group_of_[i] = g;
     auto& sums = by_unit_[size_t(params[i].unit)];

@@ -9,7 +9,6 @@
 
 #include "meshtrain/comm/launch.h"
 #include "meshtrain/core/threading.h"
-#include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/parallel/global_values.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/option_effects.h"
@@ -196,14 +195,7 @@ Layout parse_layout(const std::string& text) {
 
 EquivalenceConfigs equivalence_configs(const TrainConfig& cfg, const Layout& layout, bool bitwise) {
   TrainConfig par = cfg;
-  if (bitwise) {
-    const int tp = layout.tp;
-    MT_REQUIRE(ConfigError, model::canonical_blocks_cover_tp(cfg.model, tp), "layout ", layout.str(), ": --bitwise with ",
-               cfg.model.n_kv_heads, " KV heads over tp = ", tp, ": a KV head shared by several ranks gets their "
-               "partial gradients, which the canonical blocks do not order; use a tp that divides model.n_kv_heads, "
-               "or verify with a tolerance");
-    par.training.reproducible = true;
-  }
+  if (bitwise) par.training.reproducible = true;
   par = with_layout(par, layout);
   par.comm.backend = "threads";
   par.validate();  // the tensor-parallel shape rules, before anything runs
@@ -242,6 +234,9 @@ EquivalenceReport compare_with_single_rank(const TrainConfig& cfg, const Layout&
       r.claim_covers.push_back("tensor parallelism (tp " + std::to_string(layout.tp) + ": " +
                                std::to_string(par.training.reproducible_blocks) +
                                " canonical blocks of every split sum in one tree, docs/math.md (M.73))");
+    if (layout.tp > cfg.model.n_kv_heads)
+      r.claim_covers.push_back("KV heads shared by " + std::to_string(layout.tp / cfg.model.n_kv_heads) +
+                               " tp ranks (each KV head's query heads summed in one tree, docs/math.md (M.76))");
     if (layout.sequence_parallel)
       r.claim_covers.push_back("sequence parallelism (the replicated weights' sums over canonical token blocks)");
     if (layout.cp > 1)

@@ -2,7 +2,6 @@
 
 #include "meshtrain/checkpoint/model_config_json.h"
 #include "meshtrain/core/error.h"
-#include "meshtrain/model/canonical_sum.h"
 #include "meshtrain/parallel/layout_plan.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/kernel_environment.h"
@@ -70,7 +69,7 @@ LayoutFacts LayoutFacts::from_layout(const TrainConfig& cfg, const parallel::Lay
   f.sequence_parallel = cfg.parallel.sequence_parallel;
   f.backend = cfg.comm.backend;
   f.reproducible = cfg.training.reproducible;
-  f.canonical_blocks = model::canonical_blocks_cover_tp(cfg.model, mesh.tp) ? cfg.training.canonical_blocks() : 0;
+  f.canonical_blocks = cfg.training.canonical_blocks();
   f.tie_sums_two_stages = !plan.tie_stages().empty();
   f.kernels = kernel_environment();
   return f;

@@ -29,9 +29,9 @@ struct LayoutFacts {
   bool sequence_parallel = false;
   std::string backend = "threads";
   bool reproducible = false;
-  // Reproducible mode's canonical blocks where every sum tensor parallelism
-  // splits follows them (docs/math.md (M.73)): no KV head shared by several
-  // ranks; 0 otherwise, without the mode or before the blocks were recorded.
+  // Reproducible mode's canonical blocks, which every sum tensor parallelism
+  // splits follows (docs/math.md (M.73), (M.76)); 0 without the mode or
+  // before the blocks were recorded.
   int canonical_blocks = 0;
   // The tied embedding and the head sit on two pipeline stages: the tie
   // group sums the two copies' gradients, where one stage interleaves them.

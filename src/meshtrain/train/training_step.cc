@@ -74,7 +74,7 @@ TrainingStep::TrainingStep(const TrainConfig& cfg, comm::ParallelContext& ctx)
   exec.precision = cfg_.precision();
   exec.poison_stale_grads = poison_stale_grads_requested();
   model_ = std::make_unique<model::Transformer>(cfg_.model, ctx_.allocator, exec, layout_->spec(), groups_.tp,
-                                                groups_.cp, groups_.ep);
+                                                groups_.cp, groups_.ep, groups_.kv_share);
   engine_ = std::make_unique<parallel::DataParallel>(*model_, *layout_, groups_, cfg_.parallel, cfg_.optimizer,
                                                      ctx_.allocator);
   executor_ = std::make_unique<parallel::StepExecutor>(*model_, engine_.get(), groups_.pp, ctx_.ledger.get());

@@ -132,6 +132,25 @@ void shared_b(bool ta, bool tb, double alpha, const std::vector<KernelTable::Gem
   kernels::gemm_shared_b(ta, tb, sets.data(), int(sets.size()), N, K, float(alpha), ptr<In>(b));
 }
 
+// Columns [col, col + w) of `wide` [M, K] and `narrow` [M, w]: narrow = those
+// columns (to_narrow) or those columns = narrow.
+void column_copy(const Tensor& wide, const Tensor& narrow, int64_t col, bool to_narrow) {
+  const int64_t M = rows_of(wide), K = cols_of(wide), w = cols_of(narrow);
+  MT_CHECK(wide.dtype() == narrow.dtype() && rows_of(narrow) == M && col >= 0 && col + w <= K, "column copy: ",
+           narrow.shape().str(), " and columns ", col, "+ of ", wide.shape().str());
+  const size_t es = dtype_size(wide.dtype()), row = size_t(w) * es;
+  auto* wp = static_cast<char*>(wide.raw()) + size_t(col) * es;
+  auto* np = static_cast<char*>(narrow.raw());
+  parallel_range(M, M * w, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      char* a = wp + size_t(i * K) * es;
+      char* n = np + size_t(i) * row;
+      if (to_narrow) std::memcpy(n, a, row);
+      else std::memcpy(a, n, row);
+    }
+  });
+}
+
 class CpuKernels final : public KernelTable {
  public:
   Device device() const override { return Device::Cpu; }
@@ -244,15 +263,11 @@ class CpuKernels final : public KernelTable {
   }
 
   void copy_columns(const Tensor& dst, const Tensor& src, int64_t col) const override {
-    const int64_t M = rows_of(src), K = cols_of(src), w = cols_of(dst);
-    MT_CHECK(dst.dtype() == src.dtype() && rows_of(dst) == M && col >= 0 && col + w <= K, "copy_columns: ",
-             dst.shape().str(), " from columns ", col, "+ of ", src.shape().str());
-    const size_t es = dtype_size(src.dtype());
-    const auto* from = static_cast<const char*>(src.raw()) + size_t(col) * es;
-    auto* to = static_cast<char*>(dst.raw());
-    parallel_range(M, M * w, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) std::memcpy(to + size_t(i * w) * es, from + size_t(i * K) * es, size_t(w) * es);
-    });
+    column_copy(src, dst, col, true);
+  }
+
+  void put_columns(const Tensor& dst, const Tensor& src, int64_t col) const override {
+    column_copy(dst, src, col, false);
   }
 
   void gather_rows(const Tensor& src, const int32_t* rows, int64_t count, const Tensor& dst) const override {

@@ -23,6 +23,7 @@ class MetaKernels final : public KernelTable {
   void add(const Tensor&, const Tensor&) const override {}
   void copy(const Tensor&, const Tensor&) const override {}
   void copy_columns(const Tensor&, const Tensor&, int64_t) const override {}
+  void put_columns(const Tensor&, const Tensor&, int64_t) const override {}
   void fill(const Tensor&, double) const override {}
   void scale(const Tensor&, double) const override {}
   double sum_squares(const Tensor&) const override { return 0.0; }
