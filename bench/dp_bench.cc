@@ -8,7 +8,10 @@
 // Medians over the timed steps; the machine is shared: compare ratios.
 //   - reproducible mode (training.reproducible) against the same layout
 //     without it: step time and the extra memory of the gradient leaves.
-//   build/bench/dp_bench [--steps N] [--only reproducible]
+//   - uneven micro-batch counts per replica (parallel.replica_grad_accum):
+//     a window of 4 as 3 + 1 against 2 + 2, default and reproducible mode;
+//     the step follows the busiest replica (docs/math.md (M.75)).
+//   build/bench/dp_bench [--steps N] [--only reproducible|uneven]
 // Under mpirun (one rank per process, MPI backend) only the overlap
 // comparison runs; MESHTRAIN_MPI_PROGRESS=off shows it without the
 // backend's progress thread:
@@ -17,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "meshtrain/comm/launch.h"
@@ -146,6 +150,24 @@ void print_reproducible_cost(const data::TokenDataset& ds, int steps) {
   }
 }
 
+// A window of 4 micro-batches on R = 2: 3 + 1 against 2 + 2.
+void print_uneven_counts(const data::TokenDataset& ds, int steps) {
+  std::printf("\nuneven micro-batch counts per replica (R=2, a window of 4 micro-batches of 4 rows; step-time ratio "
+              "to 2 + 2; the busiest replica's share predicts 1.5x):\n");
+  for (bool reproducible : {false, true}) {
+    auto cfg = [&](std::vector<int64_t> counts) {
+      train::TrainConfig c = bench_small(0, true, 4);
+      c.parallel.replica_grad_accum = counts;
+      c.training.grad_accum = *std::max_element(counts.begin(), counts.end());
+      c.training.reproducible = reproducible;
+      return c;
+    };
+    const Result even = run(cfg({2, 2}), ds, steps), uneven = run(cfg({3, 1}), ds, steps);
+    std::printf("  %s: 2 + 2 %.3f s, 3 + 1 %.3f s a step (%.3fx)\n", reproducible ? "reproducible" : "default",
+                even.step_s, uneven.step_s, uneven.step_s / even.step_s);
+  }
+}
+
 std::string mib(int64_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", double(b) / (1024.0 * 1024.0));
@@ -156,16 +178,18 @@ std::string mib(int64_t b) {
 
 int main(int argc, char** argv) {
   int steps = 3;
-  bool mpi = false, only_reproducible = false;
+  bool mpi = false;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) mpi = !std::strcmp(argv[++i], "mpi");
-    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only_reproducible = !std::strcmp(argv[++i], "reproducible");
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
   }
   const auto ds = random_documents(256, 257);
   if (mpi) return run_mpi(ds, steps);
-  if (only_reproducible) {
-    print_reproducible_cost(ds, steps);
+  if (only == "reproducible" || only == "uneven") {
+    if (only == "reproducible") print_reproducible_cost(ds, steps);
+    else print_uneven_counts(ds, steps);
     return 0;
   }
   std::printf("dp_bench: bench-small model, R=2 threads ranks (1 compute thread each), micro-batch 4 x 256 per "
@@ -200,5 +224,6 @@ int main(int argc, char** argv) {
                 mib(m.total_peak).c_str(), r.step_s);
   }
   print_reproducible_cost(ds, steps);
+  print_uneven_counts(ds, steps);
   return 0;
 }
