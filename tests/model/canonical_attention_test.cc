@@ -94,6 +94,23 @@ TEST(ChunkPairAttention, OneRankEqualsPlainAttentionOnTheRows) {
   expect_close(to_pairs(to_vector<double>(pdq), Hq, true), to_vector<double>(dq), "dq");
   expect_close(to_pairs(to_vector<double>(pdk), Hkv, true), to_vector<double>(dk), "dk");
   expect_close(to_pairs(to_vector<double>(pdv), Hkv, true), to_vector<double>(dv), "dv");
+  // Each query head's part apart (docs/math.md (M.76)): the same dq bits, and
+  // a KV head's query heads add up to its dk and dv.
+  kernels::AttentionShape per_query = pseudo;
+  per_query.kv_grads_per_query = true;
+  const Tensor qdq = zeros(B * T * Hq * D), qdk = zeros(B * T * Hq * D), qdv = zeros(B * T * Hq * D);
+  model::chunk_pair_attention_backward(k, pairs, per_query, pq, pk, pv, scale, pout, plse, t(to_pairs(dout, Hq)), qdq,
+                                       qdk, qdv, alloc);
+  EXPECT_EQ(to_vector<double>(qdq), to_vector<double>(pdq));
+  for (const auto& [parts, whole, what] : {std::tuple{qdk, pdk, "dk"}, std::tuple{qdv, pdv, "dv"}}) {
+    const auto q_parts = to_vector<double>(parts);
+    std::vector<double> summed(size_t(B * T * Hkv * D), 0.0);
+    for (int64_t r = 0; r < B * T; ++r)
+      for (int64_t h = 0; h < Hq; ++h)
+        for (int64_t d = 0; d < D; ++d)
+          summed[size_t((r * Hkv + h / (Hq / Hkv)) * D + d)] += q_parts[size_t((r * Hq + h) * D + d)];
+    expect_close(summed, to_vector<double>(whole), what);
+  }
   // lse [pseudo-row, Hq, c] against [B, Hq, T]: the same value per (row, head, position).
   const auto want = to_vector<double>(lse), got = to_vector<double>(plse);
   for (int64_t vv = 0; vv < V; ++vv)
@@ -107,9 +124,8 @@ TEST(ChunkPairAttention, OneRankEqualsPlainAttentionOnTheRows) {
           }
 }
 
-// Grouped-query attention's head tree (docs/math.md (M.76)): K/V repeated
-// to the query heads, and each KV head's dK as the tree over its query
-// heads' parts, subtrees of a count that is not a power of two added right
+// Grouped-query attention's head tree (docs/math.md (M.76)): each KV
+// head's dK as the tree over its query heads' parts, subtrees of a count that is not a power of two added right
 // to left; two ranks sharing one KV head (3 query heads each) end with the
 // one-rank bits. f32, where another grouping would round differently.
 namespace {
@@ -120,18 +136,6 @@ std::vector<float> random_f32(int64_t n, uint64_t stream) {
   return v;
 }
 }  // namespace
-
-TEST(GroupedQueryHeads, RepeatGivesEachQueryHeadItsKvHead) {
-  auto alloc = CachingAllocator::create();
-  const kernels::KernelTable& k = kernels::kernels_for(Device::Cpu);
-  constexpr int64_t n = 3, kv = 2, q = 6, d = 2;
-  const auto src = random_f32(n * kv * d, 1);
-  const auto got = to_vector<float>(model::repeat_kv_heads(k, tensor_from(src, Shape{n, kv * d}, alloc), q, d, alloc));
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t h = 0; h < q; ++h)
-      for (int64_t i = 0; i < d; ++i)
-        EXPECT_EQ(got[size_t((t * q + h) * d + i)], src[size_t((t * kv + h / 3) * d + i)]);
-}
 
 TEST(GroupedQueryHeads, EachKvHeadIsTheTreeOverItsQueryHeadsOnEveryLayout) {
   auto alloc = CachingAllocator::create();

@@ -76,13 +76,12 @@ void SelfAttention::canonical_backward(const kernels::KernelTable& k, const Save
   }
   // Per query head, then each KV head's tree over its query heads (docs/math.md (M.76)).
   kernels::AttentionShape per_query = shape(b);
-  per_query.kv_heads = q_heads_;
+  per_query.kv_grads_per_query = true;
   const int64_t n = b.n();
   const Tensor dk_q = activation(alloc, dk.dtype(), {n, q_proj_.out}, MemCategory::Workspace),
                dv_q = activation(alloc, dv.dtype(), {n, q_proj_.out}, MemCategory::Workspace);
-  chunk_pair_attention_backward(k, chunk_pairs(b), per_query, s.q, repeat_kv_heads(k, s.k, q_heads_, head_dim_, alloc),
-                                repeat_kv_heads(k, s.v, q_heads_, head_dim_, alloc), scale(), s.out, s.lse, dout, dq,
-                                dk_q, dv_q, alloc);
+  chunk_pair_attention_backward(k, chunk_pairs(b), per_query, s.q, s.k, s.v, scale(), s.out, s.lse, dout, dq, dk_q,
+                                dv_q, alloc);
   sum_query_heads(k, dk_q, dk, head_dim_, kv_share_, alloc);
   sum_query_heads(k, dv_q, dv, head_dim_, kv_share_, alloc);
 }

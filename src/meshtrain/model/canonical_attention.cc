@@ -12,11 +12,11 @@ namespace meshtrain::model {
 namespace {
 
 // The geometry of one call: P ranks of L pairs each, V = P L pairs, B rows
-// of T = 2 V c positions; q rows of qrow elements, K/V rows of kvrow per
+// of T = 2 V c positions; q rows of qrow elements per
 // chunk of one row.
 struct Pairs {
   int P, r;
-  int64_t L, V, B, c, T, Hq, Hkv, D, qrow, kvrow;
+  int64_t L, V, B, c, T, Hq, Hkv, D, qrow;
   const int32_t* chunk_segments;
   int64_t pseudo(int64_t j, int h, int64_t b) const { return (2 * j + h) * B + b; }
   int chunk(int64_t v, int h) const { return cp_chunk(int(V), int(v), h); }
@@ -38,20 +38,20 @@ Pairs pairs_of(const ChunkPairs& p, const kernels::AttentionShape& s) {
   g.Hkv = s.kv_heads;
   g.D = s.head_dim;
   g.qrow = g.c * g.Hq * g.D;
-  g.kvrow = g.c * g.Hkv * g.D;
   g.chunk_segments = p.chunk_segments;
   return g;
 }
 
-// Every pair's rows (pair-major, [V, 2, B, c, Hkv, D]) <-> position order
-// [B, T, Hkv, D]; to_rows = false goes the other way.
-void permute(const kernels::KernelTable& k, const Pairs& g, const Tensor& pair_major, const Tensor& rows,
-             bool to_rows) {
+// Every pair's rows (pair-major, [V, 2, B, c, heads, D]) <-> position order
+// [B, T, heads, D]; to_rows = false goes the other way.
+void permute(const kernels::KernelTable& k, const Pairs& g, int64_t heads, const Tensor& pair_major,
+             const Tensor& rows, bool to_rows) {
+  const int64_t chunk = g.c * heads * g.D;
   for (int64_t v = 0; v < g.V; ++v)
     for (int h = 0; h < 2; ++h)
       for (int64_t b = 0; b < g.B; ++b) {
-        const int64_t from = ((2 * v + h) * g.B + b) * g.kvrow, to = (b * g.T + g.chunk(v, h) * g.c) * g.Hkv * g.D;
-        const Tensor pm = pair_major.flat_slice(from, from + g.kvrow), rw = rows.flat_slice(to, to + g.kvrow);
+        const int64_t from = ((2 * v + h) * g.B + b) * chunk, to = (b * g.T + g.chunk(v, h) * g.c) * heads * g.D;
+        const Tensor pm = pair_major.flat_slice(from, from + chunk), rw = rows.flat_slice(to, to + chunk);
         if (to_rows) k.copy(rw, pm);
         else k.copy(pm, rw);
       }
@@ -66,7 +66,7 @@ Tensor rows_of_all(const kernels::KernelTable& k, const ChunkPairs& p, const Pai
     p.cp->all_gather(local.view(Shape{local.numel()}), all);
   }
   Tensor rows = Tensor::empty(Shape{g.B * g.T * g.Hkv * g.D}, local.dtype(), alloc, MemCategory::Workspace);
-  permute(k, g, all, rows, true);
+  permute(k, g, g.Hkv, all, rows, true);
   return rows;
 }
 
@@ -126,7 +126,8 @@ void chunk_pair_attention_backward(const kernels::KernelTable& k, const ChunkPai
   const Pairs g = pairs_of(p, s);
   const Tensor K = rows_of_all(k, p, g, kk, alloc), Vr = rows_of_all(k, p, g, v, alloc);
   const std::vector<int32_t> seg = segments_in_order(g);
-  const int64_t n = g.B * g.T * g.Hkv * g.D;
+  const int64_t heads = s.kv_grads_per_query ? g.Hq : g.Hkv;  // of dk and dv
+  const int64_t n = g.B * g.T * heads * g.D;
   k.fill(dq, 0.0);
   BlockTree tree;  // over this rank's pairs: dK then dV of the whole rows
   for (int64_t j = 0; j < g.L; ++j) {
@@ -137,38 +138,27 @@ void chunk_pair_attention_backward(const kernels::KernelTable& k, const ChunkPai
       const int64_t pr = g.pseudo(j, h, 0);
       const ChunkSpans sp = spans(g, seg, i);
       const auto qr = [&](const Tensor& t) { return t.flat_slice(pr * g.qrow, (pr + g.B) * g.qrow); };
-      k.attention_partial_backward(g.chunk_shape(), qr(q), sp.qs, K, Vr, sp.ks, scale, qr(out),
+      kernels::AttentionShape shape = g.chunk_shape();
+      shape.kv_grads_per_query = s.kv_grads_per_query;
+      k.attention_partial_backward(shape, qr(q), sp.qs, K, Vr, sp.ks, scale, qr(out),
                                    lse.flat_slice(pr * g.Hq * g.c, (pr + g.B) * g.Hq * g.c), qr(dout), qr(dq), pk, pv);
     }
     tree.push(pair);
   }
   const Tensor& sum = tree.root();
   if (g.P == 1) {
-    permute(k, g, dk, sum.flat_slice(0, n), false);
-    permute(k, g, dv, sum.flat_slice(n, 2 * n), false);
+    permute(k, g, heads, dk, sum.flat_slice(0, n), false);
+    permute(k, g, heads, dv, sum.flat_slice(n, 2 * n), false);
     return;
   }
   // The cp ranks' subtrees: the tree's top levels, each rank left its own pairs.
   for (int t = 0; t < 2; ++t) {
     const Tensor& mine = t == 0 ? dk : dv;
     Tensor all = Tensor::empty(Shape{n}, q.dtype(), alloc, MemCategory::Workspace);
-    permute(k, g, all, sum.flat_slice(t * n, (t + 1) * n), false);
+    permute(k, g, heads, all, sum.flat_slice(t * n, (t + 1) * n), false);
     tree_reduce_scatter(*p.cp, all, alloc);
     k.copy(mine.view(Shape{mine.numel()}), all.flat_slice(g.r * mine.numel(), (g.r + 1) * mine.numel()));
   }
-}
-
-Tensor repeat_kv_heads(const kernels::KernelTable& k, const Tensor& kv, int64_t q_heads, int64_t head_dim,
-                       const std::shared_ptr<CachingAllocator>& alloc) {
-  const int64_t n = kv.dim(0), kv_heads = kv.dim(1) / head_dim, per = q_heads / kv_heads;
-  MT_CHECK(per * kv_heads == q_heads, q_heads, " query heads over ", kv_heads, " KV heads");
-  Tensor out = Tensor::empty(Shape{n, q_heads * head_dim}, kv.dtype(), alloc, MemCategory::Workspace);
-  Tensor head = Tensor::empty(Shape{n, head_dim}, kv.dtype(), alloc, MemCategory::Workspace);
-  for (int64_t kh = 0; kh < kv_heads; ++kh) {
-    k.copy_columns(head, kv, kh * head_dim);
-    for (int64_t i = 0; i < per; ++i) k.put_columns(out, head, (kh * per + i) * head_dim);
-  }
-  return out;
 }
 
 void sum_query_heads(const kernels::KernelTable& k, const Tensor& per_query, const Tensor& out, int64_t head_dim,

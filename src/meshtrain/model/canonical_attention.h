@@ -34,7 +34,8 @@ struct ChunkPairs {
 void chunk_pair_attention_forward(const kernels::KernelTable& k, const ChunkPairs& p, const kernels::AttentionShape& s,
                                   const Tensor& q, const Tensor& kk, const Tensor& v, double scale, const Tensor& out,
                                   const Tensor& lse, const std::shared_ptr<CachingAllocator>& alloc);
-// Overwrites dq, dk, dv (this rank's positions).
+// Overwrites dq, dk, dv (this rank's positions; dk, dv [.., Hq, D] per
+// query head where s.kv_grads_per_query).
 void chunk_pair_attention_backward(const kernels::KernelTable& k, const ChunkPairs& p,
                                    const kernels::AttentionShape& s, const Tensor& q, const Tensor& kk,
                                    const Tensor& v, double scale, const Tensor& out, const Tensor& lse,
@@ -42,13 +43,10 @@ void chunk_pair_attention_backward(const kernels::KernelTable& k, const ChunkPai
                                    const std::shared_ptr<CachingAllocator>& alloc);
 
 // Grouped-query attention in reproducible mode (docs/math.md (M.76)): the
-// backward runs per query head (K and V repeated to the query heads), and a
+// backward keeps each query head's dK/dV apart (kv_grads_per_query), and a
 // KV head's dK/dV is the tree (M.10) over its query heads' parts in head
 // order, any number of them (BlockTree::fold) — on every layout, a KV head
 // shared by several tp ranks included.
-// kv [n, Hkv D] -> [n, Hq D]: query head h reads KV head h / (Hq / Hkv).
-Tensor repeat_kv_heads(const kernels::KernelTable& k, const Tensor& kv, int64_t q_heads, int64_t head_dim,
-                       const std::shared_ptr<CachingAllocator>& alloc);
 // out [n, Hkv D] = each KV head's tree over its query heads' parts
 // per_query [n, Hq D] (overwrites). share: the tp ranks sharing this rank's
 // one KV head, each holding its own query heads' parts in rank order (null

@@ -15,6 +15,10 @@ namespace meshtrain::kernels {
 
 struct AttentionShape {
   int64_t batch = 1, seq = 1, q_heads = 1, kv_heads = 1, head_dim = 1;
+  // The partial backward's dk and dv per query head ([.., q_heads, D]: each
+  // query head's part of its KV head's gradient, apart; reproducible mode's
+  // grouped-query attention, docs/math.md (M.76)) instead of per KV head.
+  bool kv_grads_per_query = false;
 };
 
 template <typename T>

@@ -234,8 +234,12 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
     T* delta = P + 2 * kBq * kBk;  // [group, span]
     const BackwardTiles<T> tiles{scratch, scratch + tile_elems, scratch + 2 * tile_elems, P, P + kBq * kBk};
     const KeyRange<T> kr = key_range(s, k, v, ks, b, hk);
-    T* dk_b = dk + (kr.k - k);
-    T* dv_b = dv + (kr.k - k);
+    // Where query head h's dk/dv rows start: its KV head's, or its own.
+    const int64_t ld_grad = s.kv_grads_per_query ? ldq : kr.ldk;
+    auto grads_at = [&](int64_t h) {
+      if (!s.kv_grads_per_query) return kr.k - k;
+      return b * (ks.row_stride ? ks.row_stride : ks.len) * ldq + h * D;
+    };
     for (int64_t s0 = 0; s0 < qs.len; s0 += span_rows) {
       const int64_t span = std::min(span_rows, qs.len - s0);
       pack_query_span(s, qs.len, q, out, dout, b, hk, s0, span, qp, dop, delta);
@@ -260,9 +264,9 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
               packed = true;
             }
             const int64_t row = g * span + i0 - s0;  // in the span's packed [group, span] rows
+            const int64_t at = grads_at(h) + j0 * ld_grad;
             backward_tile(D, geo, kind, tiles, qp + row * D, dop + row * D, lse + (b * H + h) * qs.len + i0,
-                          delta + row, scale, dq + (qt.q - q), ldq, dk_b + j0 * kr.ldk, dv_b + j0 * kr.ldk,
-                          kr.ldk);
+                          delta + row, scale, dq + (qt.q - q), ldq, dk + at, dv + at, ld_grad);
           }
         }
       }
@@ -274,6 +278,7 @@ template <typename T>
 void attention_backward(const AttentionShape& s, const T* q, const T* k, const T* v, const int32_t* seg, T scale,
                         const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   check_shape(s);
+  MT_CHECK(!s.kv_grads_per_query, "attention_backward: per-query-head KV gradients are the partial backward's");
   const int64_t nq = s.batch * s.seq * s.q_heads * s.head_dim;
   const int64_t nk = s.batch * s.seq * s.kv_heads * s.head_dim;
   parallel_zero_bytes(dq, sizeof(T) * nq);
