@@ -94,8 +94,9 @@ TEST(ChunkPairAttention, OneRankEqualsPlainAttentionOnTheRows) {
   expect_close(to_pairs(to_vector<double>(pdq), Hq, true), to_vector<double>(dq), "dq");
   expect_close(to_pairs(to_vector<double>(pdk), Hkv, true), to_vector<double>(dk), "dk");
   expect_close(to_pairs(to_vector<double>(pdv), Hkv, true), to_vector<double>(dv), "dv");
-  // Each query head's part apart (docs/math.md (M.76)): the same dq bits, and
-  // a KV head's query heads add up to its dk and dv.
+  // Each query head's part apart (docs/math.md (M.76)): the same dq bits, a
+  // KV head's query heads add up to its dk and dv, and each part is bit for
+  // bit what multi-head attention gives that head on its KV head's K and V.
   kernels::AttentionShape per_query = pseudo;
   per_query.kv_grads_per_query = true;
   const Tensor qdq = zeros(B * T * Hq * D), qdk = zeros(B * T * Hq * D), qdv = zeros(B * T * Hq * D);
@@ -111,6 +112,20 @@ TEST(ChunkPairAttention, OneRankEqualsPlainAttentionOnTheRows) {
           summed[size_t((r * Hkv + h / (Hq / Hkv)) * D + d)] += q_parts[size_t((r * Hq + h) * D + d)];
     expect_close(summed, to_vector<double>(whole), what);
   }
+  auto repeated = [&](const std::vector<double>& kv) {  // [rows, Hkv, D] -> [rows, Hq, D]
+    std::vector<double> out;
+    for (int64_t r = 0; r < B * T; ++r)
+      for (int64_t h = 0; h < Hq; ++h)
+        for (int64_t d = 0; d < D; ++d) out.push_back(kv[size_t((r * Hkv + h / (Hq / Hkv)) * D + d)]);
+    return out;
+  };
+  const kernels::AttentionShape mha{2 * V * B, c, Hq, Hq, D};
+  const Tensor mdq = zeros(B * T * Hq * D), mdk = zeros(B * T * Hq * D), mdv = zeros(B * T * Hq * D);
+  model::chunk_pair_attention_backward(k, pairs, mha, pq, t(repeated(to_vector<double>(pk))),
+                                       t(repeated(to_vector<double>(pv))), scale, pout, plse, t(to_pairs(dout, Hq)),
+                                       mdq, mdk, mdv, alloc);
+  EXPECT_EQ(to_vector<double>(qdk), to_vector<double>(mdk));
+  EXPECT_EQ(to_vector<double>(qdv), to_vector<double>(mdv));
   // lse [pseudo-row, Hq, c] against [B, Hq, T]: the same value per (row, head, position).
   const auto want = to_vector<double>(lse), got = to_vector<double>(plse);
   for (int64_t vv = 0; vv < V; ++vv)
