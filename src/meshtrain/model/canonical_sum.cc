@@ -53,7 +53,10 @@ void BlockTree::push(const Tensor& leaf) {
 
 const Tensor& BlockTree::fold() {
   MT_CHECK(!stack_.empty(), "folding a block tree without leaves");
-  for (; stack_.size() > 1; stack_.pop_back()) kernels::kernels_for(stack_.back().sum).add(stack_[stack_.size() - 2].sum, stack_.back().sum);
+  for (; stack_.size() > 1; stack_.pop_back()) {
+    const Tensor& right = stack_.back().sum;
+    kernels::kernels_for(right).add(stack_[stack_.size() - 2].sum, right);  // left += right
+  }
   return stack_[0].sum;
 }
 
