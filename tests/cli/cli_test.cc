@@ -172,6 +172,11 @@ TEST(CliTrain, TinyRunThenCkptGenerateEvalAndVerify) {
   EXPECT_EQ(tp2.code, 0) << tp2.err;
   EXPECT_TRUE(contains(tp2.out, "tp=2,sp=on vs single rank")) << tp2.out;
   EXPECT_TRUE(contains(tp2.out, "PASS")) << tp2.out;
+  // ... and bitwise in reproducible mode, the shared KV head included (docs/math.md (M.76)).
+  const Result tp2_bits = run_cli({"verify", cfg, "--layout", "tp=2,sp=on", "--steps", "1", "--bitwise"});
+  EXPECT_EQ(tp2_bits.code, 0) << tp2_bits.err;
+  EXPECT_TRUE(contains(tp2_bits.out, "KV heads shared by 2 tp ranks")) << tp2_bits.out;
+  EXPECT_TRUE(contains(tp2_bits.out, "PASS")) << tp2_bits.out;
   expect_failure({"verify", cfg, "--layout", "tp=3"}, "model.n_heads = 2 does not split over parallel.tp = 3");
   // Context parallelism trains: 32 positions cut into 2 x 2 chunks; 2 x 3 chunks do not fit.
   const Result cp2 = run_cli({"verify", cfg, "--layout", "cp=2", "--steps", "1"});
