@@ -157,8 +157,7 @@ void print_uneven_counts(const data::TokenDataset& ds, int steps) {
   for (bool reproducible : {false, true}) {
     auto cfg = [&](std::vector<int64_t> counts) {
       train::TrainConfig c = bench_small(0, true, 4);
-      c.parallel.replica_grad_accum = counts;
-      c.training.grad_accum = *std::max_element(counts.begin(), counts.end());
+      c.parallel.replica_grad_accum = counts;  // training.grad_accum follows: the largest (validate)
       c.training.reproducible = reproducible;
       return c;
     };

@@ -69,23 +69,25 @@ TEST(TensorParallelMpi, ReproducibleModeIsBitwiseOneRank) {
   const int W = world->size();
   const auto ds = varied_documents(96, 3);
   set_compute_threads(1);
-  for (const int kv : {4, 1})
-  for (const int tp : {2, W}) {
-    if (W % tp != 0) continue;
-    SCOPED_TRACE(::testing::Message() << "world " << W << ": tp=" << tp << " sp dp=" << W / tp << " kv=" << kv);
-    auto cfg = model_config();
-    cfg.model.n_kv_heads = kv;
-    cfg.model.head_dim = 8;  // one KV head's 8 features: the 8 canonical blocks
-    cfg.model.ffn_hidden = 32;
-    cfg.training.reproducible = true;
-    cfg.parallel.tp = tp;
-    cfg.parallel.dp = W / tp;
-    cfg.parallel.sequence_parallel = true;
-    const auto ref = single_rank_records(cfg, cfg.parallel.dp, ds, 3);
-    comm::ParallelContext ctx = mpi_context(world, train::mesh_for(cfg, W));
-    train::Trainer t(cfg, ctx, ds, std::nullopt);
-    const auto r = train::compare_records(ref, train::record_steps(t, 3), train::global_tensors(cfg.model), "fp32", 0.0);
-    EXPECT_TRUE(r.pass()) << r.str();
+  for (const int kv : {4, 1}) {
+    for (const int tp : {2, W}) {
+      if (W % tp != 0) continue;
+      SCOPED_TRACE(::testing::Message() << "world " << W << ": tp=" << tp << " sp dp=" << W / tp << " kv=" << kv);
+      auto cfg = model_config();
+      cfg.model.n_kv_heads = kv;
+      cfg.model.head_dim = 8;  // one KV head's 8 features: the 8 canonical blocks
+      cfg.model.ffn_hidden = 32;
+      cfg.training.reproducible = true;
+      cfg.parallel.tp = tp;
+      cfg.parallel.dp = W / tp;
+      cfg.parallel.sequence_parallel = true;
+      const auto ref = single_rank_records(cfg, cfg.parallel.dp, ds, 3);
+      comm::ParallelContext ctx = mpi_context(world, train::mesh_for(cfg, W));
+      train::Trainer t(cfg, ctx, ds, std::nullopt);
+      const auto r =
+          train::compare_records(ref, train::record_steps(t, 3), train::global_tensors(cfg.model), "fp32", 0.0);
+      EXPECT_TRUE(r.pass()) << r.str();
+    }
   }
 }
 

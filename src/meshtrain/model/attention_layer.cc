@@ -29,7 +29,7 @@ SelfAttention::SelfAttention(const ModelConfig& cfg, ParameterStore& params, con
       ring_(ring && ring->active() ? ring : nullptr),
       cp_(ring ? ring->group() : nullptr),
       canonical_blocks_(canonical_blocks),
-      kv_share_(kv_share && kv_share->size() > 1 ? kv_share : nullptr) {}
+      kv_share_(kv_share) {}
 
 kernels::AttentionShape SelfAttention::shape(const TokenBatch& b) const {
   return {b.rows, b.seq, q_heads_, kv_heads_, head_dim_};

@@ -65,7 +65,7 @@ class SelfAttention {
   const RingAttention* ring_;  // context parallelism: attention over the cp group (null or inactive: none)
   comm::ProcessGroup* cp_;     // the cp group (null: none)
   int canonical_blocks_;
-  comm::ProcessGroup* kv_share_;  // the tp ranks sharing this rank's KV head (null: none)
+  comm::ProcessGroup* kv_share_;  // the tp ranks sharing this rank's KV head (null or one: none)
 };
 
 }  // namespace meshtrain::model

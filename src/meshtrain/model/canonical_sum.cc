@@ -7,14 +7,18 @@ namespace meshtrain::model {
 
 Extent canonical_block(int64_t n, int blocks, int i) { return split_extent(n, 1, blocks, i, "a canonical block"); }
 
-std::vector<Extent> slice_blocks(int64_t n, int blocks, int64_t offset, int64_t length, std::string_view what) {
+std::vector<Extent> slice_blocks(int64_t n, int blocks, int64_t offset, int64_t length, std::string_view what,
+                                 int* first) {
+  if (first) *first = 0;
   if (blocks <= 1) return {Extent{0, length}};
   MT_REQUIRE(ConfigError, n >= blocks, what, ": ", n, " elements cannot form training.reproducible_blocks = ", blocks,
              " canonical blocks; lower training.reproducible_blocks");
   std::vector<Extent> out;
   for (int i = 0; i < blocks; ++i) {
     const Extent e = canonical_block(n, blocks, i);
-    if (e.offset >= offset && e.offset + e.length <= offset + length) out.push_back({e.offset - offset, e.length});
+    if (e.offset < offset || e.offset + e.length > offset + length) continue;
+    if (first && out.empty()) *first = i;
+    out.push_back({e.offset - offset, e.length});
   }
   const int64_t covered = out.empty() ? 0 : out.back().offset + out.back().length - out.front().offset;
   MT_REQUIRE(ConfigError, !out.empty() && out.front().offset == 0 && covered == length, what, ": the slice [", offset,
@@ -23,17 +27,9 @@ std::vector<Extent> slice_blocks(int64_t n, int blocks, int64_t offset, int64_t 
   return out;
 }
 
-std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks) {
-  return slice_blocks(p.global_shape[size_t(dim)], blocks, p.global_offset[size_t(dim)], p.shape[size_t(dim)], p.name);
-}
-
-int first_local_block(const ParamSpec& p, int dim, int blocks) {
-  if (blocks <= 1) return 0;
-  const int64_t n = p.global_shape[size_t(dim)], at = p.global_offset[size_t(dim)];
-  for (int i = 0; i < blocks; ++i)
-    if (canonical_block(n, blocks, i).offset == at) return i;
-  MT_THROW(ConfigError, p.name, ": its slice at ", at, " of ", n, " does not start a canonical block of ",
-           "training.reproducible_blocks = ", blocks);
+std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks, int* first) {
+  return slice_blocks(p.global_shape[size_t(dim)], blocks, p.global_offset[size_t(dim)], p.shape[size_t(dim)], p.name,
+                      first);
 }
 
 void BlockTree::push(const Tensor& leaf) {
@@ -85,9 +81,9 @@ void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTer
   std::vector<std::vector<Extent>> slices;
   std::vector<int> first;  // each term's first block's index
   for (const GemmTerm& t : terms) {
-    const int dim = t.trans_w ? 1 : 0;
-    slices.push_back(local_blocks(*t.w->spec, dim, blocks));
-    first.push_back(first_local_block(*t.w->spec, dim, blocks));
+    int f = 0;
+    slices.push_back(local_blocks(*t.w->spec, t.trans_w ? 1 : 0, blocks, &f));
+    first.push_back(f);
   }
   const size_t count = slices.empty() ? 0 : slices.front().size();
   MT_CHECK(!base.defined() || count == 1, "a residual inside a sum of ", count, " canonical blocks");

@@ -30,13 +30,13 @@ Extent canonical_block(int64_t n, int blocks, int i);
 // The canonical blocks that the slice [offset, offset + length) of a
 // dimension of n is made of, as extents of the slice (one extent, the whole
 // slice, when blocks <= 1: the mode off); ConfigError naming `what` when the
-// slice is not whole blocks.
-std::vector<Extent> slice_blocks(int64_t n, int blocks, int64_t offset, int64_t length, std::string_view what);
+// slice is not whole blocks. `first`, when given, receives the first
+// block's index (0 when blocks <= 1).
+std::vector<Extent> slice_blocks(int64_t n, int blocks, int64_t offset, int64_t length, std::string_view what,
+                                 int* first = nullptr);
 
 // The blocks of a parameter's dimension `dim` this rank holds.
-std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks);
-// The index of the first of them (0 when blocks <= 1).
-int first_local_block(const ParamSpec& p, int dim, int blocks);
+std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks, int* first = nullptr);
 
 // Adds leaves in a binary tree as they come (a binary counter: equal
 // levels are added at once, left += right): after 2^q leaves the first
