@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "meshtrain/core/tensor.h"
@@ -50,6 +51,27 @@ class KernelTable {
   virtual void gemm_shared_b(bool ta, bool tb, double alpha, const std::vector<GemmRows>& rows,
                              const Tensor& b) const {
     for (const GemmRows& r : rows) gemm(ta, tb, alpha, r.a, b, r.beta, r.c);
+  }
+  // A sum over canonical blocks of k in the tree (docs/math.md (M.73),
+  // (M.74)): c (+)= the tree (M.10) over leaves j of
+  //   leaf j = sum over terms t, in order, of op(a_t)[:, K_tj] op(b_t)[K_tj, :]
+  // K_tj = terms[t].k_blocks[j] (offset, length > 0), each leaf's first
+  // product written and the later ones added (beta 1), the leaves added as
+  // model/canonical_sum.h's BlockTree adds them and the root added to c
+  // where `accumulate`, else written. The bits are those of the separate
+  // gemm calls on the blocks' columns and rows and of the tree's additions.
+  // False, doing nothing, where this device has no such kernel for these
+  // operands: the caller then runs those GEMMs and the tree itself.
+  struct BlockTerm {
+    Tensor a;
+    bool ta = false;
+    Tensor b;
+    bool tb = false;
+    std::vector<std::pair<int64_t, int64_t>> k_blocks;
+  };
+  virtual bool gemm_block_tree(const std::vector<BlockTerm>& terms, bool accumulate, const Tensor& c) const {
+    (void)terms, (void)accumulate, (void)c;
+    return false;
   }
   // dst = src in dst's dtype (f32 <-> bf16 / f16 round to nearest even; f64 <-> f32).
   virtual void convert(const Tensor& dst, const Tensor& src) const = 0;

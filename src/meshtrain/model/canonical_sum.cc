@@ -87,15 +87,27 @@ void canonical_gemm_sum(const kernels::KernelTable& k, const std::vector<GemmTer
   }
   const size_t count = slices.empty() ? 0 : slices.front().size();
   MT_CHECK(!base.defined() || count == 1, "a residual inside a sum of ", count, " canonical blocks");
+  // Block first[0] + j of term t: a shared KV head's rank adds its own query heads' blocks of it (M.76).
+  auto block_of = [&](size_t t, size_t j) {
+    const int64_t at = first[0] + int64_t(j) - first[t];
+    MT_CHECK(at >= 0 && at < int64_t(slices[t].size()), terms[t].w->spec->name, " lacks canonical block ",
+             first[0] + j);
+    return slices[t][size_t(at)];
+  };
+  if (count > 1) {  // in one kernel where the device has it: the same bits, no leaves in memory
+    std::vector<kernels::KernelTable::BlockTerm> fused;
+    for (size_t t = 0; t < terms.size(); ++t) {
+      fused.push_back({terms[t].a, false, terms[t].w->value, terms[t].trans_w, {}});
+      for (size_t j = 0; j < count; ++j) fused.back().k_blocks.push_back({block_of(t, j).offset, block_of(t, j).length});
+    }
+    if (k.gemm_block_tree(fused, false, out)) return;
+  }
   BlockTree tree;
   for (size_t j = 0; j < count; ++j) {
     const Tensor part = j == 0 ? out : Tensor::empty(out.shape(), out.dtype(), alloc, MemCategory::Workspace);
     for (size_t t = 0; t < terms.size(); ++t) {
       const GemmTerm& term = terms[t];
-      // Block first[0] + j: a shared KV head's rank adds its own query heads' blocks of it (M.76).
-      const int64_t at = first[0] + int64_t(j) - first[t];
-      MT_CHECK(at >= 0 && at < int64_t(slices[t].size()), term.w->spec->name, " lacks canonical block ", first[0] + j);
-      const Extent e = slices[t][size_t(at)];
+      const Extent e = block_of(t, j);
       const Tensor& w = term.w->value;
       const bool whole = slices[t].size() == 1;
       const Tensor a_j = whole ? term.a : columns(k, term.a, e, alloc);

@@ -54,12 +54,27 @@ void blocked_bias(const kernels::KernelTable& k, Parameter& bias, const Tensor& 
             [&](int64_t j, const Tensor& leaf) { k.bias_grad(leaf, block_rows(dy, blocks, j)); });
 }
 
+// The weight's block sum in one kernel where the device has it
+// (KernelTable::gemm_block_tree: the same bits, no leaves in memory).
+bool fused_weight_sum(const kernels::KernelTable& k, Parameter& w, const Tensor& x, const Tensor& dy,
+                      int64_t blocks) {
+  std::vector<std::pair<int64_t, int64_t>> k_blocks;
+  for (int64_t j = 0; j < blocks; ++j) {
+    const Extent e = canonical_block(x.dim(0), int(blocks), int(j));
+    k_blocks.push_back({e.offset, e.length});
+  }
+  if (!k.gemm_block_tree({{dy, true, x, false, std::move(k_blocks)}}, !w.grad_stale, w.grad)) return false;
+  w.take_first_grad_write();
+  return true;
+}
+
 void blocked_weights(const kernels::KernelTable& k, const std::vector<const Linear*>& layers, const Tensor& x,
                      const std::vector<Tensor>& dys, int64_t blocks, const std::shared_ptr<CachingAllocator>& alloc) {
   for (size_t i = 0; i < layers.size(); ++i) {
-    block_sum(k, *layers[i]->weight, blocks, false, alloc, [&](int64_t j, const Tensor& leaf) {
-      k.gemm(true, false, 1.0, block_rows(dys[i], blocks, j), block_rows(x, blocks, j), 0.0, leaf);
-    });
+    if (!fused_weight_sum(k, *layers[i]->weight, x, dys[i], blocks))
+      block_sum(k, *layers[i]->weight, blocks, false, alloc, [&](int64_t j, const Tensor& leaf) {
+        k.gemm(true, false, 1.0, block_rows(dys[i], blocks, j), block_rows(x, blocks, j), 0.0, leaf);
+      });
     if (layers[i]->bias) blocked_bias(k, *layers[i]->bias, dys[i], blocks, alloc);
   }
 }

@@ -151,6 +151,17 @@ void column_copy(const Tensor& wide, const Tensor& narrow, int64_t col, bool to_
   });
 }
 
+}  // namespace
+
+bool cpu_gemm_block_tree_runs(const std::vector<KernelTable::BlockTerm>& terms, const Tensor& c) {
+  if (terms.empty() || c.dtype() != DType::F32 || active_gemm_impl() != GemmImpl::kPacked) return false;
+  return std::all_of(terms.begin(), terms.end(), [&](const KernelTable::BlockTerm& t) {
+    return t.a.dtype() == DType::F32 && t.b.dtype() == DType::F32 && t.k_blocks.size() == terms[0].k_blocks.size();
+  });
+}
+
+namespace {
+
 class CpuKernels final : public KernelTable {
  public:
   Device device() const override { return Device::Cpu; }
@@ -198,6 +209,31 @@ class CpuKernels final : public KernelTable {
     if (!packable) return KernelTable::gemm_shared_b(ta, tb, alpha, rows, b);
     if (in == DType::F32) return shared_b<float>(ta, tb, alpha, rows, b);
     shared_b<bf16>(ta, tb, alpha, rows, b);
+  }
+
+  bool gemm_block_tree(const std::vector<BlockTerm>& terms, bool accumulate, const Tensor& c) const override {
+    if (!cpu_gemm_block_tree_runs(terms, c)) return false;
+    const size_t leaves = terms[0].k_blocks.size();
+    std::vector<int64_t> offsets, lengths;  // term t's leaves at t * leaves
+    std::vector<PackedGemmTreeTerm> packed;
+    for (const BlockTerm& t : terms) {
+      const int64_t k = t.ta ? rows_of(t.a) : cols_of(t.a);
+      for (const auto& [offset, length] : t.k_blocks) {
+        MT_CHECK(offset >= 0 && length > 0 && offset + length <= k, "gemm_block_tree: the block [", offset, ", +",
+                 length, ") of k = ", k);
+        offsets.push_back(offset);
+        lengths.push_back(length);
+      }
+    }
+    for (size_t i = 0; i < terms.size(); ++i) {
+      const BlockTerm& t = terms[i];
+      gemm_shape(t.ta, t.tb, t.a, t.b, c);  // checks op(a) [M, K] op(b) [K, N] against c [M, N]
+      packed.push_back({ptr<float>(t.a), cols_of(t.a), t.ta, ptr<float>(t.b), cols_of(t.b), t.tb,
+                        offsets.data() + i * leaves, lengths.data() + i * leaves});
+    }
+    packed_gemm_f32_tree(packed.data(), int(packed.size()), int(leaves), rows_of(c), cols_of(c), accumulate,
+                         ptr<float>(c));
+    return true;
   }
 
   void convert(const Tensor& dst, const Tensor& src) const override {

@@ -166,6 +166,10 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
   MT_DISPATCH_LEVEL(packed_gemm_f32_rows, trans_a, trans_b, rows, count, N, K, alpha, B);
 }
 PackedGemmBlocking packed_gemm_blocking() { MT_DISPATCH_LEVEL(packed_gemm_blocking); }
+void packed_gemm_f32_tree(const PackedGemmTreeTerm* terms, int count, int leaves, int64_t M, int64_t N,
+                          bool accumulate, float* C) {
+  MT_DISPATCH_LEVEL(packed_gemm_f32_tree, terms, count, leaves, M, N, accumulate, C);
+}
 
 bool packed_gemm_bf16_available() {
   static const bool cpu = __builtin_cpu_supports("avx512bf16");

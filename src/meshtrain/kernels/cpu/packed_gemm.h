@@ -46,6 +46,32 @@ void packed_gemm_f32_rows(bool trans_a, bool trans_b, const PackedGemmRows* rows
                           float alpha, const float* B);
 PackedGemmBlocking packed_gemm_blocking();
 
+// A sum over blocks of k in a binary tree (docs/math.md (M.73), (M.74)):
+//   C (+)= the tree over leaves j = 0 .. leaves - 1 of
+//          leaf j = sum over terms t, in order, of op(A_t)[:, K_tj] op(B_t)[K_tj, :]
+// with K_tj = [k_offsets[j], + k_lengths[j]) of term t (lengths > 0), each
+// leaf's first product written (beta 0) and the later ones added (beta 1),
+// the leaves added as model/canonical_sum.h's BlockTree adds them (equal
+// levels at once, left += right; the subtrees still apart right to left),
+// and the root added to C where `accumulate` (C + root), else written.
+// Each element gets the bits of those separate packed_gemm_f32 calls (on
+// the blocks' columns and rows) and of the tree's additions in memory, for
+// any team size; here the leaves of a few kMR strips of rows live in L2
+// while their blocks are summed, instead of each leaf passing through
+// memory. op(A_t) [M, K_t], op(B_t) [K_t, N], row-major with lda, ldb.
+struct PackedGemmTreeTerm {
+  const float* A = nullptr;
+  int64_t lda = 0;
+  bool trans_a = false;
+  const float* B = nullptr;
+  int64_t ldb = 0;
+  bool trans_b = false;
+  const int64_t* k_offsets = nullptr;  // [leaves]
+  const int64_t* k_lengths = nullptr;  // [leaves]
+};
+void packed_gemm_f32_tree(const PackedGemmTreeTerm* terms, int count, int leaves, int64_t M, int64_t N,
+                          bool accumulate, float* C);
+
 // The same GEMM on bf16 operands, f32 accumulate and output, where the CPU
 // has AVX-512 BF16 (packed_gemm_bf16_available()): the same loops and
 // layouts with k in pairs, a VDPBF16PS tile (per pair of k: c += a(k+1)

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "meshtrain/kernels/cpu/cpu_kernel_table.h"
+
 namespace meshtrain::kernels {
 
 namespace {
@@ -17,6 +19,9 @@ class MetaKernels final : public KernelTable {
   void gemm(bool, bool, double, const Tensor&, const Tensor&, double, const Tensor&) const override {}
   void gemm_onto(bool, bool, double, const Tensor&, const Tensor&, const Tensor&, const Tensor&) const override {}
   void gemm_shared_b(bool, bool, double, const std::vector<GemmRows>&, const Tensor&) const override {}
+  bool gemm_block_tree(const std::vector<BlockTerm>& terms, bool, const Tensor& c) const override {
+    return cpu_gemm_block_tree_runs(terms, c);  // the host's choice: its leaves, or none
+  }
   void convert(const Tensor&, const Tensor&) const override {}
   void add_row_bias(const Tensor&, const Tensor&) const override {}
   void bias_grad(const Tensor&, const Tensor&) const override {}

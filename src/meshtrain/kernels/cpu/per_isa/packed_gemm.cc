@@ -24,8 +24,6 @@
 // thread's grow-only scratch: repeated shapes touch no fresh pages.
 #include "meshtrain/kernels/cpu/packed_gemm.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -47,10 +45,6 @@ using namespace packed_gemm_detail;
 // A strips a thread packs at a time when there is one column block (their
 // tiles follow at once, from L2).
 constexpr int64_t kChunkStrips = 16;
-
-// Below this many multiply-adds one thread does it all (a fork/join and
-// shared packing cost more than they save).
-constexpr double kParallelMinMacs = 1 << 21;
 
 // What the loops below need of an element type: f32, or bf16 in pairs of
 // k (packed_gemm_bf16_tiles.h). kc counts k values; a packed strip or
@@ -131,15 +125,6 @@ void edge_tile(int64_t kc, StripA<Kit> a, const typename Kit::In* b, float* c, i
 void prefetch_c_tile(const float* c, int64_t ldc, int64_t rows) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t v = 0; v < kNR; v += 64 / int64_t(sizeof(float))) __builtin_prefetch(c + r * ldc + v, 1, 3);
-}
-
-// This core's L2 in bytes (256 KiB where the system does not say).
-int64_t l2_bytes() {
-  static const int64_t bytes = [] {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return l2 > 0 ? int64_t(l2) : int64_t(256) << 10;
-  }();
-  return bytes;
 }
 
 // Bytes of one column of a packed kKC-deep B block.

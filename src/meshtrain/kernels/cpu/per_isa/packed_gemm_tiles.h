@@ -13,6 +13,8 @@
 // row-major op(A) may be read in place). Padding only feeds padded outputs.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -38,6 +40,19 @@ inline constexpr int kMR = 4;
 inline constexpr int kNR = 8;
 inline constexpr int64_t kKC = 256;
 #endif
+// Below this many multiply-adds one thread does it all (a fork/join and
+// shared packing cost more than they save).
+inline constexpr double kParallelMinMacs = 1 << 21;
+
+// This core's L2 in bytes (256 KiB where the system does not say).
+inline int64_t l2_bytes() {
+  static const int64_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? int64_t(l2) : int64_t(256) << 10;
+  }();
+  return bytes;
+}
+
 // Rows of a row-major operand a copying pack reads at a time (each once, in
 // order, across all strips or panels).
 inline constexpr int64_t kKBlock = 16;

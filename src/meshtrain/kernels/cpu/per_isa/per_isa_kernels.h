@@ -71,6 +71,7 @@
                                      T*);                                                                        \
   void packed_gemm_f32_rows(bool, bool, const PackedGemmRows*, int, int64_t, int64_t, float, const float*);       \
   PackedGemmBlocking packed_gemm_blocking();                                                                     \
+  void packed_gemm_f32_tree(const PackedGemmTreeTerm*, int, int, int64_t, int64_t, bool, float*);               \
   }
 
 MT_DECLARE_PER_ISA_KERNELS(scalar)
