@@ -541,3 +541,101 @@ TEST(Attention, ThreeStateMergeDoesNotDependOnGrouping) {
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-14 * std::max(1.0, std::abs(want[i])));
   }
 }
+
+namespace {
+
+// Reproducible mode's chunk pairs as the kernel sees them: rows of T
+// positions cut into 2 V chunks of c; chunk i's queries back to back
+// against the keys [0, (i + 1) c) of each row (a key span with a row
+// stride), pair v (chunks v and 2 V - 1 - v) summing into its own dk, dv.
+// One attention_chunks_backward call for all chunks against one
+// attention_partial_backward call per chunk in that order: the same bits.
+template <typename T>
+void check_chunks_match_calls(const Inputs& in, int64_t chunks_per_row, bool per_query) {
+  const AttentionShape& full = in.s;
+  const int64_t B = full.batch, Tn = full.seq, H = full.q_heads, Hk = full.kv_heads, D = full.head_dim;
+  const int64_t c = Tn / chunks_per_row, V = chunks_per_row / 2, heads = per_query ? H : Hk;
+  AttentionShape s{B, c, H, Hk, D};
+  s.kv_grads_per_query = per_query;
+  const std::vector<T> k = cast<T>(in.k), v = cast<T>(in.v);
+  struct Chunk {
+    std::vector<T> q, dout, out, lse, dq;
+    std::vector<int32_t> qseg;
+    AttentionSpan qs, ks;
+  };
+  std::vector<Chunk> chunk(static_cast<size_t>(chunks_per_row));
+  for (int64_t i = 0; i < chunks_per_row; ++i) {
+    Chunk& ch = chunk[size_t(i)];
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = i * c; t < (i + 1) * c; ++t) {
+        const int64_t at = (b * Tn + t) * H * D;
+        ch.q.insert(ch.q.end(), in.q.begin() + at, in.q.begin() + at + H * D);
+        ch.dout.insert(ch.dout.end(), in.dout.begin() + at, in.dout.begin() + at + H * D);
+        if (!in.seg.empty()) ch.qseg.push_back(in.seg[size_t(b * Tn + t)]);
+      }
+    ch.qs = {c, i * c, in.seg.empty() ? nullptr : ch.qseg.data()};
+    ch.ks = {(i + 1) * c, 0, in.seg_ptr(), Tn};
+    const int64_t rows = B * H * c;
+    std::vector<T> o(static_cast<size_t>(rows * D)), a(static_cast<size_t>(rows)), l(static_cast<size_t>(rows));
+    const SoftmaxState<T> st{o.data(), a.data(), l.data()};
+    softmax_state_init(st, rows, D);
+    attention_partial_forward<T>(s, ch.q.data(), ch.qs, k.data(), v.data(), ch.ks, T(in.scale), st);
+    ch.out.assign(ch.q.size(), T(0));
+    ch.lse.assign(size_t(rows), T(0));
+    softmax_state_finalize(s, c, st, ch.out.data(), ch.lse.data());
+  }
+  const std::vector<int64_t> order = [&] {
+    std::vector<int64_t> o;
+    for (int64_t p = 0; p < V; ++p) o.push_back(p), o.push_back(2 * V - 1 - p);
+    return o;
+  }();
+  const size_t pair_elems = size_t(B * Tn * heads * D);
+  auto run = [&](bool one_call, std::vector<std::vector<T>>& dq, std::vector<std::vector<T>>& dkv) {
+    dq.assign(size_t(chunks_per_row), {});
+    dkv.assign(size_t(2 * V), std::vector<T>(pair_elems, T(0)));  // pair p: dk at 2 p, dv at 2 p + 1
+    std::vector<AttentionChunk<T>> calls;
+    for (size_t n = 0; n < order.size(); ++n) {
+      Chunk& ch = chunk[size_t(order[n])];
+      dq[size_t(order[n])].assign(ch.q.size(), T(0));
+      calls.push_back({ch.q.data(), ch.qs, ch.ks, ch.out.data(), ch.lse.data(), ch.dout.data(),
+                       dq[size_t(order[n])].data(), dkv[n / 2 * 2].data(), dkv[n / 2 * 2 + 1].data()});
+    }
+    if (one_call) return attention_chunks_backward<T>(s, calls.data(), int(calls.size()), k.data(), v.data(),
+                                                       T(in.scale));
+    for (const AttentionChunk<T>& ch : calls)
+      attention_partial_backward<T>(s, ch.q, ch.qs, k.data(), v.data(), ch.ks, T(in.scale), ch.out, ch.lse, ch.dout,
+                                    ch.dq, ch.dk, ch.dv);
+  };
+  std::vector<std::vector<T>> dq_calls, dkv_calls, dq_one, dkv_one;
+  run(false, dq_calls, dkv_calls);
+  for (int threads : {1, 2}) {
+    test::with_threads(threads, [&] {
+      run(true, dq_one, dkv_one);
+      return 0;
+    });
+    EXPECT_EQ(dq_calls, dq_one) << "threads " << threads;
+    EXPECT_EQ(dkv_calls, dkv_one) << "threads " << threads;
+  }
+  EXPECT_NE(dkv_one[0], std::vector<T>(pair_elems, T(0)));
+}
+
+}  // namespace
+
+TEST(Attention, ChunksInOneCallHaveTheBitsOfOneCallPerChunk) {
+  // bench-small's grouping (2 query heads a KV head) with documents, per
+  // KV head and per query head; then spans long enough to take several
+  // batches of packed queries, one chunk longer than a batch (4 query
+  // heads of 128 features: a batch holds 256 rows at f32).
+  const Inputs docs = make_inputs({3, 96, 4, 2, 16}, {37, 59}, 31);
+  const Inputs long_spans = make_inputs({1, 1200, 4, 1, 128}, {}, 37);
+  for (Isa isa : test::runnable_levels()) {
+    ScopedIsa level(isa);
+    SCOPED_TRACE(isa_name(isa));
+    for (bool per_query : {false, true}) {
+      SCOPED_TRACE(per_query ? "per query head" : "per KV head");
+      check_chunks_match_calls<float>(docs, 6, per_query);
+    }
+    check_chunks_match_calls<float>(long_spans, 4, false);
+  }
+  check_chunks_match_calls<double>(docs, 6, true);
+}

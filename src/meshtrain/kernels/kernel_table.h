@@ -151,6 +151,21 @@ class KernelTable {
                                           const Tensor& v, AttentionSpan ks, double scale, const Tensor& out,
                                           const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk,
                                           const Tensor& dv) const = 0;
+  // One query chunk of attention_chunks_backward: its q (span qs), its key
+  // span ks, its out, lse, dout, dq and its own dk, dv.
+  struct AttentionChunkRef {
+    Tensor q;
+    AttentionSpan qs, ks;
+    Tensor out, lse, dout, dq, dk, dv;
+  };
+  // attention_partial_backward of each chunk in order against one k and v
+  // (key spans differing in length only): the same bits; a device may
+  // share each key tile's work among the chunks.
+  virtual void attention_chunks_backward(const AttentionShape& s, const std::vector<AttentionChunkRef>& chunks,
+                                         const Tensor& k, const Tensor& v, double scale) const {
+    for (const AttentionChunkRef& c : chunks)
+      attention_partial_backward(s, c.q, c.qs, k, v, c.ks, scale, c.out, c.lse, c.dout, c.dq, c.dk, c.dv);
+  }
 
   // ---- tensor parallelism (cpu/vocab_parallel.h) ----
   // This rank's vocabulary rows [vocab_begin, vocab_begin + table rows) of

@@ -87,4 +87,25 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
                                 AttentionSpan ks, T scale, const T* out, const T* lse, const T* dout, T* dq, T* dk,
                                 T* dv);
 
+// One query chunk of attention_chunks_backward: its queries (span qs),
+// their key span ks in the shared k and v, and its out, lse, dout, dq and
+// its own dk, dv (as attention_partial_backward takes them).
+template <typename T>
+struct AttentionChunk {
+  const T* q;
+  AttentionSpan qs, ks;
+  const T* out;
+  const T* lse;
+  const T* dout;
+  T* dq;
+  T* dk;
+  T* dv;
+};
+// attention_partial_backward of each chunk in order against one k and v
+// (key spans differing in length only): the same bits, each key tile's
+// operands packed once for all of them.
+template <typename T>
+void attention_chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, int count, const T* k,
+                               const T* v, T scale);
+
 }  // namespace meshtrain::kernels

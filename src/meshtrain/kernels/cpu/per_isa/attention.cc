@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/elementwise.h"
@@ -135,26 +136,28 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
 // sequence. Sums keep their order within a span: dq over key tiles, dk and
 // dv over (query head, query tile); spans add to dk and dv one after the
 // other, and a sequence of one span has the bits of a whole-group pack.
+// Several chunks of queries against one K and V (reproducible mode's chunk
+// pairs, docs/math.md (M.74)) run as one call: their spans, in batches
+// that fit kPackedGroupBytes, meet each key tile packed once, with the
+// bits of one call per chunk in order.
 constexpr size_t kPackedGroupBytes = size_t(1) << 20;
 
-// Q and dO of kv head hk's query heads, query rows [s0, s0 + span) of batch
-// row b, packed into qp and dop ([group, span, D]), and their
-// D_i = rowsum(dO_i * O_i) into delta ([group, span]).
+// Q and dO of query head h, query rows [s0, s0 + span) of batch row b,
+// packed into qp and dop ([span, D] each), and their
+// D_i = rowsum(dO_i * O_i) into delta ([span]).
 template <typename T>
 void pack_query_span(const AttentionShape& s, int64_t qs_len, const T* q, const T* out, const T* dout, int64_t b,
-                     int64_t hk, int64_t s0, int64_t span, T* qp, T* dop, T* delta) {
-  const int64_t D = s.head_dim, group = s.q_heads / s.kv_heads, ldq = s.q_heads * D;
-  for (int64_t g = 0; g < group; ++g) {
-    const int64_t first_row = (b * qs_len + s0) * ldq + (hk * group + g) * D;
-    pack_rows(q + first_row, ldq, static_cast<int>(span), D, qp + g * span * D);
-    pack_rows(dout + first_row, ldq, static_cast<int>(span), D, dop + g * span * D);
-    for (int64_t t = 0; t < span; ++t) {
-      const int64_t off = first_row + t * ldq;
-      T acc = 0;
+                     int64_t h, int64_t s0, int64_t span, T* qp, T* dop, T* delta) {
+  const int64_t D = s.head_dim, ldq = s.q_heads * D;
+  const int64_t first_row = (b * qs_len + s0) * ldq + h * D;
+  pack_rows(q + first_row, ldq, static_cast<int>(span), D, qp);
+  pack_rows(dout + first_row, ldq, static_cast<int>(span), D, dop);
+  for (int64_t t = 0; t < span; ++t) {
+    const int64_t off = first_row + t * ldq;
+    T acc = 0;
 #pragma omp simd reduction(+ : acc)
-      for (int64_t d = 0; d < D; ++d) acc += dout[off + d] * out[off + d];
-      delta[g * span + t] = acc;
-    }
+    for (int64_t d = 0; d < D; ++d) acc += dout[off + d] * out[off + d];
+    delta[t] = acc;
   }
 }
 
@@ -211,67 +214,135 @@ void backward_tile(int64_t D, const TileGeom& geo, TileKind kind, const Backward
   tile_gemm<T>(nk, Di, nq, t.dS, 1, kBk, qtile, D, dk, ldk, true, queries_from);
 }
 
+// One span of queries of one chunk: its rows [s0, s0 + span) packed at
+// `at` rows of a batch's packed [group, rows] Q and dO (each query head's
+// rows at g * rows).
+struct SpanUnit {
+  int chunk;
+  int64_t s0, span, at;
+};
+
+// The chunks' query spans cut to at most span_rows each, in order, then
+// in batches of at most span_rows rows (a chunk's spans never share one).
+std::vector<std::vector<SpanUnit>> span_batches(const int64_t* lens, int count, int64_t span_rows) {
+  std::vector<std::vector<SpanUnit>> batches;
+  int64_t rows = span_rows;  // of the open batch (full: open a new one)
+  for (int c = 0; c < count; ++c)
+    for (int64_t s0 = 0; s0 < lens[c]; s0 += span_rows) {
+      const int64_t span = std::min(span_rows, lens[c] - s0);
+      if (rows + span > span_rows) batches.emplace_back(), rows = 0;
+      batches.back().push_back({c, s0, span, rows});
+      rows += span;
+    }
+  return batches;
+}
+
+// Every chunk's keys come from one K and V in the same rows: their key
+// spans differ in length only, and only where rows have a stride.
 template <typename T>
-void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSpan qs, const T* k, const T* v,
-                                AttentionSpan ks, T scale, const T* out, const T* lse, const T* dout, T* dq, T* dk,
-                                T* dv) {
+void check_chunks(const AttentionChunk<T>* chunks, int count) {
+  for (int c = 0; c < count; ++c) {
+    const AttentionSpan &ks = chunks[c].ks, &first = chunks[0].ks;
+    check_spans(chunks[c].qs, ks);
+    MT_CHECK(ks.pos0 == first.pos0 && ks.seg == first.seg && ks.row_stride == first.row_stride &&
+                 (ks.row_stride != 0 || ks.len == first.len),
+             "attention chunks: key spans of other rows or positions");
+  }
+}
+
+template <typename T>
+void attention_chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, int count, const T* k,
+                               const T* v, T scale) {
   check_shape(s);
-  check_spans(qs, ks);
+  check_chunks(chunks, count);
+  if (count == 0) return;
   const int64_t H = s.q_heads, Hk = s.kv_heads, D = s.head_dim, group = H / Hk;
   const int64_t ldq = H * D;
   const int64_t span_rows = std::max<int64_t>(
       kBq, static_cast<int64_t>(kPackedGroupBytes / (2 * sizeof(T) * size_t(group * D))) / kBq * kBq);
-  const int64_t span_max = std::min(span_rows, qs.len);
+  std::vector<int64_t> lens;
+  int64_t key_len = 0;
+  double macs = 0;
+  for (int c = 0; c < count; ++c) {
+    lens.push_back(chunks[c].qs.len);
+    key_len = std::max(key_len, chunks[c].ks.len);
+    macs += attention_macs(s, chunks[c].qs.len, chunks[c].ks.len);
+  }
+  const std::vector<std::vector<SpanUnit>> batches = span_batches(lens.data(), count, span_rows);
+  int64_t batch_rows = 0;
+  for (const auto& batch : batches) batch_rows = std::max(batch_rows, batch.back().at + batch.back().span);
   const size_t tile_elems = static_cast<size_t>(D) * kBk;
-  const size_t group_elems = static_cast<size_t>(group * span_max * D);
-  const bool par = attention_macs(s, qs.len, ks.len) > kParallelMacs;
-  run_pieces_if(par, s.batch * Hk, [&](int64_t task, int) {  // (b, kv head): owns its dk, dv and its heads' dq
+  const size_t group_elems = static_cast<size_t>(group * batch_rows * D);
+  run_pieces_if(macs > kParallelMacs, s.batch * Hk, [&](int64_t task, int) {  // (b, kv head): its dk, dv, dq rows
     const int64_t b = task / Hk, hk = task % Hk;
-    T* const scratch = thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * span_max);
-    T* qp = scratch + 3 * tile_elems;  // [group, span, D]
-    T* dop = qp + group_elems;
-    T* P = dop + group_elems;
-    T* delta = P + 2 * kBq * kBk;  // [group, span]
+    T* const scratch = thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * batch_rows);
+    T* const dop = scratch + 3 * tile_elems + group_elems;
+    T* const P = dop + group_elems;
+    T* const delta = P + 2 * kBq * kBk;  // [group, rows]
     const BackwardTiles<T> tiles{scratch, scratch + tile_elems, scratch + 2 * tile_elems, P, P + kBq * kBk};
-    const KeyRange<T> kr = key_range(s, k, v, ks, b, hk);
+    const KeyRange<T> kr = key_range(s, k, v, chunks[0].ks, b, hk);
     // Where query head h's dk/dv rows start: its KV head's, or its own.
     const int64_t ld_grad = s.kv_grads_per_query ? ldq : kr.ldk;
-    auto grads_at = [&](int64_t h) {
+    auto grads_at = [&](const AttentionChunk<T>& c, int64_t h) {
       if (!s.kv_grads_per_query) return kr.k - k;
-      return b * (ks.row_stride ? ks.row_stride : ks.len) * ldq + h * D;
+      return b * (c.ks.row_stride ? c.ks.row_stride : c.ks.len) * ldq + h * D;
     };
-    for (int64_t s0 = 0; s0 < qs.len; s0 += span_rows) {
-      const int64_t span = std::min(span_rows, qs.len - s0);
-      pack_query_span(s, qs.len, q, out, dout, b, hk, s0, span, qp, dop, delta);
-      for (int64_t j0 = 0; j0 < ks.len; j0 += kBk) {
-        const int nk = static_cast<int>(std::min<int64_t>(kBk, ks.len - j0));
-        const int64_t kp0 = ks.pos0 + j0;
-        if (kp0 > qs.pos0 + s0 + span - 1) break;  // no query of the span sees these keys
-        bool packed = false;
+    // A batch's spans meet each key tile in order (packed once for all of
+    // them): an element of dk, dv gets the chunks' terms in chunk order,
+    // each chunk's over (query head, query tile), and dq's rows theirs
+    // over key tiles in order, as one call per chunk and span would.
+    for (const std::vector<SpanUnit>& batch : batches) {
+      const int64_t rows = batch.back().at + batch.back().span;
+      for (const SpanUnit& u : batch) {  // into [group, rows]: span u at rows [at, at + span) of each head
+        const AttentionChunk<T>& c = chunks[u.chunk];
         for (int64_t g = 0; g < group; ++g) {
-          const int64_t h = hk * group + g;
-          // First query tile of the span that can see key tile j0.
-          const int64_t first = std::max<int64_t>(s0, (kp0 - qs.pos0) / kBq * kBq);
-          for (int64_t i0 = first; i0 < s0 + span; i0 += kBq) {
-            const QueryTile<T> qt = query_tile(s, q, qs, b, h, i0);
-            const TileGeom geo{qt.qp0, qt.nq, qt.qseg, kp0, nk, kr.kseg ? kr.kseg + j0 : nullptr};
-            const TileKind kind = classify(geo);
-            if (kind == TileKind::kSkip) continue;
-            if (!packed) {
-              transpose_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, tiles.kt, kBk);
-              transpose_rows(kr.v + j0 * kr.ldk, kr.ldk, nk, D, tiles.vt, kBk);
-              pack_rows(kr.k + j0 * kr.ldk, kr.ldk, nk, D, tiles.kp);
-              packed = true;
+          const int64_t row = g * rows + u.at;
+          pack_query_span(s, c.qs.len, c.q, c.out, c.dout, b, hk * group + g, u.s0, u.span,
+                          scratch + 3 * tile_elems + row * D, dop + row * D, delta + row);
+        }
+      }
+      for (int64_t j0 = 0; j0 < key_len; j0 += kBk) {
+        const int64_t kp0 = chunks[0].ks.pos0 + j0;
+        int nk_packed = 0;
+        for (const SpanUnit& u : batch) {
+          const AttentionChunk<T>& c = chunks[u.chunk];
+          if (j0 >= c.ks.len || kp0 > c.qs.pos0 + u.s0 + u.span - 1) continue;  // no query of the span sees them
+          const int nk = static_cast<int>(std::min<int64_t>(kBk, c.ks.len - j0));
+          for (int64_t g = 0; g < group; ++g) {
+            const int64_t h = hk * group + g;
+            // First query tile of the span that can see key tile j0.
+            const int64_t first = std::max<int64_t>(u.s0, (kp0 - c.qs.pos0) / kBq * kBq);
+            for (int64_t i0 = first; i0 < u.s0 + u.span; i0 += kBq) {
+              const QueryTile<T> qt = query_tile(s, c.q, c.qs, b, h, i0);
+              const TileGeom geo{qt.qp0, qt.nq, qt.qseg, kp0, nk, kr.kseg ? kr.kseg + j0 : nullptr};
+              const TileKind kind = classify(geo);
+              if (kind == TileKind::kSkip) continue;
+              if (nk_packed < nk) {  // the longest key tile the batch reads here
+                const int n = static_cast<int>(std::min<int64_t>(kBk, key_len - j0));
+                transpose_rows(kr.k + j0 * kr.ldk, kr.ldk, n, D, tiles.kt, kBk);
+                transpose_rows(kr.v + j0 * kr.ldk, kr.ldk, n, D, tiles.vt, kBk);
+                pack_rows(kr.k + j0 * kr.ldk, kr.ldk, n, D, tiles.kp);
+                nk_packed = n;
+              }
+              const int64_t row = g * rows + u.at + i0 - u.s0;  // in the batch's packed [group, rows]
+              const int64_t at = grads_at(c, h) + j0 * ld_grad;
+              backward_tile(D, geo, kind, tiles, scratch + 3 * tile_elems + row * D, dop + row * D,
+                            c.lse + (b * H + h) * c.qs.len + i0, delta + row, scale, c.dq + (qt.q - c.q), ldq,
+                            c.dk + at, c.dv + at, ld_grad);
             }
-            const int64_t row = g * span + i0 - s0;  // in the span's packed [group, span] rows
-            const int64_t at = grads_at(h) + j0 * ld_grad;
-            backward_tile(D, geo, kind, tiles, qp + row * D, dop + row * D, lse + (b * H + h) * qs.len + i0,
-                          delta + row, scale, dq + (qt.q - q), ldq, dk + at, dv + at, ld_grad);
           }
         }
       }
     }
   });
+}
+
+template <typename T>
+void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSpan qs, const T* k, const T* v,
+                                AttentionSpan ks, T scale, const T* out, const T* lse, const T* dout, T* dq, T* dk,
+                                T* dv) {
+  const AttentionChunk<T> chunk{q, qs, ks, out, lse, dout, dq, dk, dv};
+  MT_ISA_NS::attention_chunks_backward(s, &chunk, 1, k, v, scale);
 }
 
 template <typename T>
@@ -299,7 +370,9 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
   template void attention_partial_forward<T>(const AttentionShape&, const T*, AttentionSpan, const T*, const T*,   \
                                              AttentionSpan, T, SoftmaxState<T>);                                   \
   template void attention_partial_backward<T>(const AttentionShape&, const T*, AttentionSpan, const T*, const T*,  \
-                                              AttentionSpan, T, const T*, const T*, const T*, T*, T*, T*);
+                                              AttentionSpan, T, const T*, const T*, const T*, T*, T*, T*);        \
+  template void attention_chunks_backward<T>(const AttentionShape&, const AttentionChunk<T>*, int, const T*,      \
+                                             const T*, T);
 
 MT_PER_ISA_INSTANTIATE(MT_ATTENTION_INSTANTIATE)
 #undef MT_ATTENTION_INSTANTIATE
