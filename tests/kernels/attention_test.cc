@@ -547,9 +547,10 @@ namespace {
 // Reproducible mode's chunk pairs as the kernel sees them: rows of T
 // positions cut into 2 V chunks of c; chunk i's queries back to back
 // against the keys [0, (i + 1) c) of each row (a key span with a row
-// stride), pair v (chunks v and 2 V - 1 - v) summing into its own dk, dv.
-// One attention_chunks_backward call for all chunks against one
-// attention_partial_backward call per chunk in that order: the same bits.
+// stride), pair v (chunks v and 2 V - 1 - v) a leaf of the tree.
+// attention_chunk_tree_backward against one attention_partial_backward
+// call per chunk in that order into a zeroed buffer per pair, the buffers
+// then added in the tree (test::block_tree_sum): the same bits.
 template <typename T>
 void check_chunks_match_calls(const Inputs& in, int64_t chunks_per_row, bool per_query) {
   const AttentionShape& full = in.s;
@@ -590,42 +591,47 @@ void check_chunks_match_calls(const Inputs& in, int64_t chunks_per_row, bool per
     return o;
   }();
   const size_t pair_elems = size_t(B * Tn * heads * D);
-  auto run = [&](bool one_call, std::vector<std::vector<T>>& dq, std::vector<std::vector<T>>& dkv) {
-    dq.assign(size_t(chunks_per_row), {});
-    dkv.assign(size_t(2 * V), std::vector<T>(pair_elems, T(0)));  // pair p: dk at 2 p, dv at 2 p + 1
-    std::vector<AttentionChunk<T>> calls;
-    for (size_t n = 0; n < order.size(); ++n) {
-      Chunk& ch = chunk[size_t(order[n])];
-      dq[size_t(order[n])].assign(ch.q.size(), T(0));
-      calls.push_back({ch.q.data(), ch.qs, ch.ks, ch.out.data(), ch.lse.data(), ch.dout.data(),
-                       dq[size_t(order[n])].data(), dkv[n / 2 * 2].data(), dkv[n / 2 * 2 + 1].data()});
-    }
-    if (one_call) return attention_chunks_backward<T>(s, calls.data(), int(calls.size()), k.data(), v.data(),
-                                                       T(in.scale));
-    for (const AttentionChunk<T>& ch : calls)
-      attention_partial_backward<T>(s, ch.q, ch.qs, k.data(), v.data(), ch.ks, T(in.scale), ch.out, ch.lse, ch.dout,
-                                    ch.dq, ch.dk, ch.dv);
-  };
-  std::vector<std::vector<T>> dq_calls, dkv_calls, dq_one, dkv_one;
-  run(false, dq_calls, dkv_calls);
+  // The reference: a buffer per pair, one call per chunk, the tree.
+  std::vector<std::vector<T>> dq_calls(static_cast<size_t>(chunks_per_row)), dk_pairs, dv_pairs;
+  std::vector<AttentionChunk<T>> calls;
+  for (size_t n = 0; n < order.size(); ++n) {
+    Chunk& ch = chunk[size_t(order[n])];
+    dq_calls[size_t(order[n])].assign(ch.q.size(), T(0));
+    if (n % 2 == 0) dk_pairs.emplace_back(pair_elems, T(0)), dv_pairs.emplace_back(pair_elems, T(0));
+    calls.push_back({ch.q.data(), ch.qs, ch.ks, ch.out.data(), ch.lse.data(), ch.dout.data(),
+                     dq_calls[size_t(order[n])].data(), dk_pairs.back().data(), dv_pairs.back().data(), int(n / 2)});
+  }
+  for (const AttentionChunk<T>& ch : calls)
+    attention_partial_backward<T>(s, ch.q, ch.qs, k.data(), v.data(), ch.ks, T(in.scale), ch.out, ch.lse, ch.dout,
+                                  ch.dq, ch.dk, ch.dv);
+  const std::vector<T> dk_want = test::block_tree_sum(dk_pairs, 0, dk_pairs.size()),
+                       dv_want = test::block_tree_sum(dv_pairs, 0, dv_pairs.size());
   for (int threads : {1, 2}) {
+    std::vector<std::vector<T>> dq_one(static_cast<size_t>(chunks_per_row));
+    std::vector<T> dk_one(pair_elems, T(7)), dv_one(pair_elems, T(7));  // written, never read
+    for (size_t n = 0; n < order.size(); ++n) {
+      dq_one[size_t(order[n])].assign(size_t(calls[n].qs.len * B * H * D), T(0));
+      calls[n].dq = dq_one[size_t(order[n])].data();
+    }
     test::with_threads(threads, [&] {
-      run(true, dq_one, dkv_one);
+      attention_chunk_tree_backward<T>(s, calls.data(), int(calls.size()), k.data(), v.data(), T(in.scale),
+                                       dk_one.data(), dv_one.data());
       return 0;
     });
     EXPECT_EQ(dq_calls, dq_one) << "threads " << threads;
-    EXPECT_EQ(dkv_calls, dkv_one) << "threads " << threads;
+    EXPECT_EQ(dk_want, dk_one) << "threads " << threads;
+    EXPECT_EQ(dv_want, dv_one) << "threads " << threads;
   }
-  EXPECT_NE(dkv_one[0], std::vector<T>(pair_elems, T(0)));
+  EXPECT_NE(dk_want, std::vector<T>(pair_elems, T(0)));
 }
 
 }  // namespace
 
-TEST(Attention, ChunksInOneCallHaveTheBitsOfOneCallPerChunk) {
+TEST(Attention, ChunkTreeHasTheBitsOfOneCallPerChunkAndTheTree) {
   // bench-small's grouping (2 query heads a KV head) with documents, per
-  // KV head and per query head; then spans long enough to take several
-  // batches of packed queries, one chunk longer than a batch (4 query
-  // heads of 128 features: a batch holds 256 rows at f32).
+  // KV head and per query head, 3 and 8 pairs; then spans long enough to
+  // take several batches of packed queries, one chunk longer than a batch
+  // (4 query heads of 128 features: a batch holds 256 rows at f32).
   const Inputs docs = make_inputs({3, 96, 4, 2, 16}, {37, 59}, 31);
   const Inputs long_spans = make_inputs({1, 1200, 4, 1, 128}, {}, 37);
   for (Isa isa : test::runnable_levels()) {
@@ -633,7 +639,8 @@ TEST(Attention, ChunksInOneCallHaveTheBitsOfOneCallPerChunk) {
     SCOPED_TRACE(isa_name(isa));
     for (bool per_query : {false, true}) {
       SCOPED_TRACE(per_query ? "per query head" : "per KV head");
-      check_chunks_match_calls<float>(docs, 6, per_query);
+      check_chunks_match_calls<float>(docs, 6, per_query);   // 3 pairs: a tree folded
+      check_chunks_match_calls<float>(docs, 16, per_query);  // 8 pairs
     }
     check_chunks_match_calls<float>(long_spans, 4, false);
   }

@@ -36,6 +36,21 @@ auto with_threads(int n, F&& fn) {
   return fn();
 }
 
+// The tree (docs/math.md (M.10)) over leaves [first, first + n): the
+// largest power of two below n on the left (equal halves for a power of
+// two), what model/canonical_sum.h's BlockTree builds (a binary counter
+// that folds its open subtrees right to left).
+template <typename T>
+std::vector<T> block_tree_sum(const std::vector<std::vector<T>>& leaves, size_t first, size_t n) {
+  if (n == 1) return leaves[first];
+  size_t left = 1;
+  while (2 * left < n) left *= 2;
+  std::vector<T> sum = block_tree_sum(leaves, first, left);
+  const std::vector<T> right = block_tree_sum(leaves, first + left, n - left);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = sum[i] + right[i];
+  return sum;
+}
+
 inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];

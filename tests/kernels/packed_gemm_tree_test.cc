@@ -57,19 +57,6 @@ std::vector<float> b_block(const Term& t, int64_t N, int64_t off, int64_t len) {
   return out;
 }
 
-// The tree over leaves [first, first + n): the largest power of two below n
-// on the left (equal halves for a power of two), what a binary counter
-// that folds its open subtrees right to left builds.
-std::vector<float> tree(const std::vector<std::vector<float>>& leaves, size_t first, size_t n) {
-  if (n == 1) return leaves[first];
-  size_t left = 1;
-  while (2 * left < n) left *= 2;
-  std::vector<float> sum = tree(leaves, first, left);
-  const std::vector<float> right = tree(leaves, first + left, n - left);
-  for (size_t i = 0; i < sum.size(); ++i) sum[i] = sum[i] + right[i];
-  return sum;
-}
-
 // The separate GEMMs and the tree, in memory.
 std::vector<float> separate(const std::vector<Term>& terms, int64_t M, int64_t N, bool accumulate,
                             const std::vector<float>& c0) {
@@ -84,7 +71,7 @@ std::vector<float> separate(const std::vector<Term>& terms, int64_t M, int64_t N
     }
     leaves.push_back(std::move(leaf));
   }
-  std::vector<float> root = tree(leaves, 0, leaves.size());
+  std::vector<float> root = test::block_tree_sum(leaves, 0, leaves.size());
   if (accumulate)
     for (size_t i = 0; i < root.size(); ++i) root[i] = c0[i] + root[i];
   return root;

@@ -151,21 +151,20 @@ class KernelTable {
                                           const Tensor& v, AttentionSpan ks, double scale, const Tensor& out,
                                           const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk,
                                           const Tensor& dv) const = 0;
-  // One query chunk of attention_chunks_backward: its q (span qs), its key
-  // span ks, its out, lse, dout, dq and its own dk, dv.
+  // Reproducible mode's chunk pairs (cpu/attention.h,
+  // attention_chunk_tree_backward; docs/math.md (M.74)): each chunk's dq +=
+  // its contribution, and dk, dv = the tree over leaves of each leaf's
+  // chunks' contributions (leaves: runs of chunks numbered from 0), in
+  // position order over the key spans' rows.
   struct AttentionChunkRef {
     Tensor q;
     AttentionSpan qs, ks;
-    Tensor out, lse, dout, dq, dk, dv;
+    Tensor out, lse, dout, dq;
+    int leaf = 0;
   };
-  // attention_partial_backward of each chunk in order against one k and v
-  // (key spans differing in length only): the same bits; a device may
-  // share each key tile's work among the chunks.
-  virtual void attention_chunks_backward(const AttentionShape& s, const std::vector<AttentionChunkRef>& chunks,
-                                         const Tensor& k, const Tensor& v, double scale) const {
-    for (const AttentionChunkRef& c : chunks)
-      attention_partial_backward(s, c.q, c.qs, k, v, c.ks, scale, c.out, c.lse, c.dout, c.dq, c.dk, c.dv);
-  }
+  virtual void attention_chunk_tree_backward(const AttentionShape& s, const std::vector<AttentionChunkRef>& chunks,
+                                             const Tensor& k, const Tensor& v, double scale, const Tensor& dk,
+                                             const Tensor& dv) const = 0;
 
   // ---- tensor parallelism (cpu/vocab_parallel.h) ----
   // This rank's vocabulary rows [vocab_begin, vocab_begin + table rows) of

@@ -129,27 +129,22 @@ void chunk_pair_attention_backward(const kernels::KernelTable& k, const ChunkPai
   const int64_t heads = s.kv_grads_per_query ? g.Hq : g.Hkv;  // of dk and dv
   const int64_t n = g.B * g.T * heads * g.D;
   k.fill(dq, 0.0);
-  // Every pair's dK and dV in a buffer of its own, its two chunks in one
-  // call of the kernel (each key tile's operands packed once for all).
-  const Tensor pairs = Tensor::zeros(Shape{g.L, 2 * n}, q.dtype(), alloc, MemCategory::Workspace);
+  // Every pair's dK and dV as a leaf of its own over the whole rows (its
+  // two chunks, in chunk order), the pairs in the tree: one kernel call.
   std::vector<kernels::KernelTable::AttentionChunkRef> chunks;
-  for (int64_t j = 0; j < g.L; ++j) {
-    const Tensor pair = pairs.slice(j, j + 1).view(Shape{2 * n});
+  for (int64_t j = 0; j < g.L; ++j)
     for (int h = 0; h < 2; ++h) {
       const int i = g.chunk(g.r * g.L + j, h);
       const int64_t pr = g.pseudo(j, h, 0);
       const ChunkSpans sp = spans(g, seg, i);
       const auto qr = [&](const Tensor& t) { return t.flat_slice(pr * g.qrow, (pr + g.B) * g.qrow); };
       chunks.push_back({qr(q), sp.qs, sp.ks, qr(out), lse.flat_slice(pr * g.Hq * g.c, (pr + g.B) * g.Hq * g.c),
-                        qr(dout), qr(dq), pair.flat_slice(0, n), pair.flat_slice(n, 2 * n)});
+                        qr(dout), qr(dq), int(j)});
     }
-  }
   kernels::AttentionShape shape = g.chunk_shape();
   shape.kv_grads_per_query = s.kv_grads_per_query;
-  k.attention_chunks_backward(shape, chunks, K, Vr, scale);
-  BlockTree tree;  // over this rank's pairs: dK then dV of the whole rows
-  for (int64_t j = 0; j < g.L; ++j) tree.push(pairs.slice(j, j + 1).view(Shape{2 * n}));
-  const Tensor& sum = tree.root();
+  const Tensor sum = Tensor::empty(Shape{2 * n}, q.dtype(), alloc, MemCategory::Workspace);  // dK then dV
+  k.attention_chunk_tree_backward(shape, chunks, K, Vr, scale, sum.flat_slice(0, n), sum.flat_slice(n, 2 * n));
   if (g.P == 1) {
     permute(k, g, heads, dk, sum.flat_slice(0, n), false);
     permute(k, g, heads, dv, sum.flat_slice(n, 2 * n), false);

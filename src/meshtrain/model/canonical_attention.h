@@ -9,8 +9,9 @@
 // kernel's own tiles, the same call on every layout), from a fresh softmax
 // state.
 // Backward: dq as that call; dK/dV of each pair of queries (its two chunks,
-// in chunk order) in a buffer of its own over the whole row (all chunks in
-// one kernel call: KernelTable::attention_chunks_backward), the pairs
+// in chunk order) a leaf of its own over the whole row (one kernel call,
+// KernelTable::attention_chunk_tree_backward, which sums each key tile's
+// leaves in cache), the pairs
 // summed in the block tree (canonical_sum.h) and the cp ranks' subtrees by
 // a tree reduce-scatter, which leaves each rank its own pairs' dK/dV: the
 // tree one rank builds over all V pairs.

@@ -87,9 +87,10 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
                                 AttentionSpan ks, T scale, const T* out, const T* lse, const T* dout, T* dq, T* dk,
                                 T* dv);
 
-// One query chunk of attention_chunks_backward: its queries (span qs),
-// their key span ks in the shared k and v, and its out, lse, dout, dq and
-// its own dk, dv (as attention_partial_backward takes them).
+// One query chunk of attention_chunk_tree_backward (and, alone, of
+// attention_partial_backward): its queries (span qs), their key span ks in
+// the shared k and v, its out, lse, dout and dq, its own dk, dv where it
+// adds to them, and its leaf of the tree.
 template <typename T>
 struct AttentionChunk {
   const T* q;
@@ -100,12 +101,22 @@ struct AttentionChunk {
   T* dq;
   T* dk;
   T* dv;
+  int leaf;
 };
-// attention_partial_backward of each chunk in order against one k and v
-// (key spans differing in length only): the same bits, each key tile's
-// operands packed once for all of them.
+// Reproducible mode's chunk pairs (docs/math.md (M.74)): dq of each chunk
+// += its contribution, and
+//   dk, dv = the tree (M.10) over leaves l of
+//            leaf l = 0 + the contributions of the chunks of leaf l, in order
+// (leaves: runs of chunks numbered from 0; the chunks' own dk, dv unused),
+// written over [B, key rows, heads, D] in position order (key rows: the
+// key spans' row stride, or their length; heads: Hq where
+// kv_grads_per_query, else Hkv). The bits of attention_partial_backward
+// for each chunk in order into a zeroed buffer per leaf, and the buffers
+// added as model/canonical_sum.h's BlockTree adds them; here each key
+// tile's leaves live in the thread's cache and each key tile's operands
+// are packed once for all chunks. Key spans differ in length only.
 template <typename T>
-void attention_chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, int count, const T* k,
-                               const T* v, T scale);
+void attention_chunk_tree_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, int count, const T* k,
+                                   const T* v, T scale, T* dk, T* dv);
 
 }  // namespace meshtrain::kernels

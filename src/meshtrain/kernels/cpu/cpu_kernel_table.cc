@@ -393,15 +393,17 @@ class CpuKernels final : public KernelTable {
     });
   }
 
-  void attention_chunks_backward(const AttentionShape& s, const std::vector<AttentionChunkRef>& chunks,
-                                 const Tensor& k, const Tensor& v, double scale) const override {
+  void attention_chunk_tree_backward(const AttentionShape& s, const std::vector<AttentionChunkRef>& chunks,
+                                     const Tensor& k, const Tensor& v, double scale, const Tensor& dk,
+                                     const Tensor& dv) const override {
     with_float_type(k.dtype(), [&](auto z) {
       using T = decltype(z);
       std::vector<AttentionChunk<T>> typed;
       for (const AttentionChunkRef& c : chunks)
         typed.push_back({ptr<T>(c.q), c.qs, c.ks, ptr<T>(c.out), ptr<T>(c.lse), ptr<T>(c.dout), ptr<T>(c.dq),
-                         ptr<T>(c.dk), ptr<T>(c.dv)});
-      kernels::attention_chunks_backward<T>(s, typed.data(), int(typed.size()), ptr<T>(k), ptr<T>(v), T(scale));
+                         nullptr, nullptr, c.leaf});
+      kernels::attention_chunk_tree_backward<T>(s, typed.data(), int(typed.size()), ptr<T>(k), ptr<T>(v), T(scale),
+                                                ptr<T>(dk), ptr<T>(dv));
     });
   }
 

@@ -106,9 +106,9 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
   MT_DISPATCH(attention_partial_backward, s, q, qs, k, v, ks, scale, out, lse, dout, dq, dk, dv);
 }
 template <typename T>
-void attention_chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, int count, const T* k,
-                               const T* v, T scale) {
-  MT_DISPATCH(attention_chunks_backward, s, chunks, count, k, v, scale);
+void attention_chunk_tree_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, int count, const T* k,
+                                   const T* v, T scale, T* dk, T* dv) {
+  MT_DISPATCH(attention_chunk_tree_backward, s, chunks, count, k, v, scale, dk, dv);
 }
 
 // ---- cross_entropy.h
@@ -271,8 +271,8 @@ template void layernorm_forward<float, uint16_t>(const float*, const float*, con
                                              AttentionSpan, T, SoftmaxState<T>);                                   \
   template void attention_partial_backward<T>(const AttentionShape&, const T*, AttentionSpan, const T*, const T*,  \
                                               AttentionSpan, T, const T*, const T*, const T*, T*, T*, T*);         \
-  template void attention_chunks_backward<T>(const AttentionShape&, const AttentionChunk<T>*, int, const T*,      \
-                                             const T*, T);                                                         \
+  template void attention_chunk_tree_backward<T>(const AttentionShape&, const AttentionChunk<T>*, int, const T*,  \
+                                                 const T*, T, T*, T*);                                             \
   template CrossEntropyResult cross_entropy_forward<T>(const T*, const int32_t*, int64_t, int64_t);               \
   template CrossEntropyResult cross_entropy_forward_backward<T>(const T*, const int32_t*, int64_t, int64_t, T,    \
                                                                 T*);                                               \

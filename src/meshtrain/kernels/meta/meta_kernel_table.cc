@@ -70,6 +70,8 @@ class MetaKernels final : public KernelTable {
   void attention_partial_backward(const AttentionShape&, const Tensor&, AttentionSpan, const Tensor&, const Tensor&,
                                   AttentionSpan, double, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                   const Tensor&, const Tensor&) const override {}
+  void attention_chunk_tree_backward(const AttentionShape&, const std::vector<AttentionChunkRef>&, const Tensor&,
+                                     const Tensor&, double, const Tensor&, const Tensor&) const override {}
 
   void embedding_slice_forward(const int32_t*, const Tensor&, int64_t, int64_t, const Tensor&) const override {}
   void embedding_slice_backward(const int32_t*, const Tensor&, int64_t, const Tensor&) const override {}

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "meshtrain/core/error.h"
@@ -138,8 +139,8 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
 // other, and a sequence of one span has the bits of a whole-group pack.
 // Several chunks of queries against one K and V (reproducible mode's chunk
 // pairs, docs/math.md (M.74)) run as one call: their spans, in batches
-// that fit kPackedGroupBytes, meet each key tile packed once, with the
-// bits of one call per chunk in order.
+// that fit kPackedGroupBytes, meet each key tile packed once, and each
+// key tile's pair leaves are summed in the tree in the thread's cache.
 constexpr size_t kPackedGroupBytes = size_t(1) << 20;
 
 // Q and dO of query head h, query rows [s0, s0 + span) of batch row b,
@@ -250,12 +251,23 @@ void check_chunks(const AttentionChunk<T>* chunks, int count) {
   }
 }
 
+// x += y over n values (a tree node: left += right).
 template <typename T>
-void attention_chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, int count, const T* k,
-                               const T* v, T scale) {
+void add_values(T* __restrict x, const T* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] + y[i];
+}
+
+// The one backward over chunks of queries (attention_partial_backward: one
+// chunk, adding to its dk, dv; attention_chunk_tree_backward: tree_dk,
+// tree_dv = the tree over the chunks' leaves, each key tile's leaves
+// summed in the thread's cache).
+template <typename T>
+void chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, int count, const T* k, const T* v,
+                     T scale, T* tree_dk, T* tree_dv) {
   check_shape(s);
   check_chunks(chunks, count);
   if (count == 0) return;
+  const bool tree = tree_dk != nullptr;
   const int64_t H = s.q_heads, Hk = s.kv_heads, D = s.head_dim, group = H / Hk;
   const int64_t ldq = H * D;
   const int64_t span_rows = std::max<int64_t>(
@@ -267,18 +279,32 @@ void attention_chunks_backward(const AttentionShape& s, const AttentionChunk<T>*
     lens.push_back(chunks[c].qs.len);
     key_len = std::max(key_len, chunks[c].ks.len);
     macs += attention_macs(s, chunks[c].qs.len, chunks[c].ks.len);
+    MT_CHECK(!tree || (c == 0 ? chunks[c].leaf == 0
+                              : chunks[c].leaf == chunks[c - 1].leaf || chunks[c].leaf == chunks[c - 1].leaf + 1),
+             "attention chunk tree: leaves must be runs of chunks numbered from 0");
   }
+  const int leaves = chunks[count - 1].leaf + 1;
+  // A key row of the tree's output: every chunk's rows, one stride apart.
+  const int64_t key_row = chunks[0].ks.row_stride ? chunks[0].ks.row_stride : chunks[0].ks.len;
   const std::vector<std::vector<SpanUnit>> batches = span_batches(lens.data(), count, span_rows);
   int64_t batch_rows = 0;
   for (const auto& batch : batches) batch_rows = std::max(batch_rows, batch.back().at + batch.back().span);
   const size_t tile_elems = static_cast<size_t>(D) * kBk;
   const size_t group_elems = static_cast<size_t>(group * batch_rows * D);
+  // A leaf of one key tile: its dK then its dV, kBk rows of the task's heads' columns.
+  const int64_t width = (s.kv_grads_per_query ? group : 1) * D, leaf_elems = 2 * kBk * width;
+  int64_t depth = 1;
+  while ((int64_t(1) << depth) <= leaves) ++depth;
+  const size_t tree_elems = tree ? static_cast<size_t>((depth + 1) * leaf_elems) : 0;
   run_pieces_if(macs > kParallelMacs, s.batch * Hk, [&](int64_t task, int) {  // (b, kv head): its dk, dv, dq rows
     const int64_t b = task / Hk, hk = task % Hk;
-    T* const scratch = thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * batch_rows);
-    T* const dop = scratch + 3 * tile_elems + group_elems;
+    T* const scratch =
+        thread_scratch<T>(3 * tile_elems + 2 * group_elems + 2 * kBq * kBk + group * batch_rows + tree_elems);
+    T* const qp = scratch + 3 * tile_elems;  // [group, rows, D]
+    T* const dop = qp + group_elems;
     T* const P = dop + group_elems;
     T* const delta = P + 2 * kBq * kBk;  // [group, rows]
+    T* const levels = delta + group * batch_rows;  // the tree's subtrees, leaf_elems each
     const BackwardTiles<T> tiles{scratch, scratch + tile_elems, scratch + 2 * tile_elems, P, P + kBq * kBk};
     const KeyRange<T> kr = key_range(s, k, v, chunks[0].ks, b, hk);
     // Where query head h's dk/dv rows start: its KV head's, or its own.
@@ -287,62 +313,142 @@ void attention_chunks_backward(const AttentionShape& s, const AttentionChunk<T>*
       if (!s.kv_grads_per_query) return kr.k - k;
       return b * (c.ks.row_stride ? c.ks.row_stride : c.ks.len) * ldq + h * D;
     };
+    auto pack_batch = [&](const std::vector<SpanUnit>& batch) {  // span u at rows [at, at + span) of each head
+      const int64_t rows = batch.back().at + batch.back().span;
+      for (const SpanUnit& u : batch) {
+        const AttentionChunk<T>& c = chunks[u.chunk];
+        for (int64_t g = 0; g < group; ++g) {
+          const int64_t row = g * rows + u.at;
+          pack_query_span(s, c.qs.len, c.q, c.out, c.dout, b, hk * group + g, u.s0, u.span, qp + row * D,
+                          dop + row * D, delta + row);
+        }
+      }
+    };
+    int nk_packed = 0;  // of the key tile j0 packed now
+    // Span u's tiles against key tile j0; query head h's dk, dv of the tile
+    // at grad(h) (its first row), ld apart.
+    auto run_unit = [&](const SpanUnit& u, int64_t rows, int64_t j0, auto&& grad, int64_t ld) {
+      const AttentionChunk<T>& c = chunks[u.chunk];
+      const int64_t kp0 = chunks[0].ks.pos0 + j0;
+      if (j0 >= c.ks.len || kp0 > c.qs.pos0 + u.s0 + u.span - 1) return;  // no query of the span sees them
+      const int nk = static_cast<int>(std::min<int64_t>(kBk, c.ks.len - j0));
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t h = hk * group + g;
+        // First query tile of the span that can see key tile j0.
+        const int64_t first = std::max<int64_t>(u.s0, (kp0 - c.qs.pos0) / kBq * kBq);
+        for (int64_t i0 = first; i0 < u.s0 + u.span; i0 += kBq) {
+          const QueryTile<T> qt = query_tile(s, c.q, c.qs, b, h, i0);
+          const TileGeom geo{qt.qp0, qt.nq, qt.qseg, kp0, nk, kr.kseg ? kr.kseg + j0 : nullptr};
+          const TileKind kind = classify(geo);
+          if (kind == TileKind::kSkip) continue;
+          if (nk_packed < nk) {  // the longest key tile of the chunks here, once
+            const int n = static_cast<int>(std::min<int64_t>(kBk, key_len - j0));
+            transpose_rows(kr.k + j0 * kr.ldk, kr.ldk, n, D, tiles.kt, kBk);
+            transpose_rows(kr.v + j0 * kr.ldk, kr.ldk, n, D, tiles.vt, kBk);
+            pack_rows(kr.k + j0 * kr.ldk, kr.ldk, n, D, tiles.kp);
+            nk_packed = n;
+          }
+          const int64_t row = g * rows + u.at + i0 - u.s0;  // in the batch's packed [group, rows]
+          const auto [dk_at, dv_at] = grad(c, h);
+          backward_tile(D, geo, kind, tiles, qp + row * D, dop + row * D, c.lse + (b * H + h) * c.qs.len + i0,
+                        delta + row, scale, c.dq + (qt.q - c.q), ldq, dk_at, dv_at, ld);
+        }
+      }
+    };
     // A batch's spans meet each key tile in order (packed once for all of
     // them): an element of dk, dv gets the chunks' terms in chunk order,
     // each chunk's over (query head, query tile), and dq's rows theirs
     // over key tiles in order, as one call per chunk and span would.
-    for (const std::vector<SpanUnit>& batch : batches) {
-      const int64_t rows = batch.back().at + batch.back().span;
-      for (const SpanUnit& u : batch) {  // into [group, rows]: span u at rows [at, at + span) of each head
-        const AttentionChunk<T>& c = chunks[u.chunk];
-        for (int64_t g = 0; g < group; ++g) {
-          const int64_t row = g * rows + u.at;
-          pack_query_span(s, c.qs.len, c.q, c.out, c.dout, b, hk * group + g, u.s0, u.span,
-                          scratch + 3 * tile_elems + row * D, dop + row * D, delta + row);
+    if (!tree) {
+      for (const std::vector<SpanUnit>& batch : batches) {
+        pack_batch(batch);
+        const int64_t rows = batch.back().at + batch.back().span;
+        for (int64_t j0 = 0; j0 < key_len; j0 += kBk) {
+          nk_packed = 0;
+          for (const SpanUnit& u : batch)
+            run_unit(u, rows, j0, [&](const AttentionChunk<T>& c, int64_t h) {
+              const int64_t at = grads_at(c, h) + j0 * ld_grad;
+              return std::pair<T*, T*>{c.dk + at, c.dv + at};
+            }, ld_grad);
         }
       }
-      for (int64_t j0 = 0; j0 < key_len; j0 += kBk) {
-        const int64_t kp0 = chunks[0].ks.pos0 + j0;
-        int nk_packed = 0;
-        for (const SpanUnit& u : batch) {
-          const AttentionChunk<T>& c = chunks[u.chunk];
-          if (j0 >= c.ks.len || kp0 > c.qs.pos0 + u.s0 + u.span - 1) continue;  // no query of the span sees them
-          const int nk = static_cast<int>(std::min<int64_t>(kBk, c.ks.len - j0));
-          for (int64_t g = 0; g < group; ++g) {
-            const int64_t h = hk * group + g;
-            // First query tile of the span that can see key tile j0.
-            const int64_t first = std::max<int64_t>(u.s0, (kp0 - c.qs.pos0) / kBq * kBq);
-            for (int64_t i0 = first; i0 < u.s0 + u.span; i0 += kBq) {
-              const QueryTile<T> qt = query_tile(s, c.q, c.qs, b, h, i0);
-              const TileGeom geo{qt.qp0, qt.nq, qt.qseg, kp0, nk, kr.kseg ? kr.kseg + j0 : nullptr};
-              const TileKind kind = classify(geo);
-              if (kind == TileKind::kSkip) continue;
-              if (nk_packed < nk) {  // the longest key tile the batch reads here
-                const int n = static_cast<int>(std::min<int64_t>(kBk, key_len - j0));
-                transpose_rows(kr.k + j0 * kr.ldk, kr.ldk, n, D, tiles.kt, kBk);
-                transpose_rows(kr.v + j0 * kr.ldk, kr.ldk, n, D, tiles.vt, kBk);
-                pack_rows(kr.k + j0 * kr.ldk, kr.ldk, n, D, tiles.kp);
-                nk_packed = n;
-              }
-              const int64_t row = g * rows + u.at + i0 - u.s0;  // in the batch's packed [group, rows]
-              const int64_t at = grads_at(c, h) + j0 * ld_grad;
-              backward_tile(D, geo, kind, tiles, scratch + 3 * tile_elems + row * D, dop + row * D,
-                            c.lse + (b * H + h) * c.qs.len + i0, delta + row, scale, c.dq + (qt.q - c.q), ldq,
-                            c.dk + at, c.dv + at, ld_grad);
-            }
-          }
+      return;
+    }
+    // The tree: per key tile, each leaf (0 + its chunks' terms, in order)
+    // in a buffer of its own, added as BlockTree adds (equal levels at
+    // once; the rest right to left), the root written once; a tile no
+    // query sees is a tree of zeros. Several batches re-pack their spans
+    // at every key tile.
+    const int64_t out_ld = (s.kv_grads_per_query ? H : Hk) * D, out_col = hk * width;
+    if (batches.size() == 1) pack_batch(batches[0]);
+    for (int64_t j0 = 0; j0 < key_row; j0 += kBk) {
+      const int64_t nk_tile = std::min<int64_t>(kBk, key_row - j0), used = nk_tile * width;
+      nk_packed = 0;
+      struct Node {
+        int level;
+        int first;
+      };
+      std::vector<Node> stack;
+      int open = -1;  // the leaf being written: levels + stack.size() * leaf_elems
+      auto leaf_at = [&] { return levels + int64_t(stack.size()) * leaf_elems; };
+      auto close_leaf = [&] {
+        stack.push_back({0, open});
+        while (stack.size() >= 2) {
+          const Node& left = stack[stack.size() - 2];
+          if (left.level != stack.back().level || left.first % (2 << left.level) != 0) break;
+          T* const l = levels + int64_t(stack.size() - 2) * leaf_elems;
+          add_values(l, l + leaf_elems, used);
+          add_values(l + kBk * width, l + leaf_elems + kBk * width, used);
+          stack.pop_back();
+          stack.back().level += 1;
         }
+      };
+      auto open_leaf = [&](int leaf) {  // leaves are runs numbered in order: leaf == open + 1
+        if (open >= 0) close_leaf();
+        open = leaf;
+        std::fill(leaf_at(), leaf_at() + used, T(0));
+        std::fill(leaf_at() + kBk * width, leaf_at() + kBk * width + used, T(0));
+      };
+      for (const std::vector<SpanUnit>& batch : batches) {
+        if (batches.size() > 1) pack_batch(batch);
+        const int64_t rows = batch.back().at + batch.back().span;
+        for (const SpanUnit& u : batch) {
+          if (chunks[u.chunk].leaf != open) open_leaf(chunks[u.chunk].leaf);
+          T* const leaf = leaf_at();
+          run_unit(u, rows, j0, [&](const AttentionChunk<T>&, int64_t h) {
+            const int64_t col = s.kv_grads_per_query ? (h - hk * group) * D : 0;
+            return std::pair<T*, T*>{leaf + col, leaf + kBk * width + col};
+          }, width);
+        }
+      }
+      close_leaf();
+      for (; stack.size() > 1; stack.pop_back()) {  // the subtrees still apart, right to left
+        T* const l = levels + int64_t(stack.size() - 2) * leaf_elems;
+        add_values(l, l + leaf_elems, used);
+        add_values(l + kBk * width, l + leaf_elems + kBk * width, used);
+      }
+      for (int64_t r = 0; r < nk_tile; ++r) {
+        const int64_t at = (b * key_row + j0 + r) * out_ld + out_col;
+        std::memcpy(tree_dk + at, levels + r * width, size_t(width) * sizeof(T));
+        std::memcpy(tree_dv + at, levels + kBk * width + r * width, size_t(width) * sizeof(T));
       }
     }
   });
 }
 
 template <typename T>
+void attention_chunk_tree_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, int count, const T* k,
+                                   const T* v, T scale, T* dk, T* dv) {
+  MT_CHECK(count > 0 && dk && dv, "attention chunk tree: no chunks or no output");
+  chunks_backward(s, chunks, count, k, v, scale, dk, dv);
+}
+
+template <typename T>
 void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSpan qs, const T* k, const T* v,
                                 AttentionSpan ks, T scale, const T* out, const T* lse, const T* dout, T* dq, T* dk,
                                 T* dv) {
-  const AttentionChunk<T> chunk{q, qs, ks, out, lse, dout, dq, dk, dv};
-  MT_ISA_NS::attention_chunks_backward(s, &chunk, 1, k, v, scale);
+  const AttentionChunk<T> chunk{q, qs, ks, out, lse, dout, dq, dk, dv, 0};
+  chunks_backward<T>(s, &chunk, 1, k, v, scale, nullptr, nullptr);
 }
 
 template <typename T>
@@ -371,8 +477,8 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
                                              AttentionSpan, T, SoftmaxState<T>);                                   \
   template void attention_partial_backward<T>(const AttentionShape&, const T*, AttentionSpan, const T*, const T*,  \
                                               AttentionSpan, T, const T*, const T*, const T*, T*, T*, T*);        \
-  template void attention_chunks_backward<T>(const AttentionShape&, const AttentionChunk<T>*, int, const T*,      \
-                                             const T*, T);
+  template void attention_chunk_tree_backward<T>(const AttentionShape&, const AttentionChunk<T>*, int, const T*,  \
+                                                 const T*, T, T*, T*);
 
 MT_PER_ISA_INSTANTIATE(MT_ATTENTION_INSTANTIATE)
 #undef MT_ATTENTION_INSTANTIATE

@@ -38,7 +38,8 @@
   void attention_partial_backward(const AttentionShape&, const T*, AttentionSpan, const T*, const T*,            \
                                   AttentionSpan, T, const T*, const T*, const T*, T*, T*, T*);                   \
   template <typename T>                                                                                          \
-  void attention_chunks_backward(const AttentionShape&, const AttentionChunk<T>*, int, const T*, const T*, T);  \
+  void attention_chunk_tree_backward(const AttentionShape&, const AttentionChunk<T>*, int, const T*, const T*, T, \
+                                     T*, T*);                                                                    \
   template <typename T> CrossEntropyResult cross_entropy_forward(const T*, const int32_t*, int64_t, int64_t);    \
   template <typename T>                                                                                          \
   CrossEntropyResult cross_entropy_forward_backward(const T*, const int32_t*, int64_t, int64_t, T, T*);          \
