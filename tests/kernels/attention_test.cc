@@ -629,10 +629,11 @@ void check_chunks_match_calls(const Inputs& in, int64_t chunks_per_row, bool per
 
 TEST(Attention, ChunkTreeHasTheBitsOfOneCallPerChunkAndTheTree) {
   // bench-small's grouping (2 query heads a KV head) with documents, per
-  // KV head and per query head, 3 and 8 pairs; then spans long enough to
+  // KV head and per query head, 3 and 8 pairs; 7 pairs; spans long enough to
   // take several batches of packed queries, one chunk longer than a batch
   // (4 query heads of 128 features: a batch holds 256 rows at f32).
   const Inputs docs = make_inputs({3, 96, 4, 2, 16}, {37, 59}, 31);
+  const Inputs seven = make_inputs({2, 112, 4, 2, 16}, {}, 41);  // 14 chunks: 7 pairs, 3 subtrees folded
   const Inputs long_spans = make_inputs({1, 1200, 4, 1, 128}, {}, 37);
   for (Isa isa : test::runnable_levels()) {
     ScopedIsa level(isa);
@@ -642,6 +643,7 @@ TEST(Attention, ChunkTreeHasTheBitsOfOneCallPerChunkAndTheTree) {
       check_chunks_match_calls<float>(docs, 6, per_query);   // 3 pairs: a tree folded
       check_chunks_match_calls<float>(docs, 16, per_query);  // 8 pairs
     }
+    check_chunks_match_calls<float>(seven, 14, true);
     check_chunks_match_calls<float>(long_spans, 4, false);
   }
   check_chunks_match_calls<double>(docs, 6, true);
