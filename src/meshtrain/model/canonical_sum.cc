@@ -33,38 +33,23 @@ std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks, int* f
 }
 
 void BlockTree::push(const Tensor& leaf) {
-  stack_.push_back({0, next_++, leaf});
-  // Siblings: equal levels, the left one starting on a multiple of twice their size.
-  auto siblings = [this] {
-    const Node& left = stack_[stack_.size() - 2];
-    return left.level == stack_.back().level && left.first % (int64_t(2) << left.level) == 0;
-  };
-  while (stack_.size() >= 2 && siblings()) {
-    Node right = std::move(stack_.back());
-    stack_.pop_back();
-    kernels::kernels_for(right.sum).add(stack_.back().sum, right.sum);  // left += right: (M.10)'s tree
-    stack_.back().level += 1;
-  }
+  sums_.push_back(leaf);
+  counter_.push([&](size_t left, size_t right) {
+    kernels::kernels_for(sums_[right]).add(sums_[left], sums_[right]);  // left += right: (M.10)'s tree
+  });
+  sums_.resize(counter_.size());
 }
 
 const Tensor& BlockTree::fold() {
-  MT_CHECK(!stack_.empty(), "folding a block tree without leaves");
-  for (; stack_.size() > 1; stack_.pop_back()) {
-    const Tensor& right = stack_.back().sum;
-    kernels::kernels_for(right).add(stack_[stack_.size() - 2].sum, right);  // left += right
-  }
-  return stack_[0].sum;
+  MT_CHECK(!sums_.empty(), "folding a block tree without leaves");
+  counter_.fold([&](size_t left, size_t right) { kernels::kernels_for(sums_[right]).add(sums_[left], sums_[right]); });
+  sums_.resize(1);
+  return sums_[0];
 }
 
 const Tensor& BlockTree::root() const {
-  MT_CHECK(stack_.size() == 1, "block tree with ", stack_.size(), " open subtrees (leaves not a power of two)");
-  return stack_[0].sum;
-}
-
-std::vector<Tensor> BlockTree::parts() const {
-  std::vector<Tensor> sums;
-  for (const Node& n : stack_) sums.push_back(n.sum);
-  return sums;
+  MT_CHECK(sums_.size() == 1, "block tree with ", sums_.size(), " open subtrees (leaves not a power of two)");
+  return sums_[0];
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "meshtrain/core/subtree_counter.h"
 #include "meshtrain/kernels/kernel_table.h"
 #include "meshtrain/model/layers.h"
 #include "meshtrain/model/parameters.h"
@@ -38,34 +39,29 @@ std::vector<Extent> slice_blocks(int64_t n, int blocks, int64_t offset, int64_t 
 // The blocks of a parameter's dimension `dim` this rank holds.
 std::vector<Extent> local_blocks(const ParamSpec& p, int dim, int blocks, int* first = nullptr);
 
-// Adds leaves in a binary tree as they come (a binary counter: equal
-// levels are added at once, left += right): after 2^q leaves the first
-// leaf's tensor holds the tree sum. Also the gradient tree's counter
+// Adds leaf tensors in a binary tree as they come (core/subtree_counter.h:
+// equal levels are added at once, left += right): after 2^q leaves the
+// first leaf's tensor holds the tree sum. Also the gradient tree's counter
 // (parallel/grad_tree.h). The first leaf may sit at any index of a larger
 // tree (a replica's span, docs/math.md (M.75)): two subtrees are added only
 // where they are siblings there, so the leaves of [1, 7) end as the
 // subtrees [1, 2) [2, 4) [4, 6) [6, 7) (model/span_tree.h).
 class BlockTree {
  public:
-  explicit BlockTree(int64_t first_leaf = 0) : first_(first_leaf), next_(first_leaf) {}
+  explicit BlockTree(int64_t first_leaf = 0) : counter_(first_leaf) {}
   void push(const Tensor& leaf);
   // Subtrees still apart: 1 after a power of two of leaves.
-  size_t subtrees() const { return stack_.size(); }
+  size_t subtrees() const { return sums_.size(); }
   const Tensor& root() const;  // with one subtree (else an error)
   // The sum of any number of leaves: the subtrees still apart added right
   // to left (the last two first), into the first leaf's tensor; ends the tree.
   const Tensor& fold();
-  std::vector<Tensor> parts() const;  // the subtrees' sums, in leaf order
-  void clear() { stack_.clear(), next_ = first_; }
+  const std::vector<Tensor>& parts() const { return sums_; }  // the subtrees' sums, in leaf order
+  void clear() { counter_.clear(), sums_.clear(); }
 
  private:
-  struct Node {
-    int level;
-    int64_t first;  // its first leaf's index
-    Tensor sum;
-  };
-  int64_t first_, next_;
-  std::vector<Node> stack_;
+  SubtreeCounter counter_;
+  std::vector<Tensor> sums_;  // subtree i's sum in slot i
 };
 
 // One term of a sum of products: a [M, K] times op(w) with K w's dimension

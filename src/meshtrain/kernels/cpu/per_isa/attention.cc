@@ -16,10 +16,12 @@
 #include <vector>
 
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/subtree_counter.h"
 #include "meshtrain/kernels/cpu/elementwise.h"
 #include "meshtrain/kernels/cpu/per_isa/attention_tiles.h"
 #include "meshtrain/kernels/cpu/per_isa/isa_target.h"
 #include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
+#include "meshtrain/kernels/cpu/per_isa/tree_add.h"
 
 MT_ISA_BEGIN
 namespace meshtrain::kernels::MT_ISA_NS {
@@ -224,7 +226,7 @@ struct SpanUnit {
 };
 
 // The chunks' query spans cut to at most span_rows each, in order, then
-// in batches of at most span_rows rows (a chunk's spans never share one).
+// in batches of at most span_rows rows.
 std::vector<std::vector<SpanUnit>> span_batches(const int64_t* lens, int count, int64_t span_rows) {
   std::vector<std::vector<SpanUnit>> batches;
   int64_t rows = span_rows;  // of the open batch (full: open a new one)
@@ -249,12 +251,6 @@ void check_chunks(const AttentionChunk<T>* chunks, int count) {
                  (ks.row_stride != 0 || ks.len == first.len),
              "attention chunks: key spans of other rows or positions");
   }
-}
-
-// x += y over n values (a tree node: left += right).
-template <typename T>
-void add_values(T* __restrict x, const T* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] + y[i];
 }
 
 // The one backward over chunks of queries (attention_partial_backward: one
@@ -375,58 +371,42 @@ void chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, i
       return;
     }
     // The tree: per key tile, each leaf (0 + its chunks' terms, in order)
-    // in a buffer of its own, added as BlockTree adds (equal levels at
-    // once; the rest right to left), the root written once; a tile no
+    // in a buffer of its own, added as core/subtree_counter.h says (as
+    // BlockTree adds tensors), the root written once; a tile no
     // query sees is a tree of zeros. Several batches re-pack their spans
     // at every key tile.
     const int64_t out_ld = (s.kv_grads_per_query ? H : Hk) * D, out_col = hk * width;
     if (batches.size() == 1) pack_batch(batches[0]);
+    SubtreeCounter tree;  // subtree i in levels + i * leaf_elems
     for (int64_t j0 = 0; j0 < key_row; j0 += kBk) {
       const int64_t nk_tile = std::min<int64_t>(kBk, key_row - j0), used = nk_tile * width;
       nk_packed = 0;
-      struct Node {
-        int level;
-        int first;
+      tree.clear();
+      auto slot = [&](size_t i) { return levels + int64_t(i) * leaf_elems; };
+      auto add = [&](size_t left, size_t right) {  // dK and dV halves
+        add_values(slot(left), slot(right), used);
+        add_values(slot(left) + kBk * width, slot(right) + kBk * width, used);
       };
-      std::vector<Node> stack;
-      int open = -1;  // the leaf being written: levels + stack.size() * leaf_elems
-      auto leaf_at = [&] { return levels + int64_t(stack.size()) * leaf_elems; };
-      auto close_leaf = [&] {
-        stack.push_back({0, open});
-        while (stack.size() >= 2) {
-          const Node& left = stack[stack.size() - 2];
-          if (left.level != stack.back().level || left.first % (2 << left.level) != 0) break;
-          T* const l = levels + int64_t(stack.size() - 2) * leaf_elems;
-          add_values(l, l + leaf_elems, used);
-          add_values(l + kBk * width, l + leaf_elems + kBk * width, used);
-          stack.pop_back();
-          stack.back().level += 1;
-        }
-      };
-      auto open_leaf = [&](int leaf) {  // leaves are runs numbered in order: leaf == open + 1
-        if (open >= 0) close_leaf();
-        open = leaf;
-        std::fill(leaf_at(), leaf_at() + used, T(0));
-        std::fill(leaf_at() + kBk * width, leaf_at() + kBk * width + used, T(0));
-      };
+      int open = -1;  // the leaf being written, in slot(tree.size())
       for (const std::vector<SpanUnit>& batch : batches) {
         if (batches.size() > 1) pack_batch(batch);
         const int64_t rows = batch.back().at + batch.back().span;
         for (const SpanUnit& u : batch) {
-          if (chunks[u.chunk].leaf != open) open_leaf(chunks[u.chunk].leaf);
-          T* const leaf = leaf_at();
+          if (chunks[u.chunk].leaf != open) {  // leaves are runs numbered in order: the next one
+            if (open >= 0) tree.push(add);
+            open = chunks[u.chunk].leaf;
+            std::fill(slot(tree.size()), slot(tree.size()) + used, T(0));
+            std::fill(slot(tree.size()) + kBk * width, slot(tree.size()) + kBk * width + used, T(0));
+          }
+          T* const leaf = slot(tree.size());
           run_unit(u, rows, j0, [&](const AttentionChunk<T>&, int64_t h) {
             const int64_t col = s.kv_grads_per_query ? (h - hk * group) * D : 0;
             return std::pair<T*, T*>{leaf + col, leaf + kBk * width + col};
           }, width);
         }
       }
-      close_leaf();
-      for (; stack.size() > 1; stack.pop_back()) {  // the subtrees still apart, right to left
-        T* const l = levels + int64_t(stack.size() - 2) * leaf_elems;
-        add_values(l, l + leaf_elems, used);
-        add_values(l + kBk * width, l + leaf_elems + kBk * width, used);
-      }
+      tree.push(add);
+      tree.fold(add);
       for (int64_t r = 0; r < nk_tile; ++r) {
         const int64_t at = (b * key_row + j0 + r) * out_ld + out_col;
         std::memcpy(tree_dk + at, levels + r * width, size_t(width) * sizeof(T));

@@ -191,10 +191,11 @@ void run_rows(bool trans_a, bool trans_b, const PackedGemmRowsOf<typename Kit::I
   // transposed op(A) (in place, a strip is one short piece of each of kc
   // rows: too many lines), and rows a multiple of 4 KiB apart (a strip's
   // rows would all fall in the same L1 sets).
-  constexpr int64_t kAliasElements = 4096 / int64_t(sizeof(In));
   using Rows = PackedGemmRowsOf<In>;
   auto lda_of = [&](const Rows& r) { return trans_a ? r.M : K; };
-  auto in_place = [&](const Rows& r) { return !trans_a && lda_of(r) % kAliasElements != 0 && Kit::in_place_k(K); };
+  auto in_place = [&](const Rows& r) {
+    return !trans_a && rows_apart_for_in_place<In>(lda_of(r)) && Kit::in_place_k(K);
+  };
   bool all_in_place = true;
   for (int s = 0; s < count; ++s) all_in_place = all_in_place && in_place(rows[s]);
   // A packed op(A): with one column block each strip is used once per k

@@ -44,6 +44,14 @@ inline constexpr int64_t kKC = 256;
 // shared packing cost more than they save).
 inline constexpr double kParallelMinMacs = 1 << 21;
 
+// Whether rows of a row-major op(A) lda elements of In apart may be read in
+// place by a tile: not a multiple of 4 KiB apart, where a strip's rows
+// would all fall in the same L1 sets.
+template <typename In>
+inline bool rows_apart_for_in_place(int64_t lda) {
+  return lda % (4096 / int64_t(sizeof(In))) != 0;
+}
+
 // This core's L2 in bytes (256 KiB where the system does not say).
 inline int64_t l2_bytes() {
   static const int64_t bytes = [] {

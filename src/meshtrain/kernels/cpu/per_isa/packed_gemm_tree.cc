@@ -20,9 +20,11 @@
 
 #include "meshtrain/core/compute_team.h"
 #include "meshtrain/core/error.h"
+#include "meshtrain/core/subtree_counter.h"
 #include "meshtrain/kernels/cpu/per_isa/isa_target.h"
 #include "meshtrain/kernels/cpu/per_isa/packed_gemm_tiles.h"
 #include "meshtrain/kernels/cpu/per_isa/per_isa_kernels.h"
+#include "meshtrain/kernels/cpu/per_isa/tree_add.h"
 #include "meshtrain/kernels/cpu/scratch.h"
 
 MT_ISA_BEGIN
@@ -45,17 +47,12 @@ struct Chunk {
   int64_t b_at;
 };
 
-// The subtrees a binary counter over `leaves` holds at once, plus the leaf
+// The subtrees a SubtreeCounter over `leaves` holds at once, plus the leaf
 // being written.
 int64_t tree_depth(int leaves) {
   int64_t depth = 1;
   while ((int64_t(1) << depth) <= leaves) ++depth;
   return depth + 1;
-}
-
-// x += y over n floats (a tree node: left += right).
-void add_floats(float* __restrict x, const float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] + y[i];
 }
 
 }  // namespace
@@ -89,7 +86,6 @@ void packed_gemm_f32_tree(const PackedGemmTreeTerm* terms, int count, int leaves
   thread_local Scratch scratch;
   float* const b_pack = static_cast<float*>(scratch.get(size_t(b_elements + team * slot_elements) * sizeof(float)));
   const int64_t pieces = (M + rows_cap - 1) / rows_cap;
-  constexpr int64_t kAliasElements = 4096 / int64_t(sizeof(float));
 
   for (int64_t jc = 0; jc < N; jc += nb_max) {
     const int64_t nb = std::min(nb_max, N - jc), panels = (nb + kNR - 1) / kNR, ldl = panels * kNR;
@@ -112,19 +108,18 @@ void packed_gemm_f32_tree(const PackedGemmTreeTerm* terms, int count, int leaves
       float* const a_pack = levels + depth * level_elements;
       const int64_t i0 = p * rows_cap, i1 = std::min(M, i0 + rows_cap), strips = (i1 - i0 + kMR - 1) / kMR;
       const int64_t used = strips * kMR * ldl;  // the elements of a leaf this piece writes
-      struct Node {
-        int level;
-        int64_t first;
+      SubtreeCounter tree;  // subtree i in levels + i * level_elements
+      auto add = [&](size_t left, size_t right) {
+        add_values(levels + int64_t(left) * level_elements, levels + int64_t(right) * level_elements, used);
       };
-      std::vector<Node> stack;  // subtree i in levels + i * level_elements (BlockTree's counter)
       for (int j = 0; j < leaves; ++j) {
-        float* const leaf = levels + int64_t(stack.size()) * level_elements;
+        float* const leaf = levels + int64_t(tree.size()) * level_elements;
         bool first = true;
         for (const Chunk& c : chunks[size_t(j)]) {
           const PackedGemmTreeTerm& t = terms[c.term];
           for (int64_t s = 0; s < strips; ++s) {
             const int64_t ir = i0 + s * kMR, rows = std::min<int64_t>(kMR, i1 - ir);
-            const bool in_place = !t.trans_a && rows == kMR && t.lda % kAliasElements != 0;
+            const bool in_place = !t.trans_a && rows == kMR && rows_apart_for_in_place<float>(t.lda);
             if (!in_place)
               pack_a(t.trans_a ? t.A + c.k0 * t.lda + ir : t.A + ir * t.lda + c.k0, t.lda, t.trans_a, rows, c.kc,
                      a_pack);
@@ -141,25 +136,14 @@ void packed_gemm_f32_tree(const PackedGemmTreeTerm* terms, int count, int leaves
           }
           first = false;
         }
-        stack.push_back({0, j});
-        while (stack.size() >= 2) {  // siblings: equal levels, the left one on a multiple of twice their size
-          const Node& left = stack[stack.size() - 2];
-          if (left.level != stack.back().level || left.first % (int64_t(2) << left.level) != 0) break;
-          const int64_t l = int64_t(stack.size()) - 2;
-          add_floats(levels + l * level_elements, levels + (l + 1) * level_elements, used);
-          stack.pop_back();
-          stack.back().level += 1;
-        }
+        tree.push(add);
       }
-      for (; stack.size() > 1; stack.pop_back()) {  // the subtrees still apart, right to left
-        const int64_t l = int64_t(stack.size()) - 2;
-        add_floats(levels + l * level_elements, levels + (l + 1) * level_elements, used);
-      }
+      tree.fold(add);
       for (int64_t i = i0; i < i1; ++i) {
         float* const c = C + i * N + jc;
         const float* const root = levels + (i - i0) * ldl;
         if (accumulate)
-          add_floats(c, root, nb);
+          add_values(c, root, nb);
         else
           std::memcpy(c, root, size_t(nb) * sizeof(float));
       }
