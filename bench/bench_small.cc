@@ -21,10 +21,11 @@
 // --model gpt2-124m runs GPT-2 124M (tied, vocab 50257) at micro-batch 4,
 // sequence 256 instead. Each thread count's figures end with the process's
 // peak resident memory after its steps (what bench/compare-torch.sh sets
-// against PyTorch's).
+// against PyTorch's). --head-chunk-rows N runs the LM head and the loss in
+// backward N rows at a time (training.head_chunk_rows).
 //
 //   build/bench/bench_small [--steps N] [--threads 1,2] [--precision fp32|bf16|fp16] [--reproducible | --reproducible-cost]
-//                           [--model bench-small|gpt2-124m]
+//                           [--model bench-small|gpt2-124m] [--head-chunk-rows N]
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -129,13 +130,13 @@ Rate gemm_rate_on_step_shapes(const model::ModelConfig& c, int64_t n, std::optio
 // training.reproducible_blocks' default) or not.
 class StepRunner {
  public:
-  StepRunner(const model::ModelConfig& cfg, const PrecisionPolicy& policy, bool reproducible)
+  StepRunner(const model::ModelConfig& cfg, const PrecisionPolicy& policy, bool reproducible, int64_t head_chunk_rows)
       : reproducible_(reproducible),
         shard_(1, 0, canonical_blocks(reproducible)),
         alloc_(CachingAllocator::create()),
         world_(comm::ThreadWorld::create(1)),
         plan_(cfg, comm::MeshShape{}, 0, layout_options(reproducible)),
-        model_(cfg, alloc_, exec_options(policy), plan_.partition()),
+        model_(cfg, alloc_, exec_options(policy, head_chunk_rows), plan_.partition()),
         mesh_(comm::Mesh::create(comm::MeshShape{}, world_->group(0))),
         groups_(parallel::resolve_groups(plan_, mesh_)),
         engine_(model_, plan_, groups_, parallel_config(reproducible), optimizer_config(), alloc_),
@@ -168,10 +169,11 @@ class StepRunner {
     o.canonical_blocks = canonical_blocks(reproducible);
     return o;
   }
-  static model::ExecOptions exec_options(const PrecisionPolicy& policy) {
+  static model::ExecOptions exec_options(const PrecisionPolicy& policy, int64_t head_chunk_rows) {
     model::ExecOptions exec;
     exec.materialize_params = false;
     exec.precision = policy;
+    exec.head_chunk_rows = head_chunk_rows;
     return exec;
   }
   static parallel::ParallelConfig parallel_config(bool reproducible) {
@@ -204,7 +206,7 @@ class StepRunner {
 void print_reproducible_cost(const model::ModelConfig& cfg, const PrecisionPolicy& policy,
                              const data::Batch& batch, int threads, int steps) {
   set_compute_threads(threads);
-  StepRunner plain(cfg, policy, false), canonical(cfg, policy, true);
+  StepRunner plain(cfg, policy, false, 0), canonical(cfg, policy, true, 0);
   std::vector<double> off, on, ratios;
   for (int s = 0; s < steps + 2; ++s) {
     double t[2];
@@ -232,12 +234,14 @@ int main(int argc, char** argv) {
   std::string precision = "fp32";
   bool reproducible = false, reproducible_cost = false;
   std::string model_name = "bench-small";
+  int64_t head_chunk_rows = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc) precision = argv[++i];
     else if (!std::strcmp(argv[i], "--reproducible")) reproducible = true;
     else if (!std::strcmp(argv[i], "--reproducible-cost")) reproducible_cost = true;
     else if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model_name = argv[++i];
+    else if (!std::strcmp(argv[i], "--head-chunk-rows") && i + 1 < argc) head_chunk_rows = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
       thread_counts.clear();
       for (char* t = std::strtok(argv[++i], ","); t; t = std::strtok(nullptr, ",")) thread_counts.push_back(std::atoi(t));
@@ -249,7 +253,7 @@ int main(int argc, char** argv) {
   const bool gpt2 = model_name == "gpt2-124m";
   if (!gpt2 && model_name != "bench-small") {
     std::fprintf(stderr, "usage: bench_small [--steps N] [--threads 1,2] [--precision fp32|bf16|fp16] "
-                 "[--reproducible | --reproducible-cost] [--model bench-small|gpt2-124m]\n");
+                 "[--reproducible | --reproducible-cost] [--model bench-small|gpt2-124m] [--head-chunk-rows N]\n");
     return 2;
   }
   const model::ModelConfig cfg = gpt2 ? model::gpt2_124m_config() : model::bench_small_config();
@@ -272,9 +276,11 @@ int main(int argc, char** argv) {
   }
 
   const PrecisionPolicy policy = PrecisionPolicy::from_name(precision);
-  std::printf("%s: %s, seq %lld, micro-batch %lld, %s%s\n", model_name.c_str(), cfg.describe().c_str(),
+  std::printf("%s: %s, seq %lld, micro-batch %lld, %s%s", model_name.c_str(), cfg.describe().c_str(),
               static_cast<long long>(seq), static_cast<long long>(rows), policy.describe().c_str(),
               reproducible ? ", reproducible mode" : "");
+  if (head_chunk_rows > 0) std::printf(", LM head in chunks of %lld rows", static_cast<long long>(head_chunk_rows));
+  std::printf("\n");
   const kernels::GemmImpl f32_gemm = kernels::active_gemm_impl();
   const kernels::GemmImpl other_gemm =
       f32_gemm == kernels::GemmImpl::kPacked ? kernels::GemmImpl::kOnednn : kernels::GemmImpl::kPacked;
@@ -289,7 +295,7 @@ int main(int argc, char** argv) {
   }
   for (int threads : thread_counts) {
     set_compute_threads(threads);
-    StepRunner runner(cfg, policy, reproducible);
+    StepRunner runner(cfg, policy, reproducible, head_chunk_rows);
     CachingAllocator* const alloc = &runner.allocator();
     std::vector<double> times, cpu_times;
     int64_t os_allocs_after_warmup = 0;

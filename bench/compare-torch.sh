@@ -8,7 +8,9 @@
 # MODEL=gpt2-124m compares GPT-2 124M (tied, vocab 50257, B4 T256) instead,
 # with the peak resident memory of each process after its steps;
 # PRECISION=bf16 runs meshtrain's step under the bf16 policy (PyTorch stays
-# fp32: the ratio is then meshtrain bf16 over PyTorch fp32).
+# fp32: the ratio is then meshtrain bf16 over PyTorch fp32); HEAD_CHUNK_ROWS=N
+# runs meshtrain's LM head and loss in backward N rows at a time
+# (training.head_chunk_rows).
 # Installs python3-torch and OpenBLAS (OpenMP build) when missing (root, apt):
 # without an optimized BLAS Debian's torch runs the reference BLAS, ~50x
 # slower. Environment passes through
@@ -21,6 +23,7 @@ shift $(( $# > 2 ? 2 : $# ))
 threads=(1 2)
 model=${MODEL:-bench-small}
 precision=${PRECISION:-fp32}
+head_chunk_rows=${HEAD_CHUNK_ROWS:-0}
 [ $# -eq 0 ] || threads=("$@")
 
 # Debian's interpreter, where python3-torch installs (not a python3 earlier in PATH).
@@ -44,7 +47,7 @@ field() { awk -v key="$1" '{ n = split(key, k, " "); for (i = 1; i + n <= NF; ++
   for (j = 1; j <= n; ++j) if ($(i + j) != k[j]) ok = 0; if (ok) { print $i; exit } } }'; }
 for t in "${threads[@]}"; do
   mesh=$(OMP_NUM_THREADS=$t "$build/bench/bench_small" --steps "$steps" --threads "$t" --model "$model" \
-    --precision "$precision")
+    --precision "$precision" --head-chunk-rows "$head_chunk_rows")
   echo "$mesh"
   torch=$(OMP_NUM_THREADS=$t "$python" bench/torch_bench_small.py --threads "$t" --steps "$steps" --model "$model")
   echo "$torch"

@@ -217,6 +217,41 @@ BENCHMARK(BM_GemmSharedInput)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// Forward of layers that read one input, q, k, v (set 0) or gate, up
+// (set 1): mode 0 one GEMM per layer, mode 1 one GEMM over the weights
+// stacked (their rows are contiguous in a unit), N the sum of the layers'.
+// The packed GEMM reads x in place (no pack of the activation), so the two
+// differ only in how often x streams through the cache. Args: set, mode, threads.
+void BM_GemmFusedProjection(benchmark::State& state) {
+  const std::vector<int64_t> outs =
+      state.range(0) == 0 ? std::vector<int64_t>{kModel, kKvHeads * kHeadDim, kKvHeads * kHeadDim}
+                          : std::vector<int64_t>{kHidden, kHidden};
+  const bool fused = state.range(1) == 1;
+  omp_set_num_threads(int(state.range(2)));
+  int64_t total = 0;
+  for (int64_t o : outs) total += o;
+  const auto x = random_floats(kTokens * kModel, 1), w = random_floats(total * kModel, 2);
+  std::vector<float> y(size_t(kTokens * total));
+  for (auto _ : state) {
+    if (fused) {
+      mk::gemm<float>(false, true, kTokens, total, kModel, 1.0f, x.data(), w.data(), 0.0f, y.data());
+      continue;
+    }
+    int64_t row = 0;
+    for (int64_t o : outs) {
+      mk::gemm<float>(false, true, kTokens, o, kModel, 1.0f, x.data(), w.data() + row * kModel, 0.0f,
+                      y.data() + row * kTokens);
+      row += o;
+    }
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * double(kTokens * total * kModel), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmFusedProjection)
+    ->ArgsProduct({{0, 1}, {0, 1}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // An output projection plus the residual: mode 0 copies the residual into y
 // and adds with beta 1, mode 1 reads it inside the GEMM (gemm_onto).
 // Args: the projection's input width (512: o_proj, 1408: down_proj), mode, threads.

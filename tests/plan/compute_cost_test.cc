@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "meshtrain/plan/compute_cost.h"
 #include "meshtrain/plan/hardware.h"
 #include "meshtrain/plan/prediction.h"
 #include "meshtrain/train/equivalence.h"
@@ -163,4 +164,37 @@ TEST(ComputeCost, GemmRateInterpolatesBetweenClassesInLog2OfTheSmallestDimension
   EXPECT_NEAR(hw.gemm_rate(DType::F32, 1024, 128, 512), 0.7e12, 1e3);  // log2 halfway from 64 to 256
   EXPECT_NEAR(hw.gemm_rate(DType::F32, 512, 512, 512), 1.0e12, 1e3);   // 1.15 between 256 and 1024: the peak
   EXPECT_DOUBLE_EQ(hw.gemm_rate(DType::F32, 4096, 4096, 4096), 1.0e12);  // the last class, above the peak
+}
+
+// training.head_chunk_rows: the LM head's GEMMs, loss and weight gradient
+// all run in B (chunk by chunk); F keeps the final norm. The same work, the
+// same time, only moved between passes.
+TEST(ComputeCost, TheHeadInRowChunksRunsItsGemmsAndLossInB) {
+  const plan::HardwareProfile hw = flat_machine();
+  auto cfg = tiny("dp=1");
+  cfg.model.finalize();
+  const plan::ComputeModel cm(cfg.model, plan::local_dims(cfg.model, model::build_model_spec(cfg.model)),
+                              cfg.precision(), &hw);
+  plan::StepInputs in = train::step_inputs(cfg);
+  const plan::TraceBatch b = plan::trace_batch(in);
+  const int head = int(cfg.model.n_layers) + 1;
+  const plan::SegmentCost whole = cm.segment(head, b, in);
+  in.head_chunk_rows = 8;
+  const plan::SegmentCost part = cm.segment(head, b, in);
+  EXPECT_EQ(part.f.flops, 0.0);
+  EXPECT_GT(part.f.seconds, 0.0) << "the final norm stays in F";
+  EXPECT_LT(part.f.seconds, whole.f.seconds / 10);
+  EXPECT_EQ(part.w.flops, 0.0);
+  EXPECT_EQ(part.w.seconds, 0.0);
+  EXPECT_DOUBLE_EQ(part.b.flops, whole.f.flops + whole.b.flops + whole.w.flops);
+  const double total = whole.f.seconds + whole.b.seconds + whole.w.seconds;
+  EXPECT_NEAR(part.f.seconds + part.b.seconds, total, 1e-12 * total);
+  // Every other segment is unchanged.
+  for (int s = 0; s < head; ++s) {
+    in.head_chunk_rows = 0;
+    const plan::SegmentCost a = cm.segment(s, b, in);
+    in.head_chunk_rows = 8;
+    const plan::SegmentCost c = cm.segment(s, b, in);
+    EXPECT_EQ(a.f.seconds + a.b.seconds + a.w.seconds, c.f.seconds + c.b.seconds + c.w.seconds) << "segment " << s;
+  }
 }

@@ -231,6 +231,18 @@ TEST(PlanValidation, RecomputationReshardingAndGpt2Style) {
   expect_prediction_matches(keep);
 }
 
+// The head in row chunks: the logits are a chunk's workspace in B instead
+// of activations kept from F; under tp its loss's collectives run per chunk.
+TEST(PlanValidation, TheHeadInRowChunks) {
+  for (const char* layout : {"dp=2,zero=0", "dp=2,zero=3", "tp=2", "pp=2,schedule=zb-h1"}) {
+    SCOPED_TRACE(layout);
+    auto cfg = config(1, 0, "fp32");
+    cfg.model.n_layers = 4;
+    cfg.training.head_chunk_rows = 24;
+    expect_prediction_matches(train::with_layout(cfg, train::parse_layout(layout)));
+  }
+}
+
 // Reproducible mode: a leaf per micro-batch summed in a fixed tree, the
 // tree's point-to-point exchanges over dp, the roots kept until the next
 // window.

@@ -59,6 +59,16 @@ TEST(Config, ImpossibleShapes) {
   EXPECT_NE(error_of("[model\n").find("<string>:1"), std::string::npos);
 }
 
+TEST(Config, TheHeadInRowChunks) {
+  EXPECT_EQ(train::parse_config(kValid, {"training.head_chunk_rows=256"}).training.head_chunk_rows, 256);
+  EXPECT_NE(error_of(kValid, {"training.head_chunk_rows=-1"}).find("training.head_chunk_rows = -1: expected >= 0"),
+            std::string::npos);
+  const auto e = error_of(kValid, {"training.head_chunk_rows=64", "training.reproducible=true"});
+  EXPECT_NE(e.find("training.head_chunk_rows = 64 sums the LM head's weight gradient chunk by chunk"),
+            std::string::npos) << e;
+  EXPECT_NE(e.find("training.reproducible = false"), std::string::npos) << e;
+}
+
 // toml_reader: strict typed reads of one table.
 #include "meshtrain/train/toml_reader.h"
 

@@ -60,6 +60,18 @@ TEST(TensorParallelEquivalence, ComposedWithDataParallelismAndZero) {
   }
 }
 
+// The head in row chunks (10 rows, uneven): the vocabulary-parallel loss
+// runs per chunk on every rank of the group, its gradient in B.
+TEST(TensorParallelEquivalence, TheHeadInRowChunksMatchesOneRank) {
+  const auto ds = varied_documents(64, 5);
+  for (const char* text : {"tp=2", "tp=2,sp=on,dp=2,zero=3"}) {
+    SCOPED_TRACE(text);
+    auto cfg = tp_config(true, true, 1);
+    cfg.training.head_chunk_rows = 10;
+    expect_matches_one_rank(cfg, train::parse_layout(text), 3, ds, kTolerance);
+  }
+}
+
 TEST(TensorParallelEquivalence, OneTensorParallelRankIsBitwiseTheReference) {
   const auto ds = varied_documents(64, 5);
   train::Layout layout;

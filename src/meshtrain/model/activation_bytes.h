@@ -16,6 +16,9 @@
 
 namespace meshtrain::model {
 
+// The head as forward keeps it by default (the logits, (M.31)); with
+// training.head_chunk_rows forward keeps no logits ((M.77)), which the
+// planner's recorded step (train/meta_step.h) accounts for.
 struct ActivationBytes {
   int64_t embedding = 0;  // the stream leaving the embedding
   int64_t per_block = 0;

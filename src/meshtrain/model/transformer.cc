@@ -55,7 +55,7 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
     // layout plan places there (its gradient is summed with the first's).
     MT_CHECK(!cfg_.tied_embeddings || params_.spec().units[0].held,
              "tied LM head without the embedding unit or its copy on this rank");
-    head_ = std::make_unique<HeadSegment>(cfg_, params_, tp_.for_segment(num_segments() - 1));
+    head_ = std::make_unique<HeadSegment>(cfg_, params_, tp_.for_segment(num_segments() - 1), exec_.head_chunk_rows);
   }
 }
 
@@ -125,10 +125,11 @@ Tensor Transformer::forward_chain(const TokenBatch& b, std::vector<SegmentState>
 kernels::CrossEntropyResult Transformer::forward_backward(const TokenBatch& b, double loss_coeff) {
   std::vector<SegmentState> states;
   forward_chain(b, states, ForwardMode{true, loss_coeff, false});
-  const kernels::CrossEntropyResult loss = states.back().loss;
+  kernels::CrossEntropyResult loss;
   Tensor d;
   for (int s = num_segments(); s-- > 0;) {
     d = backward_segment_input(s, b, d, states[size_t(s)], /*defer_weights=*/false);
+    if (s == num_segments() - 1) loss = states[size_t(s)].loss;  // in B when the head runs in chunks
     states[size_t(s)] = SegmentState{};
   }
   return loss;

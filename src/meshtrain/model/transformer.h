@@ -23,6 +23,10 @@ struct ExecOptions {
   bool materialize_params = true;  // false: a parallel engine binds unit buffers
   PrecisionPolicy precision = PrecisionPolicy::uniform(DType::F32);
   bool fuse_residual = true;       // residual add inside the output GEMMs where exact (no tp reduction)
+  // Training: the LM head and the loss run in backward, this many rows at a
+  // time, so only one chunk of logits ever exists (docs/math.md, "The LM head
+  // in row chunks"); 0: the whole micro-batch's logits, formed in forward.
+  int64_t head_chunk_rows = 0;
   // A debugging aid: stale gradients hold NaN instead of the last window's
   // values, so a writer that adds without settling fails (parameters.h).
   bool poison_stale_grads = false;

@@ -167,6 +167,13 @@ void StepExecutor::unwind(const std::string& reason) {
   output_grads_.clear();
 }
 
+void StepExecutor::record_loss(int micro, const model::SegmentState& st, WindowResult& result) {
+  result.loss_sum += st.loss.loss_sum;
+  result.count += st.loss.count;
+  if (result.micro_loss.size() <= size_t(micro)) result.micro_loss.resize(size_t(micro) + 1, 0.0);
+  result.micro_loss[size_t(micro)] = st.loss.loss_sum;
+}
+
 void StepExecutor::execute(const Action& a, const std::function<model::TokenBatch(int)>& micro,
                            const model::ForwardMode& mode, size_t index, WindowResult& result) {
   const int last = model_.num_segments() - 1;
@@ -182,10 +189,7 @@ void StepExecutor::execute(const Action& a, const std::function<model::TokenBatc
       }
       Tensor y = model_.forward_segment(a.segment, b, x, st, mode);
       if (a.segment == last) {
-        result.loss_sum += st.loss.loss_sum;
-        result.count += st.loss.count;
-        if (result.micro_loss.size() <= size_t(a.micro)) result.micro_loss.resize(size_t(a.micro) + 1, 0.0);
-        result.micro_loss[size_t(a.micro)] = st.loss.loss_sum;
+        if (!st.loss_in_backward) record_loss(a.micro, st, result);
       } else if (!mode.logits) {
         inputs_[{a.micro, a.segment + 1}] = std::move(y);
       }
@@ -204,6 +208,7 @@ void StepExecutor::execute(const Action& a, const std::function<model::TokenBatc
       }
       model::SegmentState& st = states_.at(key);
       Tensor dx = model_.backward_segment_input(a.segment, b, dy, st, a.op == Op::BackwardInput);
+      if (a.segment == last && st.loss_in_backward) record_loss(a.micro, st, result);  // a head in row chunks
       if (a.segment > 0) output_grads_[{a.micro, a.segment - 1}] = std::move(dx);
       if (a.op == Op::Backward) states_.erase(key);
       break;

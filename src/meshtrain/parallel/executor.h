@@ -60,6 +60,9 @@ class StepExecutor {
   void post_ahead(const Program& program, size_t index, const std::function<model::TokenBatch(int)>& micro);
   void execute(const Action& a, const std::function<model::TokenBatch(int)>& micro, const model::ForwardMode& mode,
                size_t index, WindowResult& result);
+  // The head's loss of micro-batch `micro` into the window's sums (after F,
+  // or after B for a head in row chunks).
+  static void record_loss(int micro, const model::SegmentState& st, WindowResult& result);
   void record(const Action& a, double start, double end);
   void unwind(const std::string& reason);
   void stamp(const Program& program, size_t index);

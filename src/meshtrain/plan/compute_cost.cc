@@ -126,7 +126,7 @@ int64_t ComputeModel::experts(SegmentCost& c, const LocalBlockDims& k, const Tra
   return rows;
 }
 
-SegmentCost ComputeModel::segment(int s, const TraceBatch& b, bool recompute) const {
+SegmentCost ComputeModel::segment(int s, const TraceBatch& b, const StepInputs& exec) const {
   SegmentCost c;
   const int64_t n = b.n(), d = cfg_.d_model;
   const double e = double(dtype_size(precision_.accumulate()));
@@ -138,9 +138,16 @@ SegmentCost ComputeModel::segment(int s, const TraceBatch& b, bool recompute) co
   }
   if (s == int(cfg_.n_layers) + 1) {  // final norm, LM head, loss
     const int64_t V = dims_.vocab_rows;
-    linear(c, n, V, d);
-    c.f += elementwise(double(n) * (e * (2 * d + 3 * V) + conv * (d + V)));
+    c.f += elementwise(double(n) * (e * 2 * d + conv * d));  // the norm and its output as an operand
     c.b += elementwise(double(n) * e * (4 * d));
+    SegmentCost head;  // the LM head and the loss
+    linear(head, n, V, d);
+    head.f += elementwise(double(n) * (e * 3 * V + conv * V));
+    if (exec.head_chunk_rows > 0) {  // all of it in B, chunk by chunk (model/segments.h)
+      c.b += head.f, c.b += head.b, c.b += head.w;
+    } else {
+      c.f += head.f, c.b += head.b, c.w += head.w;
+    }
     return c;
   }
   const LocalBlockDims& k = dims_.blocks[size_t(s - 1)];
@@ -180,7 +187,7 @@ SegmentCost ComputeModel::segment(int s, const TraceBatch& b, bool recompute) co
     c.f.seconds += hw_->per_layer_overhead_s;
     c.b.seconds += 2 * hw_->per_layer_overhead_s;
   }
-  if (recompute) c.b += c.f;  // the block's forward replayed before its backward (docs/math.md, "Segment costs")
+  if (exec.recompute) c.b += c.f;  // the block's forward replayed before its backward (docs/math.md, "Segment costs")
   return c;
 }
 

@@ -74,7 +74,10 @@ class ComputeModel {
   // only (every time 0).
   ComputeModel(const model::ModelConfig& cfg, const LocalDims& dims, const PrecisionPolicy& precision,
                const HardwareProfile* hw, double speed = 1.0, bool fused_attention = true);
-  SegmentCost segment(int s, const TraceBatch& b, bool recompute) const;
+  // The execution options that move work between passes come from `exec`:
+  // recomputation, the head in row chunks (its GEMMs, loss and weight
+  // gradient all in B).
+  SegmentCost segment(int s, const TraceBatch& b, const StepInputs& exec) const;
   // AdamW over `owned` elements (memory-bound: master or parameters, the
   // gradient, both moments, the 16-bit copy).
   double optimizer_seconds(int64_t owned) const;

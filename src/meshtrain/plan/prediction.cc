@@ -28,7 +28,7 @@ double executed_flops(const StepInputs& in, const RankStep& rep) {
   for (const parallel::Action& a : rep.program.actions) {
     if (!parallel::is_compute(a.op)) continue;
     auto it = seg.find(a.segment);
-    if (it == seg.end()) it = seg.emplace(a.segment, cm.segment(a.segment, b, in.recompute)).first;
+    if (it == seg.end()) it = seg.emplace(a.segment, cm.segment(a.segment, b, in)).first;
     flops += action_cost(it->second, a.op).flops;
   }
   return flops;

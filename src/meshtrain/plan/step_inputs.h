@@ -24,6 +24,7 @@ struct StepInputs {
   parallel::ParallelConfig parallel;   // bucket size, reshard after forward, overlap, reduce op
   PrecisionPolicy precision = PrecisionPolicy::uniform(DType::F32);
   bool recompute = false;
+  int64_t head_chunk_rows = 0;  // training.head_chunk_rows: the head's GEMMs and loss all in B
   bool fuse_residual = true;
   int64_t micro_batch = 1;   // rows per micro-batch (B)
   int64_t grad_accum = 1;    // micro-batches per replica per update (G, the schedule's m)

@@ -130,7 +130,7 @@ class RankWalk {
  private:
   const SegmentCost& cost(int s) {
     auto it = seg_.find(s);
-    if (it == seg_.end()) it = seg_.emplace(s, cm_.segment(s, batch_, in_.recompute)).first;
+    if (it == seg_.end()) it = seg_.emplace(s, cm_.segment(s, batch_, in_)).first;
     return it->second;
   }
   // On the link the group crosses (group_link); a part p of its bandwidth

@@ -51,6 +51,7 @@ void check_config_limits(const TrainConfig& c) {
   int_at_most("training.micro_batch", t.micro_batch, 16 * kMi);
   int_at_most("training.grad_accum", t.grad_accum, 16 * kMi);
   int_at_most("training.eval_rows", t.eval_rows, int64_t(1) << 40);
+  int_at_most("training.head_chunk_rows", t.head_chunk_rows, int64_t(1) << 32);
   int_at_most("training.threads", t.threads, 4096);
   int_at_most("data.seq_len", c.data.seq_len, 16 * kMi);
   int_at_most("data.bucket_pool", c.data.bucket_pool, 1 * kMi);

@@ -49,6 +49,7 @@ TrainConfig config_for(const plan::StepInputs& in) {
   c.training.micro_batch = in.micro_batch;
   c.training.grad_accum = in.grad_accum;
   c.training.recompute = in.recompute;
+  c.training.head_chunk_rows = in.head_chunk_rows;
   c.training.reproducible = in.parallel.reproducible;
   c.training.threads = in.threads_per_rank;
   c.training.precision = dtype_key(in.precision.params);

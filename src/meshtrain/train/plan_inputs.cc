@@ -20,6 +20,7 @@ plan::StepInputs step_inputs(const TrainConfig& cfg) {
   in.parallel.reproducible = cfg.training.reproducible;  // as Trainer's validated() sets it
   in.precision = cfg.precision();
   in.recompute = cfg.training.recompute;
+  in.head_chunk_rows = cfg.training.head_chunk_rows;
   in.micro_batch = cfg.training.micro_batch;
   in.grad_accum = cfg.training.grad_accum;
   in.seq_len = cfg.data.seq_len;

@@ -63,6 +63,7 @@ void read_training(TomlSection s, TrainingConfig& t) {
   s.read("loss_scale_hysteresis", t.loss_scale.hysteresis);
   s.read("loss_scale_min", t.loss_scale.min_scale);
   s.read("recompute", t.recompute);
+  s.read("head_chunk_rows", t.head_chunk_rows);
   s.read("threads", t.threads);
   s.read("check_memory", t.check_memory);
   s.finish();
@@ -197,6 +198,12 @@ void TrainConfig::validate() {
   MT_REQUIRE(ConfigError, training.eval_rows >= 0, "training.eval_rows: expected >= 0");
   precision().validate();
   training.loss_scale.validate();
+  MT_REQUIRE(ConfigError, training.head_chunk_rows >= 0, "training.head_chunk_rows = ", training.head_chunk_rows,
+             ": expected >= 0 (0: the whole micro-batch's logits at once)");
+  MT_REQUIRE(ConfigError, training.head_chunk_rows == 0 || !training.reproducible, "training.head_chunk_rows = ",
+             training.head_chunk_rows, " sums the LM head's weight gradient chunk by chunk, but "
+             "training.reproducible sums it over canonical token blocks of the whole micro-batch: set "
+             "training.head_chunk_rows = 0, or training.reproducible = false");
   MT_REQUIRE(ConfigError, training.threads >= 0, "training.threads = ", training.threads, ": expected >= 0");
   parallel.validate();
   settle_replica_counts(*this);

@@ -37,6 +37,10 @@ struct TrainingConfig {
   std::string grad_reduce_dtype = "fp32";  // gradients on the wire: fp32 | bf16 | fp16 (16-bit precisions)
   optim::LossScaleConfig loss_scale;       // fp16: dynamic loss scaling
   bool recompute = false;
+  // The LM head, the loss and their gradients run in backward this many
+  // rows at a time: [head_chunk_rows, vocab] logits instead of the
+  // micro-batch's [n, vocab] (model/segments.h); 0: all rows at once.
+  int64_t head_chunk_rows = 0;
   // Every reduction in a fixed order that depends only on the global batch
   // and the model (gradients in a tree over the global micro-batch index):
   // any dp x grad_accum split of the same window gives the same bits.

@@ -70,6 +70,7 @@ TrainingStep::TrainingStep(const TrainConfig& cfg, comm::ParallelContext& ctx)
   check_layout();
   model::ExecOptions exec;
   exec.recompute = cfg_.training.recompute;
+  exec.head_chunk_rows = cfg_.training.head_chunk_rows;
   exec.materialize_params = false;
   exec.precision = cfg_.precision();
   exec.poison_stale_grads = poison_stale_grads_requested();
