@@ -39,6 +39,12 @@ fi
 # The same ISA for both: MESHTRAIN_ISA=avx2 also holds OpenBLAS and ATen to AVX2.
 if [ "${MESHTRAIN_ISA:-}" = avx2 ]; then
   export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-avx2}
+elif [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+  # Some machines set it machine-wide (old OpenBLAS builds misbehave there):
+  # PyTorch's GEMMs then run that core's kernels while meshtrain runs its
+  # own level, and the ratio is not like for like.
+  echo "compare-torch: note: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE holds PyTorch's OpenBLAS to that core's kernels;" \
+    "meshtrain runs ${MESHTRAIN_ISA:-its best level}. MESHTRAIN_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 compares at one level"
 fi
 [ -x "$build/bench/bench_small" ] || { echo "compare-torch: $build/bench/bench_small not built (make build)"; exit 2; }
 
