@@ -115,6 +115,7 @@ TEST(RestoreClaim, EachReductionFactChangesTheOrder) {
       {"sequence parallelism", [](LayoutFacts& f) { f.sequence_parallel = true; }},
       {"backend", [](LayoutFacts& f) { f.backend = "mpi"; }},
       {"tied copies on two stages", [](LayoutFacts& f) { f.tie_sums_two_stages = true; }},
+      {"the LM head in row chunks", [](LayoutFacts& f) { f.head_chunk_rows = 100; }},
   };
   for (const auto& [what, change] : changes) {
     LayoutFacts changed = base();
@@ -244,6 +245,7 @@ TEST(LayoutFacts, OldMetadataTakesTheDefaults) {
   EXPECT_EQ(f.backend, "threads");
   EXPECT_FALSE(f.reproducible);
   EXPECT_FALSE(f.tie_sums_two_stages) << "one stage holds both copies";
+  EXPECT_EQ(f.head_chunk_rows, 0);
   EXPECT_TRUE(f.kernels.is_null());
   // Such a checkpoint resumes bitwise on the same split of today's layout.
   LayoutFacts now = base();
@@ -372,6 +374,24 @@ TEST(LayoutFacts, ACheckpointRecordsItsPlansFacts) {
     for (const nlohmann::json& l : recorded)
       EXPECT_EQ(l.at("tie_sums_two_stages"), std::string(layout).find("zb-v") == std::string::npos);
   }
+}
+
+// A run with the LM head in row chunks records them: resuming with other
+// chunks sums the head's weight gradient in another order.
+TEST(LayoutFacts, ACheckpointRecordsTheHeadsRowChunks) {
+  const auto ds = testing::varied_documents(16, 3);
+  TrainConfig c = testing::tiny_train_config();
+  c.training.head_chunk_rows = 24;
+  c.validate();
+  testing::with_trainers(c, ds, std::nullopt, [&](Trainer& t) {
+    const nlohmann::json meta = t.save_request().metadata;
+    EXPECT_EQ(meta.at("layout").at("head_chunk_rows"), 24);
+    const LayoutFacts saved = LayoutFacts::from_metadata(meta);
+    LayoutFacts live = LayoutFacts::from_layout(t.config(), t.layout());
+    EXPECT_EQ(restore_claim(saved, live).text, kSameReduction);
+    live.head_chunk_rows = 0;
+    EXPECT_EQ(restore_claim(saved, live).text, kReductionOrder);
+  });
 }
 
 }  // namespace

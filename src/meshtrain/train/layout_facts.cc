@@ -48,6 +48,7 @@ LayoutFacts LayoutFacts::from_metadata(const nlohmann::json& meta) {
     f.reproducible = l.value("reproducible", false);
     f.canonical_blocks = l.value("canonical_blocks", 0);
     f.tie_sums_two_stages = l.contains(kTieKey) ? l.at(kTieKey).get<bool>() : recorded_tie_rule(meta, l);
+    f.head_chunk_rows = l.value("head_chunk_rows", int64_t(0));
     f.kernels = meta.value("kernels", nlohmann::json());
     return f;
   } catch (const nlohmann::json::exception& e) {
@@ -71,6 +72,7 @@ LayoutFacts LayoutFacts::from_layout(const TrainConfig& cfg, const parallel::Lay
   f.reproducible = cfg.training.reproducible;
   f.canonical_blocks = cfg.training.canonical_blocks();
   f.tie_sums_two_stages = !plan.tie_stages().empty();
+  f.head_chunk_rows = cfg.training.head_chunk_rows;
   f.kernels = kernel_environment();
   return f;
 }
@@ -93,6 +95,7 @@ nlohmann::json LayoutFacts::layout_json() const {
           {"canonical_blocks", canonical_blocks},
           {kTieKey, tie_sums_two_stages}};
   if (!replica_grad_accum.empty()) j["replica_grad_accum"] = replica_grad_accum;
+  if (head_chunk_rows > 0) j["head_chunk_rows"] = head_chunk_rows;
   return j;
 }
 

@@ -36,6 +36,9 @@ struct LayoutFacts {
   // The tied embedding and the head sit on two pipeline stages: the tie
   // group sums the two copies' gradients, where one stage interleaves them.
   bool tie_sums_two_stages = false;
+  // training.head_chunk_rows: the LM head's weight gradient summed in row
+  // chunks of this size (0: all rows at once; docs/math.md (M.77)).
+  int64_t head_chunk_rows = 0;
   // kernel_environment() of the writing process; null when not recorded.
   nlohmann::json kernels;
 

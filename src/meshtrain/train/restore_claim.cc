@@ -29,6 +29,8 @@ RestoreClaim restore_claim(const LayoutFacts& saved, const LayoutFacts& now) {
   const bool same_reduction = same_model_axes && saved.dp == now.dp && saved.grad_accum == now.grad_accum &&
                               saved.replica_grad_accum == now.replica_grad_accum &&
                               saved.micro_batch == now.micro_batch &&
+                              // the head's weight gradient summed in other row chunks
+                              saved.head_chunk_rows == now.head_chunk_rows &&
                               // The MPI standard asks reductions to give the same result on the
                               // same arguments in the same order (MPI_REDUCE, advice to
                               // implementors): the same world on the same backend repeats.
