@@ -6,7 +6,10 @@
 //     formula and the costed simulation of the same schedule with the
 //     measured median F, B, W of each chunk;
 //   - peak activation memory per stage, GPipe vs 1F1B;
-//   - the step time of ZB-H1 and interleaved relative to 1F1B.
+//   - the step time of ZB-H1 and interleaved relative to 1F1B;
+//   - each stage's wait at its receives and the part of it after the sender
+//     had finished the message's action (the exposed transfer; the largest
+//     stage's median).
 // Medians over the timed steps (the first step warms the caches up). With
 // more stages than cores, stages share cores and time-slice: the measured
 // busy time then includes waiting for a core; the costed simulation, from
@@ -70,6 +73,7 @@ double median(std::vector<double> v) {
 
 struct Result {
   double step_s = 0, bubble = 0, formula = 0, costed = 0;
+  double receive_wait_s = 0, exposed_s = 0;  // the largest stage's
   std::vector<int64_t> peak_activations;  // per stage
 };
 
@@ -84,13 +88,15 @@ Result run(const std::string& schedule, int p, int m, const data::TokenDataset& 
   comm::launch_threads(o, [&](comm::ParallelContext& ctx) {
     set_compute_threads(1);
     train::Trainer t(cfg, ctx, ds, std::nullopt);
-    std::vector<double> times, bubbles, costed;
+    std::vector<double> times, bubbles, costed, waits, exposed;
     int64_t act = 0;
     for (int s = 0; s < steps + 1; ++s) {
       const train::StepMetrics met = t.step();
       if (s == 0) continue;
       times.push_back(met.seconds);
       bubbles.push_back(met.pipeline_bubble);
+      waits.push_back(met.pipeline_receive_wait_s);
+      exposed.push_back(met.pipeline_transfer_exposed_s);
       const auto& tl = t.pipeline_timeline();
       costed.push_back(
           parallel::simulate(t.pipeline_schedule(), tl.chunk_costs(t.pipeline_schedule().chunks())).bubble);
@@ -99,6 +105,8 @@ Result run(const std::string& schedule, int p, int m, const data::TokenDataset& 
     }
     std::lock_guard<std::mutex> lock(mu);
     r.peak_activations[size_t(ctx.mesh.coord(comm::Axis::Pp))] = act;
+    r.receive_wait_s = std::max(r.receive_wait_s, median(waits));
+    r.exposed_s = std::max(r.exposed_s, median(exposed));
     if (ctx.rank == 0) r.step_s = median(times), r.bubble = median(bubbles), r.costed = median(costed);
   });
   return r;
@@ -123,16 +131,16 @@ int main(int argc, char** argv) {
       "stage, median of %d steps\n\n",
       steps);
   std::printf("bubble: measured | formula (unit time) | costed simulation (measured F, B, W per chunk)\n");
-  std::printf("  %-12s %2s %2s | %8s | %8s | %8s | %8s\n", "schedule", "p", "m", "measured", "formula", "costed",
-              "step s");
+  std::printf("  %-12s %2s %2s | %8s | %8s | %8s | %8s | %8s | %8s\n", "schedule", "p", "m", "measured", "formula",
+              "costed", "step s", "recv wait", "exposed");
   std::map<std::tuple<std::string, int, int>, Result> all;
   for (int p : ps)
     for (int m : {2, 4, 8})
       for (std::string schedule : {"gpipe", "1f1b", "interleaved", "zb-h1"}) {
         const Result r = run(schedule, p, m, ds, steps);
         all[{schedule, p, m}] = r;
-        std::printf("  %-12s %2d %2d | %8.3f | %8.3f | %8.3f | %8.3f\n", schedule.c_str(), p, m, r.bubble, r.formula,
-                    r.costed, r.step_s);
+        std::printf("  %-12s %2d %2d | %8.3f | %8.3f | %8.3f | %8.3f | %8.4f | %8.4f\n", schedule.c_str(), p, m, r.bubble,
+                    r.formula, r.costed, r.step_s, r.receive_wait_s, r.exposed_s);
         std::fflush(stdout);
       }
   std::printf("\npeak activation memory per stage, m = 8:\n");

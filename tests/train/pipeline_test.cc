@@ -21,6 +21,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "meshtrain/core/fault_injection.h"
 #include "meshtrain/parallel/schedule_gen.h"
 #include "meshtrain/train/equivalence.h"
 #include "meshtrain/train/run.h"
@@ -235,8 +236,36 @@ TEST(Pipeline, StepsMeasureTheirBubbleAndRecordEveryAction) {
         for (const auto& a : stage) EXPECT_LE(a.start, a.end);
       }
       EXPECT_NE(m.console_line(1).find("bubble"), std::string::npos);
+      // Every stage receives (activations or gradients); the exposed part of
+      // its waits is at most the waits, which lie inside the step.
+      EXPECT_GT(m.pipeline_receive_wait_s, 0.0) << schedule;
+      EXPECT_GE(m.pipeline_transfer_exposed_s, 0.0) << schedule;
+      EXPECT_LE(m.pipeline_transfer_exposed_s, m.pipeline_receive_wait_s) << schedule;
+      EXPECT_LT(m.pipeline_receive_wait_s, m.seconds) << schedule;
+      EXPECT_TRUE(m.to_json().contains("pipeline_transfer_exposed_s"));
     });
   }
+}
+
+// A first stage whose segments' forwards each take 50 ms longer (5
+// segments, 2 micro-batches): the second stage waits at its receives for
+// the slow forwards (the dependency, about 0.5 s), while the part after the
+// sender finished (the transfer of [32, 16] floats) stays a small share.
+TEST(Pipeline, ReceiveWaitsSplitTheDependencyFromTheTransfer) {
+  const auto ds = varied_documents(64, 12);
+  const auto cfg = with(pipeline_config(2, false), "pp=2,schedule=1f1b");
+  std::mutex mu;
+  std::vector<train::StepMetrics> by_stage(2);
+  fault::arm(fault::parse_rule("forward@0:delay=0.05"));
+  with_trainers(cfg, ds, std::nullopt, [&](train::Trainer& t) {
+    const train::StepMetrics m = t.step();
+    std::lock_guard<std::mutex> lock(mu);
+    by_stage[size_t(t.context().rank)] = m;
+  });
+  fault::disarm();
+  const train::StepMetrics& second = by_stage[1];
+  EXPECT_GT(second.pipeline_receive_wait_s, 0.2) << "it waits for the slow stage's activations";
+  EXPECT_LT(second.pipeline_transfer_exposed_s, 0.1 * second.pipeline_receive_wait_s) << "not for their transfer";
 }
 
 TEST(Pipeline, BadPipelineConfigsAreRejectedWhenRead) {

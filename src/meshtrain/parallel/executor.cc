@@ -91,6 +91,7 @@ WindowResult StepExecutor::run(const Program& program, const std::function<model
            " program run in the other mode");
   WindowResult result;
   timeline_.clear();
+  receive_waits_.clear();
   posted_until_ = 0;
   try {
     peak_live_ = 0;
@@ -98,7 +99,10 @@ WindowResult StepExecutor::run(const Program& program, const std::function<model
       const Action& a = program.actions[i];
       if (ledger_) stamp(program, i);
       if (!is_compute(a.op)) {
+        const double t0 = now_s();
         execute(a, micro, mode, i, result);
+        if (a.op == Op::RecvActivation || a.op == Op::RecvGradient)
+          receive_waits_.push_back({a.op, a.micro, a.chunk, t0, now_s()});
         continue;
       }
       if (pp_) post_ahead(program, i, micro);

@@ -44,6 +44,8 @@ class StepExecutor {
   // The last run's compute actions, one per chunk action, in the order
   // they ran, on this rank's steady clock (seconds).
   const std::vector<TimedAction>& timeline() const { return timeline_; }
+  // The last window's waits at pipeline receives (timeline.h).
+  const std::vector<ReceiveWait>& receive_waits() const { return receive_waits_; }
   // Most micro-batches with saved state (forward done, backward not) at
   // once during the last run.
   int peak_live_micro_batches() const { return peak_live_; }
@@ -81,6 +83,7 @@ class StepExecutor {
   std::map<size_t, PostedRecv> posted_;  // program index -> its receive, posted ahead
   size_t posted_until_ = 0;              // program indices below this have been looked at
   std::vector<TimedAction> timeline_;
+  std::vector<ReceiveWait> receive_waits_;
 };
 
 }  // namespace meshtrain::parallel

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <tuple>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/core/median.h"
@@ -53,6 +55,24 @@ void PipelineTimeline::rebase() {
     for (const TimedAction& a : stage) first = std::min(first, a.start);
   for (auto& stage : stages)
     for (TimedAction& a : stage) a.start -= first, a.end -= first;
+}
+
+double PipelineTimeline::exposed_transfer(const std::vector<ReceiveWait>& waits, double offset) const {
+  std::map<std::tuple<bool, int, int>, double> produced;  // (gradient, micro, chunk) -> end of its producer
+  for (const auto& stage : stages)
+    for (const TimedAction& a : stage) {
+      if (a.op == Op::Forward) produced[{false, a.micro, a.chunk}] = a.end;
+      if (a.op == Op::Backward || a.op == Op::BackwardInput) produced[{true, a.micro, a.chunk}] = a.end;
+    }
+  double exposed = 0;
+  for (const ReceiveWait& w : waits) {
+    const bool grad = w.op == Op::RecvGradient;
+    const auto it = produced.find({grad, w.micro, grad ? w.chunk + 1 : w.chunk - 1});
+    if (it == produced.end()) continue;  // a timeline without the sender's actions (a recorded step's)
+    const double start = w.start - offset, end = w.end - offset;
+    exposed += std::max(0.0, end - std::max(start, it->second));
+  }
+  return exposed;
 }
 
 PipelineTimeline gather_timeline(comm::ProcessGroup& pp, const std::vector<TimedAction>& mine) {

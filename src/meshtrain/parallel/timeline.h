@@ -21,6 +21,14 @@ struct TimedAction {
   double busy = 0;  // computing (end - start less the parameter waits between its segments)
 };
 
+// A wait at a pipeline receive (RecvActivation or RecvGradient of
+// micro-batch `micro` for chunk `chunk`), on the rank's steady clock.
+struct ReceiveWait {
+  Op op = Op::RecvActivation;
+  int micro = 0, chunk = 0;
+  double start = 0, end = 0;
+};
+
 struct PipelineTimeline {
   std::string schedule;
   int micro_batches = 0, virtual_stages = 1;
@@ -32,6 +40,14 @@ struct PipelineTimeline {
   ChunkCosts chunk_costs(int chunks) const;
   // Shifts every time so the earliest start is 0.
   void rebase();
+  // Seconds of `waits` (one stage's, `offset` its clock minus this
+  // timeline's) after the sending stage had finished the action that
+  // produced the message: an activation for chunk c comes from F of chunk
+  // c - 1, a gradient from B of chunk c + 1, same micro-batch. The transfer
+  // time the stage could not hide; waiting before that is the schedule's
+  // dependency, which the bubble counts. A wait whose sender is not in the
+  // timeline counts nothing.
+  double exposed_transfer(const std::vector<ReceiveWait>& waits, double offset) const;
 };
 
 // Collective over the pipeline group: every stage's actions (stage =

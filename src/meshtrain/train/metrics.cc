@@ -43,6 +43,8 @@ nlohmann::json StepMetrics::to_json() const {
   if (pipeline_bubble >= 0) {
     j["pipeline_bubble"] = pipeline_bubble;
     j["pipeline_bubble_formula"] = pipeline_bubble_formula;
+    j["pipeline_receive_wait_s"] = pipeline_receive_wait_s;
+    j["pipeline_transfer_exposed_s"] = pipeline_transfer_exposed_s;
   }
   if (tp.calls > 0 || tp.grad_sum_bytes > 0) j["tp_comm"] = tp.to_json();
   if (cp.cp > 1) j["cp_comm"] = cp.to_json();

@@ -52,6 +52,11 @@ struct StepMetrics {
   int64_t skipped_total = 0;   // steps skipped for non-finite gradients so far
   double pipeline_bubble = -1;          // measured idle share of the pipeline stages (-1: one stage)
   double pipeline_bubble_formula = -1;  // the schedule's unit-time bubble
+  // Pipeline receives: this rank's wait at them, and the part of it after
+  // the sender had finished the message's action (the transfer it could
+  // not hide, timeline.h); -1: one stage.
+  double pipeline_receive_wait_s = -1;
+  double pipeline_transfer_exposed_s = -1;
   TpMetrics tp;                         // tensor-parallel communication (empty without it)
   CpMetrics cp;                         // context-parallel ring (empty without it)
   MoeMetrics moe;                       // mixture-of-experts routing (inactive without experts)
