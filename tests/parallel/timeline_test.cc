@@ -53,19 +53,24 @@ TEST(Timeline, MeasuredBubbleAndChunkCosts) {
 // Stage 1 waits for F of micro-batch 0 (chunk 0, ends at 11) over [10.5,
 // 11.25): 0.25 s after the sender finished is exposed. Stage 0 waits for
 // the gradient from chunk 1's B (ends at 14) over [13, 14): none of it.
-// On stage 1's clock 100 s ahead, the same waits.
+// A timeline whose 0 is at 100 on the stages' clock, and one rebased.
 TEST(Timeline, ExposedTransferIsTheWaitAfterTheSenderFinished) {
-  const parallel::PipelineTimeline t = two_stages();
+  parallel::PipelineTimeline t = two_stages();
   using W = parallel::ReceiveWait;
-  EXPECT_DOUBLE_EQ(t.exposed_transfer({W{Op::RecvActivation, 0, 1, 110.5, 111.25}}, 100.0), 0.25);
-  EXPECT_DOUBLE_EQ(t.exposed_transfer({W{Op::RecvGradient, 0, 0, 13, 14}}, 0.0), 0.0);
+  parallel::PipelineTimeline ahead = t;
+  ahead.origin = 100.0;
+  EXPECT_DOUBLE_EQ(ahead.exposed_transfer({W{Op::RecvActivation, 0, 1, 110.5, 111.25}}), 0.25);
+  EXPECT_DOUBLE_EQ(t.exposed_transfer({W{Op::RecvGradient, 0, 0, 13, 14}}), 0.0);
   // A wait that starts after the sender finished is exposed whole.
-  EXPECT_DOUBLE_EQ(t.exposed_transfer({W{Op::RecvGradient, 0, 0, 14.5, 14.75}}, 0.0), 0.25);
+  EXPECT_DOUBLE_EQ(t.exposed_transfer({W{Op::RecvGradient, 0, 0, 14.5, 14.75}}), 0.25);
   // Both, summed; a receive whose sender is absent counts nothing.
   EXPECT_DOUBLE_EQ(t.exposed_transfer({W{Op::RecvActivation, 0, 1, 10.5, 11.25}, W{Op::RecvGradient, 0, 0, 14.5, 14.75},
-                                       W{Op::RecvActivation, 3, 1, 0, 50}},
-                                      0.0),
+                                       W{Op::RecvActivation, 3, 1, 0, 50}}),
                    0.5);
+  // Rebased to its first start (10), the timeline keeps the clock's origin.
+  t.rebase();
+  EXPECT_DOUBLE_EQ(t.origin, 10.0);
+  EXPECT_DOUBLE_EQ(t.exposed_transfer({W{Op::RecvActivation, 0, 1, 10.5, 11.25}}), 0.25);
 }
 
 TEST(Timeline, GatheredOverThePipelineGroup) {

@@ -49,10 +49,9 @@ Tensor StepExecutor::recv_buffer(const model::TokenBatch& b) {
 void StepExecutor::post_recv(const Action& a, size_t index, const std::function<model::TokenBatch(int)>& micro) {
   const bool grad = a.op == Op::RecvGradient;
   Tensor t = recv_buffer(micro(a.micro));
-  // A gradient received for chunk c was sent by chunk c + 1; an activation
-  // for chunk c by chunk c - 1: tags name the sender's chunk.
+  // Tags name the sender's chunk.
   Action sender = a;
-  sender.chunk = grad ? a.chunk + 1 : a.chunk - 1;
+  sender.chunk = peer_chunk(a.op, a.chunk);
   comm::Work w = pp_->irecv(t.raw(), size_t(t.numel()), t.dtype(), a.peer, {.tag = tag(sender, grad)});
   posted_[index] = {std::move(w), std::move(t)};
 }

@@ -32,6 +32,16 @@ bool is_compute(Op op) {
   return op == Op::Forward || op == Op::Backward || op == Op::BackwardInput || op == Op::BackwardWeight;
 }
 
+int peer_chunk(Op transfer, int chunk) {
+  switch (transfer) {
+    case Op::SendActivation:
+    case Op::RecvGradient: return chunk + 1;
+    case Op::RecvActivation:
+    case Op::SendGradient: return chunk - 1;
+    default: MT_THROW(Error, "peer_chunk of ", to_string(transfer), ", which is not a transfer");
+  }
+}
+
 std::string Action::str() const {
   std::string s = std::string(to_string(op)) + "(";
   if (op == Op::Gather || op == Op::Require || op == Op::Release || op == Op::ReduceGrads)
@@ -70,10 +80,10 @@ void check_fields(const Facts& f, int r, size_t i, const Action& a) {
       reject(s, r, i, a, "the peer must be rank " + std::to_string(f.rank_of(peer_chunk)));
   };
   switch (a.op) {
-    case Op::SendActivation: return expect_peer(f.remote_grad(a.chunk), a.chunk + 1);
-    case Op::RecvActivation: return expect_peer(f.remote_input(a.chunk), a.chunk - 1);
-    case Op::SendGradient: return expect_peer(f.remote_input(a.chunk), a.chunk - 1);
-    case Op::RecvGradient: return expect_peer(f.remote_grad(a.chunk), a.chunk + 1);
+    case Op::SendActivation:
+    case Op::RecvGradient: return expect_peer(f.remote_grad(a.chunk), peer_chunk(a.op, a.chunk));
+    case Op::RecvActivation:
+    case Op::SendGradient: return expect_peer(f.remote_input(a.chunk), peer_chunk(a.op, a.chunk));
     case Op::Gather:
     case Op::Require:
     case Op::Release:
@@ -160,8 +170,7 @@ double run_in_order(const Facts& f, const ChunkCosts* costs, OnRun&& on_run) {
           case Op::RecvActivation:
           case Op::RecvGradient: {
             const Op send = a.op == Op::RecvActivation ? Op::SendActivation : Op::SendGradient;
-            const int from_chunk = a.op == Op::RecvActivation ? a.chunk - 1 : a.chunk + 1;
-            auto it = sent.find({int(send), a.micro, from_chunk});
+            auto it = sent.find({int(send), a.micro, peer_chunk(a.op, a.chunk)});
             if (it == sent.end()) blocked = true;
             else ready = std::max(ready, it->second + (costs ? costs->latency : 0.0));
             break;

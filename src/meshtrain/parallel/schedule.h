@@ -36,6 +36,9 @@ enum class Op : uint8_t {
 };
 const char* to_string(Op op);
 bool is_compute(Op op);
+// The chunk at the other end of a transfer of `chunk`: activations go from
+// chunk c to c + 1, gradients from c to c - 1 (the four transfer ops only).
+int peer_chunk(Op transfer, int chunk);
 
 struct Action {
   Op op = Op::Forward;

@@ -53,11 +53,13 @@ void PipelineTimeline::rebase() {
   double first = std::numeric_limits<double>::max();
   for (const auto& stage : stages)
     for (const TimedAction& a : stage) first = std::min(first, a.start);
+  if (first == std::numeric_limits<double>::max()) return;  // no actions
   for (auto& stage : stages)
     for (TimedAction& a : stage) a.start -= first, a.end -= first;
+  origin += first;
 }
 
-double PipelineTimeline::exposed_transfer(const std::vector<ReceiveWait>& waits, double offset) const {
+double PipelineTimeline::exposed_transfer(const std::vector<ReceiveWait>& waits) const {
   std::map<std::tuple<bool, int, int>, double> produced;  // (gradient, micro, chunk) -> end of its producer
   for (const auto& stage : stages)
     for (const TimedAction& a : stage) {
@@ -67,9 +69,9 @@ double PipelineTimeline::exposed_transfer(const std::vector<ReceiveWait>& waits,
   double exposed = 0;
   for (const ReceiveWait& w : waits) {
     const bool grad = w.op == Op::RecvGradient;
-    const auto it = produced.find({grad, w.micro, grad ? w.chunk + 1 : w.chunk - 1});
+    const auto it = produced.find({grad, w.micro, peer_chunk(w.op, w.chunk)});
     if (it == produced.end()) continue;  // a timeline without the sender's actions (a recorded step's)
-    const double start = w.start - offset, end = w.end - offset;
+    const double start = w.start - origin, end = w.end - origin;
     exposed += std::max(0.0, end - std::max(start, it->second));
   }
   return exposed;

@@ -33,6 +33,7 @@ struct PipelineTimeline {
   std::string schedule;
   int micro_batches = 0, virtual_stages = 1;
   std::vector<std::vector<TimedAction>> stages;  // per pipeline rank
+  double origin = 0;  // the stages' clock at this timeline's 0 (rebase() moves it)
   // 1 - (time computing) / (stages x (last end - first start)).
   double measured_bubble() const;
   // Median F, B and W seconds of each chunk (a fused BW counts as B with
@@ -40,14 +41,13 @@ struct PipelineTimeline {
   ChunkCosts chunk_costs(int chunks) const;
   // Shifts every time so the earliest start is 0.
   void rebase();
-  // Seconds of `waits` (one stage's, `offset` its clock minus this
-  // timeline's) after the sending stage had finished the action that
+  // Seconds of `waits` (one stage's, on the stages' clock) after the sending stage had finished the action that
   // produced the message: an activation for chunk c comes from F of chunk
   // c - 1, a gradient from B of chunk c + 1, same micro-batch. The transfer
   // time the stage could not hide; waiting before that is the schedule's
   // dependency, which the bubble counts. A wait whose sender is not in the
   // timeline counts nothing.
-  double exposed_transfer(const std::vector<ReceiveWait>& waits, double offset) const;
+  double exposed_transfer(const std::vector<ReceiveWait>& waits) const;
 };
 
 // Collective over the pipeline group: every stage's actions (stage =

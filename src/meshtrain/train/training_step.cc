@@ -259,13 +259,9 @@ void TrainingStep::record_pipeline(StepMetrics& m) {
   timeline_.virtual_stages = cfg_.parallel.virtual_stages;
   m.pipeline_bubble = timeline_.measured_bubble();
   m.pipeline_bubble_formula = bubble_formula_;
-  // This rank's clock minus the gathered (rebased) timeline's.
-  const auto& mine = executor_->timeline();
-  const auto& gathered = timeline_.stages[size_t(groups_.pp->rank())];
-  const double offset = mine.empty() || gathered.empty() ? 0.0 : mine.front().start - gathered.front().start;
   m.pipeline_receive_wait_s = 0;
   for (const parallel::ReceiveWait& w : executor_->receive_waits()) m.pipeline_receive_wait_s += w.end - w.start;
-  m.pipeline_transfer_exposed_s = timeline_.exposed_transfer(executor_->receive_waits(), offset);
+  m.pipeline_transfer_exposed_s = timeline_.exposed_transfer(executor_->receive_waits());
 }
 
 }  // namespace meshtrain::train
