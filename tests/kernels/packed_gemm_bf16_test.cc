@@ -128,11 +128,14 @@ TEST(PackedGemmBf16, SameBitsPackedOrInPlaceAndForOneTwoAndThreeThreads) {
 
 // The weight gradients of layers reading one input share op(B); the
 // residual is read inside the GEMM: the bits of separate calls and of copy
-// then add, at 1 and 2 threads, one and several column blocks.
+// then add, at 1 and 2 threads, one and several column blocks. In the
+// default mode (on AMX, oneDNN: one call per set) and in reproducible mode
+// (the packed GEMM wherever the CPU has its tile).
 TEST(PackedGemmBf16, RowSetsSharingBAndSumsOntoGetTheBitsOfSeparateCalls) {
   SKIP_WITHOUT_BF16_TILE();
   const PackedGemmBlocking blk = packed_gemm_bf16_blocking();
   const std::vector<int64_t> ms{9 * blk.mr + 5, 0, 3 * blk.mr, blk.mr - 1};
+  for (const bool reproducible : {false, true})
   for (const int64_t n : {blk.nc_whole, blk.nc_whole + blk.nr + 3})
     for (const int64_t k : {int64_t(37), 2 * blk.kc + 10})
       for (bool ta : {false, true})
@@ -152,17 +155,20 @@ TEST(PackedGemmBf16, RowSetsSharingBAndSumsOntoGetTheBitsOfSeparateCalls) {
           const std::vector<float> base = test::random_vec<float>(size_t(ms[0] * n), 41);
           std::vector<float> copied = base, onto(base.size(), kNaN);
           test::with_threads(threads, [&] {
+            const ScopedThreadInvariantGemm mode(reproducible);
+            if (reproducible && active_gemm_impl() == GemmImpl::kPacked) {
+              EXPECT_TRUE(bf16_gemm_is_packed());
+            }
             for (size_t i = 0; i < ms.size(); ++i)
-              gemm_bf16_using(GemmImpl::kPacked, ta, false, ms[i], n, k, 0.75f, a[i].data(), bm.data(), sets[i].beta,
-                              alone[i].data());
+              gemm_bf16(ta, false, ms[i], n, k, 0.75f, a[i].data(), bm.data(), sets[i].beta, alone[i].data());
             gemm_shared_b(ta, false, sets.data(), int(sets.size()), n, k, 0.75f, bm.data());
-            gemm_bf16_using(GemmImpl::kPacked, ta, false, ms[0], n, k, 0.75f, a[0].data(), bm.data(), 1.0f,
-                            copied.data());
+            gemm_bf16(ta, false, ms[0], n, k, 0.75f, a[0].data(), bm.data(), 1.0f, copied.data());
             gemm_onto(ta, false, ms[0], n, k, 0.75f, a[0].data(), bm.data(), base.data(), onto.data());
             return 0;
           });
           const std::string where = " N=" + std::to_string(n) + " K=" + std::to_string(k) + " ta=" +
-                                    std::to_string(ta) + " threads=" + std::to_string(threads);
+                                    std::to_string(ta) + " threads=" + std::to_string(threads) +
+                                    " reproducible=" + std::to_string(reproducible);
           for (size_t i = 0; i < ms.size(); ++i) EXPECT_EQ(alone[i], shared[i]) << "set " << i << where;
           EXPECT_EQ(copied, onto) << where;
         }

@@ -302,9 +302,13 @@ MT_INSTANTIATE(bf16)
 
 bool bf16_gemm_is_packed() {
   // Where the CPU has AMX, oneDNN's bf16 kernels use it and are the faster
-  // ones (about 2x the packed GEMM's VDPBF16PS tile per core).
+  // ones (about 2x the packed GEMM's VDPBF16PS tile per core), but the order
+  // of their sums over k follows the shape, which tensor and context
+  // parallelism split: reproducible mode keeps the packed GEMM, whose sums
+  // over k do not depend on M or N.
   static const bool amx = __builtin_cpu_supports("amx-bf16");
-  return packed_gemm_bf16_available() && active_gemm_impl() == GemmImpl::kPacked && !amx;
+  return packed_gemm_bf16_available() && active_gemm_impl() == GemmImpl::kPacked &&
+         (!amx || thread_invariant_gemm());
 }
 
 const char* bf16_gemm_name() {

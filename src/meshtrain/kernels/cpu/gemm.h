@@ -69,7 +69,9 @@ void gemm_bf16_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64
 // Whether gemm_bf16 runs the packed GEMM: the CPU has AVX-512 BF16 at the
 // avx512 level (packed_gemm_bf16_available()), MESHTRAIN_GEMM leaves the
 // packed GEMMs on, and there is no AMX (where oneDNN's bf16 kernels use it
-// and are faster).
+// and are faster) or this thread is in reproducible mode
+// (thread_invariant_gemm(): oneDNN's AMX sums follow the shape, which the
+// layouts split).
 bool bf16_gemm_is_packed();
 const char* bf16_gemm_name();  // "packed" | "onednn" | "widened"
 

@@ -108,6 +108,12 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
   run_pieces_if(par, s.batch * H * ntiles, [&](int64_t tile, int) {  // (b, h, query tile)
     const int64_t it = tile % ntiles, h = tile / ntiles % H, b = tile / ntiles / H;
     const QueryTile<T> qt = query_tile(s, q, sp, b, h, it * kBq);
+    // The output rows are written after the fold, the next tile's query rows
+    // read at its start: both are 2 KiB-strided rows outside the cache,
+    // fetched now so the fold hides the wait.
+    prefetch_rows(out + ((b * T_ + it * kBq) * H + h) * D, H * D, qt.nq, D, true);
+    if (it + 1 < ntiles)
+      prefetch_rows(qt.q + int64_t(kBq) * qt.ldq, qt.ldq, std::min<int64_t>(kBq, T_ - (it + 1) * kBq), D, false);
     // Per-thread state for this tile; fold_query_tile's scratch sits in another buffer.
     thread_local std::vector<T> state_buf;
     if (state_buf.size() < static_cast<size_t>(kBq * (D + 2))) state_buf.resize(kBq * (D + 2));
@@ -157,6 +163,10 @@ void pack_query_span(const AttentionShape& s, int64_t qs_len, const T* q, const 
   pack_rows(dout + first_row, ldq, static_cast<int>(span), D, dop);
   for (int64_t t = 0; t < span; ++t) {
     const int64_t off = first_row + t * ldq;
+    if (t + kRowsAhead < span) {
+      prefetch_rows(dout + off + kRowsAhead * ldq, ldq, 1, D, false);
+      prefetch_rows(out + off + kRowsAhead * ldq, ldq, 1, D, false);
+    }
     T acc = 0;
 #pragma omp simd reduction(+ : acc)
     for (int64_t d = 0; d < D; ++d) acc += dout[off + d] * out[off + d];

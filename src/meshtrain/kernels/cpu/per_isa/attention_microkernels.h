@@ -1,8 +1,8 @@
 // Attention micro-kernels: the register-blocked tile GEMM and the
 // exponentials of the online softmax. One source for every level: the tile
-// GEMM uses the level's vectors (vec.h: 16 lanes on AVX-512, 8 on AVX2) and
-// the exponentials are `omp simd` loops over fast_exp, which vectorize at
-// the level's width; the scalar level and double run the plain loops.
+// GEMM uses the level's vectors (vec.h: 16 lanes on AVX-512, 8 on AVX2), and
+// so do the softmax's exponentials (softmax_exp); the scalar level and
+// double run plain loops over fast_exp and std::exp.
 // Internal to attention.cc.
 #pragma once
 
@@ -156,18 +156,63 @@ void tile_gemm(int m, int n, int k, const T* A, int64_t a_rs, int64_t a_cs, cons
   tile_gemm_loops(m, n, k, A, a_rs, a_cs, B, ldb, C, ldc, accumulate);
 }
 
-// p[j] = e^{s[j] - m} in place (exactly 0 where s is -inf, i.e. masked);
-// returns sum_j p[j]. m is finite.
+#if defined(MT_HAVE_VECF)
+// e^x of a softmax argument (a score minus its row's maximum or
+// log-sum-exp: at most a rounding above 0, so never near overflow), with
+// the bits of fast_exp (elementwise.h: the same expressions, so the same
+// roundings and contractions) but without the branches such arguments
+// never take: below -87.3 (-inf: a masked pair) exactly 0, NaN propagates,
+// and 2^k needs no split (k >= -126: p 2^k is the one rounding of
+// p 2^k1 2^k2). About half fast_exp's vector operations: the
+// exponentials are the largest cost of the attention tiles after their
+// GEMMs. (GCC 12 warns about the `undefined` pass-through operand of
+// AVX-512 intrinsics once they inline; GCC bug 105593.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+inline VecF softmax_exp(VecF x) {
+  const VecF lo = broadcast(-87.3f);
+  const auto below = x < lo;
+  const VecF xc = below ? lo : x;  // NaN stays NaN (the comparison is false)
+  const VecF k = xc * 1.44269504088896341f;
+  const VecF kr = (k + 12582912.0f) - 12582912.0f;  // rounded to an integer
+  VecF r = xc - kr * 0.693359375f;
+  r = r - kr * -2.12194440e-4f;
+  VecF p = broadcast(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+#if MT_KERNEL_ISA == MT_ISA_AVX512
+  const VecF y = _mm512_scalef_ps(p, kr);
+#else
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(kr), _mm256_set1_epi32(127)), 23);
+  const VecF y = p * _mm256_castsi256_ps(bits);
+#endif
+  return below ? VecF{} : y;
+}
+#pragma GCC diagnostic pop
+#endif
+
+// p[j] = e^{s[j] - m} in place (exactly 0 where s is -inf, i.e. masked).
+// m is finite.
 template <typename T>
-T exp_row(T* s, int n, T m) {
-  T sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < n; ++j) {
-    const T p = s[j] == kNegInf<T> ? T(0) : exp_t(s[j] - m);
-    s[j] = p;
-    sum += p;
+void exp_row(T* s, int n, T m) {
+#if defined(MT_HAVE_VECF)
+  if constexpr (std::is_same_v<T, float>) {
+    const VecF mv = broadcast(m);
+    int j = 0;
+    for (; j + kLanes <= n; j += kLanes) store(s + j, softmax_exp(load(s + j) - mv));
+    if (j < n) {
+      const Tail tail = tail_of(n - j);
+      store(s + j, softmax_exp(load(s + j, tail) - mv), tail);
+    }
+    return;
   }
-  return sum;
+#endif
+#pragma omp simd
+  for (int j = 0; j < n; ++j) s[j] = s[j] == kNegInf<T> ? T(0) : exp_t(s[j] - m);
 }
 
 // The transposed tile St [nk, ld] (one row per key, one column per query)
@@ -206,6 +251,33 @@ void max_cols(const T* St, int64_t ld, int nk, int nq, T* mcol) {
 // masked.
 template <typename T>
 void exp_cols(T* St, int64_t ld, int nk, int nq, const T* m, T* colsum) {
+#if defined(MT_HAVE_VECF)
+  if constexpr (std::is_same_v<T, float>) {
+    // kLanes columns at a time, the last ones masked; an all-masked column
+    // (m = -inf) subtracts 0 so its -inf entries still give exactly 0.
+    auto chunk = [&](int i0, auto whole) {  // whole: plain loads and stores (AVX2's masked ones are slower)
+      constexpr bool kWhole = decltype(whole)::value;
+      const Tail tail = tail_of(std::min(kLanes, nq - i0));
+      auto ld_v = [&](const float* x) { return kWhole ? load(x) : load(x, tail); };
+      const VecF mi = ld_v(m + i0);
+      const VecF mc = mi == broadcast(kNegInf<float>) ? VecF{} : mi;
+      VecF sum{};
+      for (int j = 0; j < nk; ++j) {
+        float* row = St + j * ld + i0;
+        const VecF p = softmax_exp(ld_v(row) - mc);
+        if constexpr (kWhole) store(row, p);
+        else store(row, p, tail);
+        sum += p;
+      }
+      if constexpr (kWhole) store(colsum + i0, sum);
+      else store(colsum + i0, sum, tail);
+    };
+    int i0 = 0;
+    for (; i0 + kLanes <= nq; i0 += kLanes) chunk(i0, std::true_type{});
+    if (i0 < nq) chunk(i0, std::false_type{});
+    return;
+  }
+#endif
   for_column_chunks(nq, [&](int i0, auto w_const, int w_run) {
     constexpr int W = decltype(w_const)::value;
     const int w = W ? W : w_run;
