@@ -89,23 +89,31 @@ inline void store_out(T* out, T v) {
 }
 inline void store_out(uint16_t* out, float v) { *out = bf16::from_float(v); }
 
-// exp(x) for float in plain arithmetic so `#pragma omp simd` loops vectorize
-// (glibc's vector expf needs -ffast-math). Cephes polynomial, ~1 ulp on
-// [-87.3, 88.7]; 0 below, +inf above; NaN propagates.
-inline float fast_exp(float x) {
-  const float xc = std::min(std::max(x, -87.3f), 88.7f);
-  const float k = xc * 1.44269504088896341f;
-  const float big = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float kr = (k + big) - big;
-  float r = xc - kr * 0.693359375f;
+// e^xc = p 2^kr: kr = xc / ln 2 rounded to an integer, p the Cephes
+// polynomial of the rest. V is float or a vector of floats (the attention
+// tiles' softmax_exp): one source, so the same roundings and contractions.
+// By reference: a vector by value would change the ABI outside its ISA.
+template <typename V>
+inline void exp_mantissa(const V& xc, V& kr, V& p) {
+  const V k = xc * 1.44269504088896341f;
+  kr = (k + 12582912.0f) - 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  V r = xc - kr * 0.693359375f;
   r = r - kr * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
+  p = r * 1.9875691500e-4f + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
+}
+
+// exp(x) for float in plain arithmetic so `#pragma omp simd` loops vectorize
+// (glibc's vector expf needs -ffast-math). Cephes polynomial, ~1 ulp on
+// [-87.3, 88.7]; 0 below, +inf above; NaN propagates.
+inline float fast_exp(float x) {
+  const float xc = std::min(std::max(x, -87.3f), 88.7f);
+  float kr, p;
+  exp_mantissa(xc, kr, p);
   // 2^kr through the exponent field; kr in [-126, 128] after the clamp, split
   // in two factors so 2^128 and 2^-126 stay representable.
   const int32_t ki = int32_t(kr);

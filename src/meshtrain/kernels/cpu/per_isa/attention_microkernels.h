@@ -159,7 +159,7 @@ void tile_gemm(int m, int n, int k, const T* A, int64_t a_rs, int64_t a_cs, cons
 #if defined(MT_HAVE_VECF)
 // e^x of a softmax argument (a score minus its row's maximum or
 // log-sum-exp: at most a rounding above 0, so never near overflow), with
-// the bits of fast_exp (elementwise.h: the same expressions, so the same
+// the bits of fast_exp (elementwise.h: the same exp_mantissa, so the same
 // roundings and contractions) but without the branches such arguments
 // never take: below -87.3 (-inf: a masked pair) exactly 0, NaN propagates,
 // and 2^k needs no split (k >= -126: p 2^k is the one rounding of
@@ -169,21 +169,13 @@ void tile_gemm(int m, int n, int k, const T* A, int64_t a_rs, int64_t a_cs, cons
 // AVX-512 intrinsics once they inline; GCC bug 105593.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-inline VecF softmax_exp(VecF x) {
+#pragma GCC diagnostic ignored "-Wuninitialized"
+[[gnu::always_inline]] inline VecF softmax_exp(VecF x) {
   const VecF lo = broadcast(-87.3f);
   const auto below = x < lo;
   const VecF xc = below ? lo : x;  // NaN stays NaN (the comparison is false)
-  const VecF k = xc * 1.44269504088896341f;
-  const VecF kr = (k + 12582912.0f) - 12582912.0f;  // rounded to an integer
-  VecF r = xc - kr * 0.693359375f;
-  r = r - kr * -2.12194440e-4f;
-  VecF p = broadcast(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  VecF kr, p;
+  exp_mantissa(xc, kr, p);
 #if MT_KERNEL_ISA == MT_ISA_AVX512
   const VecF y = _mm512_scalef_ps(p, kr);
 #else
