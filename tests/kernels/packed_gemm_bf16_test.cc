@@ -175,8 +175,9 @@ TEST(PackedGemmBf16, RowSetsSharingBAndSumsOntoGetTheBitsOfSeparateCalls) {
 }
 
 // gemm_bf16 runs the packed GEMM unless the CPU has AMX (oneDNN's kernels
-// use it) or MESHTRAIN_GEMM turns the packed GEMMs off; the description,
-// which checkpoints record, says so.
+// use it; reproducible mode keeps the packed one there too) or
+// MESHTRAIN_GEMM turns the packed GEMMs off; the description, which
+// checkpoints record, says so, the same in either mode.
 TEST(PackedGemmBf16, GemmBf16RunsItWhereChosenAndTheDescriptionSaysSo) {
   SKIP_WITHOUT_BF16_TILE();
   const bool amx = __builtin_cpu_supports("amx-bf16");
@@ -186,6 +187,11 @@ TEST(PackedGemmBf16, GemmBf16RunsItWhereChosenAndTheDescriptionSaysSo) {
             bf16_gemm_is_packed())
       << d;
   EXPECT_EQ(std::string(bf16_gemm_name()), bf16_gemm_is_packed() ? "packed" : "onednn");
+  {
+    const ScopedThreadInvariantGemm reproducible(true);
+    EXPECT_EQ(bf16_gemm_is_packed(), active_gemm_impl() == GemmImpl::kPacked);
+    EXPECT_EQ(gemm_description(), d);
+  }
   const Shape s{29, 70, 66};
   const std::vector<bf16> a = random_bf16(size_t(s.m * s.k), 3), b = random_bf16(size_t(s.k * s.n), 4);
   std::vector<float> via(size_t(s.m * s.n)), direct(via.size());

@@ -46,6 +46,10 @@ std::string gemm_description() {
     const PackedGemmBlocking b = packed_gemm_blocking();
     s = "packed " + std::to_string(b.mr) + "x" + std::to_string(b.nr) + " kc " + std::to_string(b.kc) + " + ";
   }
+  // The default mode's bf16 GEMM, whatever mode the calling thread is in, so
+  // a record says the same wherever it is written (reproducible mode also
+  // runs the packed one on AMX, bf16_gemm_is_packed()).
+  const ScopedThreadInvariantGemm default_mode(false);
   if (bf16_gemm_is_packed()) s += "bf16 packed kc " + std::to_string(packed_gemm_bf16_blocking().kc) + " + ";
   return s + gemm_library_version();
 }
