@@ -136,42 +136,43 @@ TEST(PackedGemmBf16, RowSetsSharingBAndSumsOntoGetTheBitsOfSeparateCalls) {
   const PackedGemmBlocking blk = packed_gemm_bf16_blocking();
   const std::vector<int64_t> ms{9 * blk.mr + 5, 0, 3 * blk.mr, blk.mr - 1};
   for (const bool reproducible : {false, true})
-  for (const int64_t n : {blk.nc_whole, blk.nc_whole + blk.nr + 3})
-    for (const int64_t k : {int64_t(37), 2 * blk.kc + 10})
-      for (bool ta : {false, true})
-        for (int threads : {1, 2}) {
-          const std::vector<bf16> bm = random_bf16(size_t(k * n), 19);
-          std::vector<std::vector<bf16>> a;
-          std::vector<std::vector<float>> alone, shared;
-          std::vector<PackedGemmRowsBf16> sets;
-          for (size_t i = 0; i < ms.size(); ++i) {
-            a.push_back(random_bf16(size_t(ms[i] * k), uint32_t(23 + i)));
-            std::vector<float> c = test::random_vec<float>(size_t(ms[i] * n), uint32_t(31 + i));
-            if (i % 2 == 0) c.assign(c.size(), kNaN);  // beta 0: never read
-            alone.push_back(c);
-            shared.push_back(c);
-          }
-          for (size_t i = 0; i < ms.size(); ++i) sets.push_back({ms[i], a[i].data(), i % 2 ? 1.0f : 0.0f, shared[i].data()});
-          const std::vector<float> base = test::random_vec<float>(size_t(ms[0] * n), 41);
-          std::vector<float> copied = base, onto(base.size(), kNaN);
-          test::with_threads(threads, [&] {
-            const ScopedThreadInvariantGemm mode(reproducible);
-            if (reproducible && active_gemm_impl() == GemmImpl::kPacked) {
-              EXPECT_TRUE(bf16_gemm_is_packed());
+    for (const int64_t n : {blk.nc_whole, blk.nc_whole + blk.nr + 3})
+      for (const int64_t k : {int64_t(37), 2 * blk.kc + 10})
+        for (bool ta : {false, true})
+          for (int threads : {1, 2}) {
+            const std::vector<bf16> bm = random_bf16(size_t(k * n), 19);
+            std::vector<std::vector<bf16>> a;
+            std::vector<std::vector<float>> alone, shared;
+            std::vector<PackedGemmRowsBf16> sets;
+            for (size_t i = 0; i < ms.size(); ++i) {
+              a.push_back(random_bf16(size_t(ms[i] * k), uint32_t(23 + i)));
+              std::vector<float> c = test::random_vec<float>(size_t(ms[i] * n), uint32_t(31 + i));
+              if (i % 2 == 0) c.assign(c.size(), kNaN);  // beta 0: never read
+              alone.push_back(c);
+              shared.push_back(c);
             }
             for (size_t i = 0; i < ms.size(); ++i)
-              gemm_bf16(ta, false, ms[i], n, k, 0.75f, a[i].data(), bm.data(), sets[i].beta, alone[i].data());
-            gemm_shared_b(ta, false, sets.data(), int(sets.size()), n, k, 0.75f, bm.data());
-            gemm_bf16(ta, false, ms[0], n, k, 0.75f, a[0].data(), bm.data(), 1.0f, copied.data());
-            gemm_onto(ta, false, ms[0], n, k, 0.75f, a[0].data(), bm.data(), base.data(), onto.data());
-            return 0;
-          });
-          const std::string where = " N=" + std::to_string(n) + " K=" + std::to_string(k) + " ta=" +
-                                    std::to_string(ta) + " threads=" + std::to_string(threads) +
-                                    " reproducible=" + std::to_string(reproducible);
-          for (size_t i = 0; i < ms.size(); ++i) EXPECT_EQ(alone[i], shared[i]) << "set " << i << where;
-          EXPECT_EQ(copied, onto) << where;
-        }
+              sets.push_back({ms[i], a[i].data(), i % 2 ? 1.0f : 0.0f, shared[i].data()});
+            const std::vector<float> base = test::random_vec<float>(size_t(ms[0] * n), 41);
+            std::vector<float> copied = base, onto(base.size(), kNaN);
+            test::with_threads(threads, [&] {
+              const ScopedThreadInvariantGemm mode(reproducible);
+              if (reproducible && active_gemm_impl() == GemmImpl::kPacked) {
+                EXPECT_TRUE(bf16_gemm_is_packed());
+              }
+              for (size_t i = 0; i < ms.size(); ++i)
+                gemm_bf16(ta, false, ms[i], n, k, 0.75f, a[i].data(), bm.data(), sets[i].beta, alone[i].data());
+              gemm_shared_b(ta, false, sets.data(), int(sets.size()), n, k, 0.75f, bm.data());
+              gemm_bf16(ta, false, ms[0], n, k, 0.75f, a[0].data(), bm.data(), 1.0f, copied.data());
+              gemm_onto(ta, false, ms[0], n, k, 0.75f, a[0].data(), bm.data(), base.data(), onto.data());
+              return 0;
+            });
+            const std::string where = " N=" + std::to_string(n) + " K=" + std::to_string(k) + " ta=" +
+                                      std::to_string(ta) + " threads=" + std::to_string(threads) +
+                                      " reproducible=" + std::to_string(reproducible);
+            for (size_t i = 0; i < ms.size(); ++i) EXPECT_EQ(alone[i], shared[i]) << "set " << i << where;
+            EXPECT_EQ(copied, onto) << where;
+          }
 }
 
 // gemm_bf16 runs the packed GEMM unless the CPU has AMX (oneDNN's kernels

@@ -300,7 +300,9 @@ MT_INSTANTIATE(float)
 MT_INSTANTIATE(bf16)
 #undef MT_INSTANTIATE
 
-bool bf16_gemm_is_packed() {
+bool bf16_gemm_is_packed() { return bf16_gemm_is_packed(thread_invariant_gemm()); }
+
+bool bf16_gemm_is_packed(bool reproducible) {
   // Where the CPU has AMX, oneDNN's bf16 kernels use it and are the faster
   // ones (about 2x the packed GEMM's VDPBF16PS tile per core), but the order
   // of their sums over k follows the shape, which tensor and context
@@ -308,7 +310,7 @@ bool bf16_gemm_is_packed() {
   // over k do not depend on M or N.
   static const bool amx = __builtin_cpu_supports("amx-bf16");
   return packed_gemm_bf16_available() && active_gemm_impl() == GemmImpl::kPacked &&
-         (!amx || thread_invariant_gemm());
+         (!amx || reproducible);
 }
 
 const char* bf16_gemm_name() {

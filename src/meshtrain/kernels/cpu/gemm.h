@@ -71,8 +71,9 @@ void gemm_bf16_using(GemmImpl impl, bool trans_a, bool trans_b, int64_t M, int64
 // packed GEMMs on, and there is no AMX (where oneDNN's bf16 kernels use it
 // and are faster) or this thread is in reproducible mode
 // (thread_invariant_gemm(): oneDNN's AMX sums follow the shape, which the
-// layouts split).
+// layouts split). The second form answers for a given mode.
 bool bf16_gemm_is_packed();
+bool bf16_gemm_is_packed(bool reproducible);
 const char* bf16_gemm_name();  // "packed" | "onednn" | "widened"
 
 // Whether oneDNN has a bf16 matmul here (e.g. avx512_core or AMX; not AVX2),

@@ -48,9 +48,8 @@ std::string gemm_description() {
   }
   // The default mode's bf16 GEMM, whatever mode the calling thread is in, so
   // a record says the same wherever it is written (reproducible mode also
-  // runs the packed one on AMX, bf16_gemm_is_packed()).
-  const ScopedThreadInvariantGemm default_mode(false);
-  if (bf16_gemm_is_packed()) s += "bf16 packed kc " + std::to_string(packed_gemm_bf16_blocking().kc) + " + ";
+  // runs the packed one on AMX).
+  if (bf16_gemm_is_packed(/*reproducible=*/false)) s += "bf16 packed kc " + std::to_string(packed_gemm_bf16_blocking().kc) + " + ";
   return s + gemm_library_version();
 }
 

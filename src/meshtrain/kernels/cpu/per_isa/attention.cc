@@ -111,7 +111,8 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
     // The output rows are written after the fold, the next tile's query rows
     // read at its start: both are 2 KiB-strided rows outside the cache,
     // fetched now so the fold hides the wait.
-    prefetch_rows(out + ((b * T_ + it * kBq) * H + h) * D, H * D, qt.nq, D, true);
+    T* const out_tile = out + ((b * T_ + it * kBq) * H + h) * D;  // its first row; rows H * D apart
+    prefetch_rows(out_tile, H * D, qt.nq, D, true);
     if (it + 1 < ntiles)
       prefetch_rows(qt.q + int64_t(kBq) * qt.ldq, qt.ldq, std::min<int64_t>(kBq, T_ - (it + 1) * kBq), D, false);
     // Per-thread state for this tile; fold_query_tile's scratch sits in another buffer.
@@ -123,7 +124,7 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
     MT_ISA_NS::softmax_state_init(SoftmaxState<T>{o, a, l}, qt.nq, D);
     fold_query_tile(D, qt, key_range(s, k, v, sp, b, h / group), scale, o, a, l);
     for (int i = 0; i < qt.nq; ++i) {
-      T* y = out + ((b * T_ + it * kBq + i) * H + h) * D;
+      T* y = out_tile + i * H * D;
       const T inv = l[i] > T(0) ? T(1) / l[i] : T(0);
 #pragma omp simd
       for (int64_t d = 0; d < D; ++d) y[d] = o[i * D + d] * inv;
@@ -161,15 +162,15 @@ void pack_query_span(const AttentionShape& s, int64_t qs_len, const T* q, const 
   const int64_t first_row = (b * qs_len + s0) * ldq + h * D;
   pack_rows(q + first_row, ldq, static_cast<int>(span), D, qp);
   pack_rows(dout + first_row, ldq, static_cast<int>(span), D, dop);
+  // dO from its packed copy (just written, in cache); O's strided rows asked
+  // for ahead, as pack_rows does.
   for (int64_t t = 0; t < span; ++t) {
-    const int64_t off = first_row + t * ldq;
-    if (t + kRowsAhead < span) {
-      prefetch_rows(dout + off + kRowsAhead * ldq, ldq, 1, D, false);
-      prefetch_rows(out + off + kRowsAhead * ldq, ldq, 1, D, false);
-    }
+    const T* o = out + first_row + t * ldq;
+    const T* dot = dop + t * D;
+    if (t + kRowsAhead < span) prefetch_rows(o + kRowsAhead * ldq, ldq, 1, D, false);
     T acc = 0;
 #pragma omp simd reduction(+ : acc)
-    for (int64_t d = 0; d < D; ++d) acc += dout[off + d] * out[off + d];
+    for (int64_t d = 0; d < D; ++d) acc += dot[d] * o[d];
     delta[t] = acc;
   }
 }
