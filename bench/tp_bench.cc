@@ -3,10 +3,12 @@
 // global batch (8 rows of 256 tokens per step):
 //   one rank, 2 compute threads          micro-batch 8
 //   dp = 2, 1 compute thread per rank     micro-batch 4 per replica
-//   tp = 2 (and + sequence parallelism), 1 compute thread per rank, micro-batch 8
+//   tp = 2 (and + sequence parallelism), 1 compute thread per rank, micro-batch 8,
+//   each with parallel.overlap on (the backward's input-gradient sums behind
+//   the weight gradients, docs/math.md (M.78)) and off
 // Prints per layout the median step time, tokens/s, the communication the
-// rank waited for (tensor-parallel collectives are blocking: all of their
-// time is exposed), the bytes each block moved per step measured by the
+// rank waited for (exposed) and, for tp, the time its sums ran behind the
+// weight gradients (overlapped), the bytes each block moved per step measured by the
 // regions next to the ring formula 8 (t-1)/t b s h e, and the peak
 // activation bytes next to activation_bytes()'s prediction. --reproducible
 // runs every layout in reproducible mode (training.reproducible: the
@@ -35,6 +37,7 @@ struct Layout {
   const char* name;
   int dp, tp;
   bool sp;
+  bool overlap = true;
 };
 
 bool g_reproducible = false;
@@ -51,11 +54,12 @@ train::TrainConfig config(const Layout& l) {
   c.parallel.dp = l.dp;
   c.parallel.tp = l.tp;
   c.parallel.sequence_parallel = l.sp;
+  c.parallel.overlap = l.overlap;
   return c;
 }
 
 struct Result {
-  double step_s = 0, exposed_s = 0, tokens_per_s = 0;
+  double step_s = 0, exposed_s = 0, tokens_per_s = 0, overlapped_s = 0;
   train::TpMetrics tp;
   int64_t peak_activations = 0, predicted_activations = 0;
 };
@@ -78,6 +82,7 @@ Result run(const Layout& l, const data::TokenDataset& ds, int steps) {
     r.exposed_s = s.exposed_s;
     r.tokens_per_s = s.tokens_per_s;
     r.tp = s.last.tp;
+    r.overlapped_s = s.last.tp.overlapped_seconds;
     r.peak_activations = s.last.memory.peak[int(MemCategory::Activations)];
     const int64_t n = cfg.training.micro_batch * cfg.data.seq_len;
     r.predicted_activations = model::activation_bytes(t.config().model, t.model_spec(), n,
@@ -105,11 +110,13 @@ int main(int argc, char** argv) {
   }();
   std::printf("tp_bench: bench-small, global batch 8 x 256 tokens per step, threads backend, median of %d steps%s\n\n",
               steps, g_reproducible ? ", reproducible mode" : "");
-  std::printf("%-22s | %9s | %9s | %15s | %27s | %28s\n", "layout", "step s", "tokens/s", "exposed comm s",
-              "bytes/block/step meas|formula", "activations MiB peak|predicted");
+  std::printf("%-26s | %9s | %9s | %15s | %12s | %27s | %28s\n", "layout", "step s", "tokens/s", "exposed comm s",
+              "overlapped s", "bytes/block/step meas|formula", "activations MiB peak|predicted");
   std::vector<Result> results;
   for (const Layout& l : {Layout{"one rank, 2 threads", 1, 1, false}, Layout{"dp=2", 2, 1, false},
-                          Layout{"tp=2", 1, 2, false}, Layout{"tp=2, sp=on", 1, 2, true}}) {
+                          Layout{"tp=2", 1, 2, false}, Layout{"tp=2, sp=on", 1, 2, true},
+                          Layout{"tp=2, overlap=off", 1, 2, false, false},
+                          Layout{"tp=2, sp=on, overlap=off", 1, 2, true, false}}) {
     const Result r = run(l, ds, steps);
     results.push_back(r);
     // Ring bytes per rank per block per step: 8 (t-1)/t b s h e for the 8 row-block regions of a step.
@@ -117,11 +124,13 @@ int main(int argc, char** argv) {
     const int64_t formula = 8 * (l.tp - 1) * bsh_e / l.tp;
     int64_t measured = 0;
     for (int64_t b : r.tp.layer_ring_bytes) measured += b;
-    std::printf("%-22s | %9.3f | %9.0f | %7.3f (%4.1f%%) | %12.1f | %12.1f MiB | %12.1f | %12.1f\n", l.name,
-                r.step_s, r.tokens_per_s, r.exposed_s, 100 * r.exposed_s / r.step_s, mib(measured), mib(formula),
-                mib(r.peak_activations), mib(r.predicted_activations));
+    std::printf("%-26s | %9.3f | %9.0f | %7.3f (%4.1f%%) | %12.3f | %12.1f | %12.1f MiB | %12.1f | %12.1f\n",
+                l.name, r.step_s, r.tokens_per_s, r.exposed_s, 100 * r.exposed_s / r.step_s, r.overlapped_s,
+                mib(measured), mib(formula), mib(r.peak_activations), mib(r.predicted_activations));
   }
   std::printf("\ntp=2 throughput / dp=2: %.3f (target >= 0.85); tp=2 sp=on / dp=2: %.3f\n",
               results[2].tokens_per_s / results[1].tokens_per_s, results[3].tokens_per_s / results[1].tokens_per_s);
+  std::printf("overlap on / off: tp=2 %.3f, tp=2 sp=on %.3f (throughput)\n",
+              results[2].tokens_per_s / results[4].tokens_per_s, results[3].tokens_per_s / results[5].tokens_per_s);
   return 0;
 }

@@ -137,6 +137,57 @@ TEST(Layers, DeferredWeightGradsRunCallsInTheirPlace) {
   EXPECT_EQ(seen.size(), 3u);
 }
 
+TEST(Layers, HeldWeightGradsRunAtReleaseWithTheBitsOfImmediateOnes) {
+  // A sublayer holds its weight gradients while its input gradient is
+  // computed and runs them at release() (block.cc, docs/math.md (M.78)):
+  // nothing is written before, the same bits after; the input gradient is
+  // ready before any weight gradient. Holding is a no-op when deferred.
+  auto c = tiny_llama();
+  c.finalize();
+  auto alloc = CachingAllocator::create();
+  const auto& k = kernels::kernels_for(Device::Cpu);
+  model::ParameterStore ps(model::build_model_spec(c), PrecisionPolicy::uniform(DType::F64), alloc);
+  ps.initialize(c.seed);
+  model::Mlp mlp(c, ps, "model.layers.1.mlp");
+  const int64_t n = 5, d = c.d_model;
+  std::vector<double> x(size_t(n * d), 0.1), y(size_t(n * d), 0.0), dy(size_t(n * d), 0.3);
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] += 0.01 * double(i % 7);
+  const auto saved = mlp.forward(k, wrap(x, n, d), wrap(y, n, d), Tensor(), alloc);
+  const std::vector<std::string> names = {"model.layers.1.mlp.gate_proj.weight", "model.layers.1.mlp.up_proj.weight",
+                                          "model.layers.1.mlp.down_proj.weight"};
+  auto grads = [&] {
+    std::vector<std::vector<double>> g;
+    for (const auto& name : names) g.push_back(to_vector<double>(ps.find(name).grad));
+    return g;
+  };
+  auto backward = [&](model::WeightGrads& wg, std::vector<double>& dx, bool hold) {
+    ps.zero_grads();
+    if (hold) wg.hold();
+    mlp.backward(k, wrap(x, n, d), saved, wrap(dy, n, d), false, wrap(dx, n, d), wg, alloc);
+  };
+  std::vector<double> dx_now(size_t(n * d)), dx_held(size_t(n * d));
+  model::WeightGrads now;
+  backward(now, dx_now, false);
+  const auto expected = grads();
+  for (const auto& g : expected) EXPECT_GT(k.sum_squares(wrap(g, 1, int64_t(g.size()))), 0.0);
+  model::WeightGrads held(false, alloc);
+  backward(held, dx_held, true);
+  EXPECT_EQ(dx_held, dx_now) << "the input gradient is complete before the weight gradients";
+  EXPECT_FALSE(held.empty());
+  for (const auto& g : grads())
+    for (double v : g) ASSERT_EQ(v, 0.0) << "a held job ran before release()";
+  held.release(k);
+  EXPECT_TRUE(held.empty());
+  EXPECT_EQ(grads(), expected);
+  // Deferred jobs stay queued past release(): backward_weight runs them.
+  model::WeightGrads deferred(true, alloc);
+  backward(deferred, dx_held, true);
+  deferred.release(k);
+  EXPECT_FALSE(deferred.empty());
+  deferred.run(k);
+  EXPECT_EQ(grads(), expected);
+}
+
 TEST(Layers, ModelConfigDerivesDefaults) {
   model::ModelConfig c;
   c.d_model = 96;

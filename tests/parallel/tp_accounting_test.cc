@@ -4,6 +4,9 @@
 //    per rank on a ring (docs/math.md (M.22)); with it the same bytes as 4 all-gathers + 4
 //    reduce-scatters; the regions' accounting equals what the tp group's
 //    own counters saw;
+//  - overlap: the column-parallel input gradients' sums run behind the
+//    weight gradients (docs/math.md (M.78)) with the same bits as without,
+//    and the regions count time in flight behind them;
 //  - activation memory: the rank's peak Activations bytes over a step equal
 //    the prediction of activation_bytes(), and sequence parallelism saves
 //    (1 - 1/t) n e (2L + 1)(d + k) bytes (k = 1 for RMSNorm, 2 for LayerNorm).
@@ -60,16 +63,18 @@ struct RankRun {
   model::TpCommStats stats;
   comm::CommStats group;
   int64_t peak_activations = 0, predicted = 0;
+  std::vector<std::vector<float>> grads;  // by parameter index
 };
 
 // One forward + backward of the batch on every rank of a tp group of t.
-std::vector<RankRun> run(const model::ModelConfig& cfg, int t, bool sp) {
+std::vector<RankRun> run(const model::ModelConfig& cfg, int t, bool sp, bool overlap = true) {
   std::vector<RankRun> out(static_cast<size_t>(t));
   auto world = comm::ThreadWorld::create(t);
   const Batch batch;
   run_ranks(t, [&](int r) {
     auto alloc = CachingAllocator::create();
     model::ExecOptions exec;
+    exec.overlap_tp = overlap;
     model::ModelPartition part;
     part.tp_size = t;
     part.tp_rank = r;
@@ -84,6 +89,7 @@ std::vector<RankRun> run(const model::ModelConfig& cfg, int t, bool sp) {
     rr.stats = m.tp_stats();
     if (tp) rr.group = tp->stats();
     rr.peak_activations = alloc->tracker().peak(MemCategory::Activations);
+    for (int i = 0; i < m.params().size(); ++i) rr.grads.push_back(to_vector<float>(m.params().get(i).grad));
     rr.predicted = model::activation_bytes(cfg, m.params().spec(), Batch::n, m.stream_rows(Batch::n), DType::F32)
                        .total(cfg.n_layers);
   });
@@ -125,6 +131,32 @@ TEST(TpAccounting, BytesPerBlockEqualTheRingFormula) {
                             std::pair{model::TpCollective::ReduceScatter, comm::OpKind::ReduceScatter}}) {
           EXPECT_EQ(uint64_t(r.stats.total(c).calls), r.group[k].calls) << model::to_string(c);
           EXPECT_EQ(uint64_t(r.stats.total(c).message_bytes), r.group[k].bytes) << model::to_string(c);
+        }
+      }
+    }
+  }
+}
+
+TEST(TpAccounting, InputGradientSumsRunBehindTheWeightGradientsWithTheSameBits) {
+  for (bool gpt2 : {false, true}) {
+    const model::ModelConfig cfg = accounting_model(gpt2);
+    for (int t : {2, 4}) {
+      for (bool sp : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << (gpt2 ? "gpt2" : "llama") << " tp=" << t << " sp=" << sp);
+        const auto serial = run(cfg, t, sp, false), overlapped = run(cfg, t, sp, true);
+        using C = model::TpCollective;
+        const C behind = sp ? C::ReduceScatter : C::AllReduce;  // the backward sum of (M.36)
+        for (int r = 0; r < t; ++r) {
+          const RankRun &a = serial[size_t(r)], &b = overlapped[size_t(r)];
+          ASSERT_EQ(a.grads.size(), b.grads.size());
+          for (size_t i = 0; i < a.grads.size(); ++i)
+            EXPECT_EQ(a.grads[i], b.grads[i]) << "rank " << r << " parameter " << i;
+          EXPECT_EQ(a.stats.total().calls, b.stats.total().calls);
+          EXPECT_EQ(a.peak_activations, b.peak_activations);
+          EXPECT_EQ(a.stats.total().overlapped_seconds, 0.0);
+          // Two sums per block ran behind work; nothing else did.
+          for (int s = 1; s <= cfg.n_layers; ++s) EXPECT_GT(b.stats.at(s, behind).overlapped_seconds, 0.0);
+          EXPECT_EQ(b.stats.at(0, behind).overlapped_seconds + b.stats.at(cfg.n_layers + 1, behind).overlapped_seconds, 0.0);
         }
       }
     }

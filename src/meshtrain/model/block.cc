@@ -111,8 +111,14 @@ void Block::backward(const kernels::KernelTable& k, Saved& saved, const TokenBat
     else if (bias)
       wg.bias(k, *bias, dres, /*dy_changes=*/true);
     const Tensor dy = tp_.row_output_grad(dres, n, alloc, kept);
-    branch_backward(dy, /*dy_changes=*/dy.raw() == dres.raw());
-    const Tensor dnorm = tp_.column_input_grad(dxn, alloc);
+    // The branch's weight gradients run while its input gradient's sum is
+    // in flight (docs/math.md (M.78)); dres changes only after they ran.
+    const bool overlap = tp_.overlaps() && !wg.deferred();
+    if (overlap) wg.hold();
+    branch_backward(dy, /*dy_changes=*/!overlap && dy.raw() == dres.raw());
+    TpRegions::PendingRows sum = tp_.start_column_input_grad(dxn, alloc);
+    wg.release(k);
+    const Tensor dnorm = tp_.finish(sum);
     if (canonical)
       canonical_norm_backward(k, norm, norm_in, stats, dnorm, dres, tp_, b, alloc);
     else

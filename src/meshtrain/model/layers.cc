@@ -173,9 +173,19 @@ Tensor WeightGrads::keep(const kernels::KernelTable& k, const Tensor& t, bool ch
     if (last.dy_source == t.raw() && copied.raw() != t.raw() && copied.numel() == t.numel())
       return copied;  // the previous job already copied it
   }
-  Tensor copy = Tensor::empty(t.shape(), t.dtype(), alloc_, MemCategory::Activations);
+  Tensor copy = Tensor::empty(t.shape(), t.dtype(), alloc_, defer_ ? MemCategory::Activations : MemCategory::Workspace);
   k.copy(copy, t);
   return copy;
+}
+
+void WeightGrads::hold() {
+  if (!defer_) holding_ = true;
+}
+
+void WeightGrads::release(const kernels::KernelTable& k) {
+  if (!holding_) return;
+  holding_ = false;
+  run(k);
 }
 
 void WeightGrads::linear(const kernels::KernelTable& k, const Linear& l, const Tensor& x, const Tensor& dy,
@@ -185,7 +195,7 @@ void WeightGrads::linear(const kernels::KernelTable& k, const Linear& l, const T
 
 void WeightGrads::linears(const kernels::KernelTable& k, std::vector<const Linear*> layers, const Tensor& x,
                           const std::vector<Tensor>& dys, bool dy_changes) {
-  if (!defer_) return weights_now(k, layers, x, dys, token_blocks_);
+  if (!queues()) return weights_now(k, layers, x, dys, token_blocks_);
   Job j;
   j.token_blocks = token_blocks_;
   j.linears = std::move(layers);
@@ -196,7 +206,7 @@ void WeightGrads::linears(const kernels::KernelTable& k, std::vector<const Linea
 }
 
 void WeightGrads::bias(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, bool dy_changes) {
-  if (!defer_) return bias_now(k, bias, dy, token_blocks_);
+  if (!queues()) return bias_now(k, bias, dy, token_blocks_);
   Job j;
   j.token_blocks = token_blocks_;
   j.bias = &bias;
@@ -207,7 +217,7 @@ void WeightGrads::bias(const kernels::KernelTable& k, Parameter& bias, const Ten
 
 void WeightGrads::embedding(const kernels::KernelTable& k, Parameter& table, const int32_t* ids,
                             const Tensor& dout, bool dout_changes, int64_t vocab_begin) {
-  if (!defer_) return embedding_now(k, table, ids, dout, vocab_begin, token_blocks_);
+  if (!queues()) return embedding_now(k, table, ids, dout, vocab_begin, token_blocks_);
   Job j;
   j.token_blocks = token_blocks_;
   j.table = &table;
@@ -236,7 +246,7 @@ void WeightGrads::embedding_now(const kernels::KernelTable& k, Parameter& table,
 }
 
 void WeightGrads::call(std::function<void()> fn) {
-  if (!defer_) return fn();
+  if (!queues()) return fn();
   Job j;
   j.token_blocks = token_blocks_;
   j.fn = std::move(fn);

@@ -83,6 +83,13 @@ class WeightGrads {
   WeightGrads(bool defer, std::shared_ptr<CachingAllocator> alloc, int64_t token_blocks = 0)
       : defer_(defer), token_blocks_(token_blocks), alloc_(std::move(alloc)) {}
   bool deferred() const { return defer_; }
+  // Queue the jobs that follow until release(), which runs them: a
+  // tensor-parallel sublayer's weight gradients, held while its input
+  // gradient is computed and run while that gradient's sum is in flight
+  // (docs/math.md (M.78)). Held jobs end inside the sublayer: what they
+  // keep stays workspace. No-ops when deferred (the jobs wait longer still).
+  void hold();
+  void release(const kernels::KernelTable& k);
   // Rows that are not the micro-batch's tokens (an expert's routed rows)
   // are summed as they come: 0 while they are written.
   int64_t token_blocks() const { return token_blocks_; }
@@ -123,7 +130,9 @@ class WeightGrads {
   void bias_now(const kernels::KernelTable& k, Parameter& bias, const Tensor& dy, int64_t blocks) const;
   void embedding_now(const kernels::KernelTable& k, Parameter& table, const int32_t* ids, const Tensor& dout,
                      int64_t vocab_begin, int64_t blocks) const;
+  bool queues() const { return defer_ || holding_; }
   bool defer_ = false;
+  bool holding_ = false;
   int64_t token_blocks_ = 0;
   std::shared_ptr<CachingAllocator> alloc_;
   std::vector<Job> jobs_;

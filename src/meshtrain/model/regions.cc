@@ -23,7 +23,8 @@ const char* to_string(TpCollective c) {
 
 // ---- TpCommStats ---------------------------------------------------------------
 
-void TpCommStats::add(int segment, TpCollective c, int64_t message_bytes, int group_size, double seconds) {
+void TpCommStats::add(int segment, TpCollective c, int64_t message_bytes, int group_size, double seconds,
+                      double overlapped_seconds) {
   MT_CHECK(segment >= 0 && segment < num_segments(), "tp stats: segment ", segment, " of ", num_segments());
   Entry& e = by_segment_[size_t(segment)][size_t(c)];
   const int t = group_size;
@@ -33,6 +34,7 @@ void TpCommStats::add(int segment, TpCollective c, int64_t message_bytes, int gr
   e.message_bytes += message_bytes;
   e.ring_bytes += rounds * (t - 1) * message_bytes / t;
   e.seconds += seconds;
+  e.overlapped_seconds += overlapped_seconds;
 }
 
 void TpCommStats::reset() {
@@ -45,6 +47,7 @@ void accumulate(TpCommStats::Entry& into, const TpCommStats::Entry& e) {
   into.message_bytes += e.message_bytes;
   into.ring_bytes += e.ring_bytes;
   into.seconds += e.seconds;
+  into.overlapped_seconds += e.overlapped_seconds;
 }
 }  // namespace
 
@@ -69,13 +72,14 @@ TpCommStats::Entry TpCommStats::total() const {
 // ---- TpRegions -------------------------------------------------------------------
 
 TpRegions::TpRegions(comm::ProcessGroup* group, bool sequence_parallel, TpCommStats* stats, int segment,
-                     int canonical_blocks, std::shared_ptr<CachingAllocator> alloc)
+                     int canonical_blocks, std::shared_ptr<CachingAllocator> alloc, bool overlap)
     : group_(group),
       sequence_parallel_(sequence_parallel),
       stats_(stats),
       segment_(segment),
       canonical_blocks_(canonical_blocks),
-      alloc_(std::move(alloc)) {}
+      alloc_(std::move(alloc)),
+      overlap_(overlap) {}
 
 int64_t TpRegions::local_rows(int64_t n) const {
   if (!sequence_parallel_) return n;
@@ -86,8 +90,8 @@ int64_t TpRegions::local_rows(int64_t n) const {
   return n / t;
 }
 
-void TpRegions::count(TpCollective c, int64_t message_bytes, double seconds) const {
-  if (stats_) stats_->add(segment_, c, message_bytes, size(), seconds);
+void TpRegions::count(TpCollective c, int64_t message_bytes, double seconds, double overlapped_seconds) const {
+  if (stats_) stats_->add(segment_, c, message_bytes, size(), seconds, overlapped_seconds);
 }
 
 void TpRegions::all_reduce(const Tensor& t, comm::ReduceOp op) const {
@@ -134,15 +138,55 @@ Tensor TpRegions::column_input(const Tensor& x_local, int64_t n, const std::shar
 }
 
 Tensor TpRegions::column_input_grad(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc) const {
+  PendingRows pending = start_sum(dx_partial, alloc, /*in_flight=*/false);
+  return finish(pending);
+}
+
+TpRegions::PendingRows TpRegions::start_column_input_grad(const Tensor& dx_partial,
+                                                          const std::shared_ptr<CachingAllocator>& alloc) const {
+  return start_sum(dx_partial, alloc, overlaps());
+}
+
+TpRegions::PendingRows TpRegions::start_sum(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc,
+                                            bool in_flight) const {
+  PendingRows p;
   if (!sequence_parallel_ || !active()) {
-    all_reduce(dx_partial);  // copy-to-group backward: sum the partial input gradients (M.36)
-    return dx_partial;
+    // copy-to-group backward: sum the partial input gradients in place (M.36)
+    p.rows = dx_partial;
+    if (in_flight) {
+      p.kind = TpCollective::AllReduce;
+      p.message_bytes = int64_t(dx_partial.nbytes());
+      p.work = group_->iall_reduce(dx_partial);
+    } else {
+      all_reduce(dx_partial);
+    }
+    return p;
   }
   const int64_t n = dx_partial.dim(0);
-  Tensor mine = Tensor::empty(Shape{local_rows(n), dx_partial.dim(1)}, dx_partial.dtype(), alloc,
-                              MemCategory::Workspace);
-  reduce_scatter_rows(dx_partial, mine);
-  return mine;
+  p.rows = Tensor::empty(Shape{local_rows(n), dx_partial.dim(1)}, dx_partial.dtype(), alloc, MemCategory::Workspace);
+  if (in_flight) {
+    p.kind = TpCollective::ReduceScatter;
+    p.message_bytes = int64_t(dx_partial.nbytes());
+    p.work = group_->ireduce_scatter(dx_partial, p.rows);
+  } else {
+    reduce_scatter_rows(dx_partial, p.rows);
+  }
+  return p;
+}
+
+Tensor TpRegions::finish(PendingRows& pending) const {
+  if (pending.work.valid()) {
+    const auto t0 = Clock::now();
+    pending.work.wait();
+    // Exposed: the wait (its wake-up included, as for the blocking regions).
+    // Overlapped: issue to end, less the part after the wait began: the
+    // time the sum ran behind the work between (docs/math.md (M.24)).
+    const double waited = since(t0);
+    count(pending.kind, pending.message_bytes, waited,
+          pending.work.in_flight_seconds() - pending.work.seconds_until_done(t0));
+    pending.work = comm::Work();
+  }
+  return pending.rows;
 }
 
 Tensor TpRegions::row_output(const Tensor& partial, const std::shared_ptr<CachingAllocator>& alloc,

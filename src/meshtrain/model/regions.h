@@ -39,10 +39,14 @@ class TpCommStats {
     int64_t calls = 0;
     int64_t message_bytes = 0;  // M: all_reduce count, all_gather output, reduce_scatter input
     int64_t ring_bytes = 0;     // sent by this rank on a ring (docs/math.md (M.22))
-    double seconds = 0;         // time inside the (blocking) collectives: all of it exposed
+    double seconds = 0;         // exposed: time a rank waited inside the collectives
+    // In flight behind computation (issued early, finished before the wait
+    // began: TpRegions::start_column_input_grad): not exposed.
+    double overlapped_seconds = 0;
   };
   explicit TpCommStats(int num_segments = 0) : by_segment_(size_t(num_segments)) {}
-  void add(int segment, TpCollective c, int64_t message_bytes, int group_size, double seconds);
+  void add(int segment, TpCollective c, int64_t message_bytes, int group_size, double seconds,
+           double overlapped_seconds = 0);
   void reset();
   int num_segments() const { return int(by_segment_.size()); }
   const Entry& at(int segment, TpCollective c) const { return by_segment_[size_t(segment)][size_t(c)]; }
@@ -60,11 +64,12 @@ class TpRegions {
   // group: null or size 1 for none. stats: null to count nothing.
   // canonical_blocks: reproducible mode's blocks (docs/math.md (M.73); 0:
   // off): the sums run in the fixed tree (tree_reduce.h), scratch
-  // from `alloc`.
+  // from `alloc`. overlap (parallel.overlap): the column-parallel input
+  // gradients' sums may run behind other work (start_column_input_grad).
   TpRegions(comm::ProcessGroup* group, bool sequence_parallel, TpCommStats* stats, int segment,
-            int canonical_blocks = 0, std::shared_ptr<CachingAllocator> alloc = nullptr);
+            int canonical_blocks = 0, std::shared_ptr<CachingAllocator> alloc = nullptr, bool overlap = true);
   TpRegions for_segment(int segment) const {
-    return TpRegions(group_, sequence_parallel_, stats_, segment, canonical_blocks_, alloc_);
+    return TpRegions(group_, sequence_parallel_, stats_, segment, canonical_blocks_, alloc_, overlap_);
   }
   // The canonical blocks of every split sum (0: off), as the partition placed them.
   int canonical_blocks() const { return canonical_blocks_; }
@@ -96,6 +101,23 @@ class TpRegions {
   // summed over the group; returns this rank's rows of it (reduce-scattered
   // under SP, all-reduced in place otherwise).
   Tensor column_input_grad(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc) const;
+  // The same in two halves, so that work which does not read the sum (the
+  // branch's weight gradients, block.cc) runs while it is in flight
+  // (docs/math.md (M.78)). The sum is the same either way: the same collective on the
+  // same buffers. It runs at once, blocking, where it cannot be started
+  // early (overlaps() false).
+  struct PendingRows {
+    Tensor rows;      // this rank's rows of the sum, once finished
+    comm::Work work;  // invalid: already finished
+    TpCollective kind = TpCollective::AllReduce;
+    int64_t message_bytes = 0;
+  };
+  PendingRows start_column_input_grad(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc) const;
+  Tensor finish(PendingRows& pending) const;
+  // True when start_column_input_grad leaves its sum in flight: a group,
+  // parallel.overlap on, and no canonical blocks (whose fixed tree is a
+  // sequence of blocking steps).
+  bool overlaps() const { return active() && overlap_ && canonical_blocks_ == 0; }
   // A row-parallel layer's partial output [n, d] summed over the group;
   // returns this rank's rows (reduce-scattered under SP, all-reduced in
   // place otherwise).
@@ -109,13 +131,16 @@ class TpRegions {
 
  private:
   bool active() const { return group_ && group_->size() > 1; }
-  void count(TpCollective c, int64_t message_bytes, double seconds) const;
+  // in_flight: issue the collective and return (overlaps() must hold); else finish it here.
+  PendingRows start_sum(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc, bool in_flight) const;
+  void count(TpCollective c, int64_t message_bytes, double seconds, double overlapped_seconds = 0) const;
   comm::ProcessGroup* group_ = nullptr;
   bool sequence_parallel_ = false;
   TpCommStats* stats_ = nullptr;
   int segment_ = 0;
   int canonical_blocks_ = 0;
   std::shared_ptr<CachingAllocator> alloc_;
+  bool overlap_ = true;
 };
 
 }  // namespace meshtrain::model

@@ -33,7 +33,7 @@ Transformer::Transformer(const ModelConfig& cfg, std::shared_ptr<CachingAllocato
            tp ? tp->rank() : 0);
   tp_stats_ = std::make_unique<TpCommStats>(num_segments());
   tp_ = TpRegions(tp && tp->size() > 1 ? tp : nullptr, partition.sequence_parallel, tp_stats_.get(), 0,
-                  partition.canonical_blocks, alloc_);
+                  partition.canonical_blocks, alloc_, exec_.overlap_tp);
   cp_stats_ = std::make_unique<CpCommStats>();
   ring_ = std::make_unique<RingAttention>(cp && cp->size() > 1 ? cp : nullptr, cp_stats_.get());
   params_.set_poison_stale_grads(exec.poison_stale_grads);

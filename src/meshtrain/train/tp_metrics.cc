@@ -12,6 +12,7 @@ TpMetrics tp_metrics(const model::TpCommStats& regions, const parallel::TpGradSu
     m.calls += total.calls;
     m.ring_bytes[size_t(c)] = total.ring_bytes;
     m.seconds += total.seconds;
+    m.overlapped_seconds += total.overlapped_seconds;
     int64_t msg = 0, ring = 0;
     for (int l = 0; l < n_layers && l + 1 < regions.num_segments(); ++l) {
       msg += regions.at(l + 1, kind).message_bytes;
@@ -40,7 +41,8 @@ nlohmann::json TpMetrics::to_json() const {
           {"per_layer_message_bytes", layer},
           {"per_layer_ring_bytes", layer_ring},
           {"grad_sum_bytes", grad_sum_bytes},
-          {"seconds", seconds}};
+          {"seconds", seconds},
+          {"overlapped_seconds", overlapped_seconds}};
 }
 
 }  // namespace meshtrain::train

@@ -22,7 +22,8 @@ struct TpMetrics {
   // and ring bytes by collective.
   std::array<int64_t, model::kNumTpCollectives> layer_message_bytes{}, layer_ring_bytes{};
   int64_t grad_sum_bytes = 0;  // partial gradients summed over tp ranks (message bytes)
-  double seconds = 0;          // in regions and gradient sums
+  double seconds = 0;          // waited for in regions and gradient sums: exposed
+  double overlapped_seconds = 0;  // regions' sums in flight behind the weight gradients (docs/math.md (M.78))
   nlohmann::json to_json() const;
 };
 
