@@ -39,7 +39,8 @@ double SelfAttention::scale() const { return 1.0 / std::sqrt(double(head_dim_));
 
 SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const Tensor& xn, const TokenBatch& b,
                                             const Tensor& y, const Tensor& base,
-                                            const std::shared_ptr<CachingAllocator>& alloc) const {
+                                            const std::shared_ptr<CachingAllocator>& alloc,
+                                            const ProjectOutput& project) const {
   const int64_t n = b.n();
   const DType dt = acc_;
   Saved s;
@@ -62,7 +63,10 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
   else
     k.attention_forward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse);
   s.out_op = as_operand(k, s.out, op_, alloc);
-  canonical_gemm_sum(k, {{s.out_op, o_proj_.weight, true}}, canonical_blocks_, y, alloc, base);  // docs/math.md (M.73)
+  if (project)
+    project(s.out_op, o_proj_.weight->value);
+  else
+    canonical_gemm_sum(k, {{s.out_op, o_proj_.weight, true}}, canonical_blocks_, y, alloc, base);  // docs/math.md (M.73)
   return s;
 }
 

@@ -37,9 +37,11 @@ class SelfAttention {
   // xn is the projections' operand (in the policy's matmul type).
   // y = o_proj(attention(xn)) + base when base is defined (the fused
   // residual add; base may be y), else y = o_proj(attention(xn)) (a partial
-  // sum under tensor parallelism).
+  // sum under tensor parallelism). With `project`, o_proj is the caller's
+  // (y and base unused).
   Saved forward(const kernels::KernelTable& k, const Tensor& xn, const TokenBatch& b, const Tensor& y,
-                const Tensor& base, const std::shared_ptr<CachingAllocator>& alloc) const;
+                const Tensor& base, const std::shared_ptr<CachingAllocator>& alloc,
+                const ProjectOutput& project = {}) const;
   // B: dxn = d attention / d xn . dy (overwrites); weight grads go to `wg`.
   // dy_changes: the caller overwrites dy before deferred weight grads run.
   void backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const TokenBatch& b,

@@ -34,13 +34,25 @@ Block::Block(const ModelConfig& cfg, ParameterStore& params, int64_t layer, cons
 
 template <typename Project>
 void Block::add_branch(const kernels::KernelTable& k, const Tensor& base, const Tensor& stream, int64_t n,
-                       const Parameter* bias, const std::shared_ptr<CachingAllocator>& alloc,
+                       const Parameter* bias, bool dense, const std::shared_ptr<CachingAllocator>& alloc,
                        Project&& project) const {
   if (fuse_) {
-    project(stream, base);
+    project(stream, base, ProjectOutput());
+  } else if (dense && tp_.overlaps()) {
+    // The output projection in row pieces, each piece's sum behind the next
+    // piece's GEMM (docs/math.md (M.79)).
+    TpRegions::PendingRows sum;
+    project(Tensor(), Tensor(), [&](const Tensor& x, const Tensor& w) {
+      sum = tp_.start_row_output(n, cfg_.d_model, stream.dtype(), alloc, MemCategory::Workspace,
+                                 [&](const Tensor& rows, int64_t first) {
+                                   k.gemm(false, true, 1.0, x.slice(first, first + rows.dim(0)), w, 0.0, rows);
+                                 });
+    });
+    k.copy(stream, base);
+    k.add(stream, tp_.finish(sum));
   } else {
     Tensor part = activation(alloc, stream.dtype(), {n, cfg_.d_model}, MemCategory::Workspace);
-    project(part, Tensor());
+    project(part, Tensor(), ProjectOutput());
     k.copy(stream, base);
     k.add(stream, tp_.row_output(part, alloc));  // docs/math.md (M.35): partial sums meet before the residual
   }
@@ -64,19 +76,21 @@ Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const Toke
   s.stats1 = norm1_.forward(k, x, xn1, alloc);
   s.xn1 = tp_.column_input(as_operand(k, xn1, op_, alloc, normed), n, alloc, MemCategory::Activations);
   s.h = activation(alloc, dt, {nl, d});
-  add_branch(k, x, s.h, n, attn_bias_, alloc, [&](const Tensor& out, const Tensor& base) {
-    s.attn = attn_.forward(k, s.xn1, b, out, base, alloc);
-  });
+  add_branch(k, x, s.h, n, attn_bias_, /*dense=*/true, alloc,
+             [&](const Tensor& out, const Tensor& base, const ProjectOutput& output) {
+               s.attn = attn_.forward(k, s.xn1, b, out, base, alloc, output);
+             });
   Tensor xn2 = activation(alloc, normed_dt, {nl, d}, normed);
   s.stats2 = norm2_.forward(k, s.h, xn2, alloc);
   s.xn2 = tp_.column_input(as_operand(k, xn2, op_, alloc, normed), n, alloc, MemCategory::Activations);
   Tensor y = activation(alloc, dt, {nl, d});
-  add_branch(k, s.h, y, n, mlp_bias_, alloc, [&](const Tensor& out, const Tensor& base) {
-    if (moe_)
-      s.moe = moe_->forward(k, s.xn2, b.seq, out, base, record ? moe_stats_ : nullptr, alloc);
-    else
-      s.mlp = mlp_->forward(k, s.xn2, out, base, alloc);
-  });
+  add_branch(k, s.h, y, n, mlp_bias_, /*dense=*/moe_ == nullptr, alloc,
+             [&](const Tensor& out, const Tensor& base, const ProjectOutput& output) {
+               if (moe_)
+                 s.moe = moe_->forward(k, s.xn2, b.seq, out, base, record ? moe_stats_ : nullptr, alloc);
+               else
+                 s.mlp = mlp_->forward(k, s.xn2, out, base, alloc, output);
+             });
   s.full = true;
   if (recompute) {
     s = Saved{};

@@ -51,11 +51,16 @@ class Block {
 
  private:
   // stream = base + reduce(project(output)) + bias, where project(out,
-  // base) writes the branch's (partial) output plus base when given: into
-  // the stream itself, base added inside the GEMM, when fused.
+  // base, output) writes the branch's (partial) output plus base when
+  // given: into the stream itself, base added inside the GEMM, when fused.
+  // A dense branch passes `output` (ProjectOutput) on to its layer, which
+  // then lets the block run the output projection: under tensor
+  // parallelism in row pieces whose sums start as each is written
+  // (docs/math.md (M.79)).
   template <typename Project>
   void add_branch(const kernels::KernelTable& k, const Tensor& base, const Tensor& stream, int64_t n,
-                  const Parameter* bias, const std::shared_ptr<CachingAllocator>& alloc, Project&& project) const;
+                  const Parameter* bias, bool dense, const std::shared_ptr<CachingAllocator>& alloc,
+                  Project&& project) const;
   const ModelConfig& cfg_;
   Norm norm1_, norm2_;
   SelfAttention attn_;

@@ -46,6 +46,11 @@ struct Linear {
   void backward_weight(const kernels::KernelTable& k, const Tensor& x, const Tensor& dy) const;
 };
 
+// A sublayer's output projection y = x wᵀ (w: [out, in]) run by its caller
+// instead of the layer: in row pieces whose tensor-parallel sums start as
+// each is written (block.cc, docs/math.md (M.79)). Empty: the layer runs it.
+using ProjectOutput = std::function<void(const Tensor& x, const Tensor& w)>;
+
 // W of layers that read one input x (q, k and v; gate and up): each
 // backward_weight(x, dys[i]) with one pass over x for all of them.
 void backward_weights(const kernels::KernelTable& k, const std::vector<const Linear*>& layers, const Tensor& x,

@@ -26,7 +26,7 @@ Mlp::Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& pref
 }
 
 Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const Tensor& y, const Tensor& base,
-                        const std::shared_ptr<CachingAllocator>& alloc) const {
+                        const std::shared_ptr<CachingAllocator>& alloc, const ProjectOutput& project) const {
   const int64_t n = xn.dim(0), h = in_a_.out;
   const DType dt = acc_;
   Saved s;
@@ -41,7 +41,10 @@ Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const T
     k.gelu_forward(s.a, act);
   }
   s.act = as_operand(k, act, op_, alloc);
-  canonical_gemm_sum(k, {{s.act, out_.weight, true}}, canonical_blocks_, y, alloc, base);  // docs/math.md (M.73)
+  if (project)
+    project(s.act, out_.weight->value);
+  else
+    canonical_gemm_sum(k, {{s.act, out_.weight, true}}, canonical_blocks_, y, alloc, base);  // docs/math.md (M.73)
   return s;
 }
 

@@ -155,8 +155,7 @@ TpRegions::PendingRows TpRegions::start_sum(const Tensor& dx_partial, const std:
     p.rows = dx_partial;
     if (in_flight) {
       p.kind = TpCollective::AllReduce;
-      p.message_bytes = int64_t(dx_partial.nbytes());
-      p.work = group_->iall_reduce(dx_partial);
+      p.pieces.push_back({group_->iall_reduce(dx_partial), int64_t(dx_partial.nbytes()), dx_partial});
     } else {
       all_reduce(dx_partial);
     }
@@ -166,8 +165,7 @@ TpRegions::PendingRows TpRegions::start_sum(const Tensor& dx_partial, const std:
   p.rows = Tensor::empty(Shape{local_rows(n), dx_partial.dim(1)}, dx_partial.dtype(), alloc, MemCategory::Workspace);
   if (in_flight) {
     p.kind = TpCollective::ReduceScatter;
-    p.message_bytes = int64_t(dx_partial.nbytes());
-    p.work = group_->ireduce_scatter(dx_partial, p.rows);
+    p.pieces.push_back({group_->ireduce_scatter(dx_partial, p.rows), int64_t(dx_partial.nbytes()), dx_partial});
   } else {
     reduce_scatter_rows(dx_partial, p.rows);
   }
@@ -175,18 +173,53 @@ TpRegions::PendingRows TpRegions::start_sum(const Tensor& dx_partial, const std:
 }
 
 Tensor TpRegions::finish(PendingRows& pending) const {
-  if (pending.work.valid()) {
+  for (PendingRows::Piece& piece : pending.pieces) {
     const auto t0 = Clock::now();
-    pending.work.wait();
+    piece.work.wait();
     // Exposed: the wait (its wake-up included, as for the blocking regions).
     // Overlapped: issue to end, less the part after the wait began: the
     // time the sum ran behind the work between (docs/math.md (M.24)).
     const double waited = since(t0);
-    count(pending.kind, pending.message_bytes, waited,
-          pending.work.in_flight_seconds() - pending.work.seconds_until_done(t0));
-    pending.work = comm::Work();
+    count(pending.kind, piece.message_bytes, waited, piece.work.in_flight_seconds() - piece.work.seconds_until_done(t0));
   }
+  pending.pieces.clear();
   return pending.rows;
+}
+
+TpRegions::PendingRows TpRegions::start_row_output(
+    int64_t n, int64_t d, DType dt, const std::shared_ptr<CachingAllocator>& alloc, MemCategory cat,
+    const std::function<void(const Tensor& out, int64_t first_row)>& project) const {
+  PendingRows p;
+  const int t = size(), pieces = kRowOutputPieces;
+  const bool split = overlaps() && (sequence_parallel_ ? n % (int64_t(t) * pieces) == 0 : n >= pieces);
+  if (!split) {
+    Tensor partial = Tensor::empty(Shape{n, d}, dt, alloc, MemCategory::Workspace);
+    project(partial, 0);
+    p.rows = row_output(partial, alloc, cat);
+    return p;
+  }
+  if (!sequence_parallel_) {
+    // Piece c: rows [c n / P, (c + 1) n / P) of the partial output, all-reduced in place (M.35).
+    p.kind = TpCollective::AllReduce;
+    p.rows = Tensor::empty(Shape{n, d}, dt, alloc, MemCategory::Workspace);
+    for (int c = 0; c < pieces; ++c) {
+      const Tensor rows = p.rows.slice(c * n / pieces, (c + 1) * n / pieces);
+      project(rows, c * n / pieces);
+      p.pieces.push_back({group_->iall_reduce(rows), int64_t(rows.nbytes()), rows});
+    }
+    return p;
+  }
+  // Piece c: the c-th m = n / (t P) rows of every rank's n / t, laid out
+  // rank after rank, reduce-scattered into this rank's rows c m .. (c + 1) m.
+  p.kind = TpCollective::ReduceScatter;
+  const int64_t nl = local_rows(n), m = nl / pieces;
+  p.rows = Tensor::empty(Shape{nl, d}, dt, alloc, cat);
+  for (int c = 0; c < pieces; ++c) {
+    const Tensor piece = Tensor::empty(Shape{int64_t(t) * m, d}, dt, alloc, MemCategory::Workspace);
+    for (int r = 0; r < t; ++r) project(piece.slice(r * m, (r + 1) * m), r * nl + c * m);
+    p.pieces.push_back({group_->ireduce_scatter(piece, p.rows.slice(c * m, (c + 1) * m)), int64_t(piece.nbytes()), piece});
+  }
+  return p;
 }
 
 Tensor TpRegions::row_output(const Tensor& partial, const std::shared_ptr<CachingAllocator>& alloc,

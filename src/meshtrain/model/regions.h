@@ -20,6 +20,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -107,13 +108,27 @@ class TpRegions {
   // same buffers. It runs at once, blocking, where it cannot be started
   // early (overlaps() false).
   struct PendingRows {
-    Tensor rows;      // this rank's rows of the sum, once finished
-    comm::Work work;  // invalid: already finished
+    Tensor rows;  // this rank's rows of the sum, once finished
     TpCollective kind = TpCollective::AllReduce;
-    int64_t message_bytes = 0;
+    struct Piece {
+      comm::Work work;
+      int64_t message_bytes = 0;
+      Tensor input;  // alive until the piece's sum ended
+    };
+    std::vector<Piece> pieces;  // in flight; empty: already finished
   };
   PendingRows start_column_input_grad(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc) const;
   Tensor finish(PendingRows& pending) const;
+  // row_output with the row-parallel GEMM in row pieces whose sums start as
+  // each is written, so a piece's sum runs behind the next piece's GEMM
+  // (docs/math.md (M.79)). project(out, first_row) writes rows [first_row,
+  // first_row + out.dim(0)) of the [n, d] partial output into `out`.
+  // finish() gives this rank's rows of the sum, as row_output does. With
+  // overlaps() false: the whole output, then the blocking row_output.
+  PendingRows start_row_output(int64_t n, int64_t d, DType dt, const std::shared_ptr<CachingAllocator>& alloc,
+                               MemCategory cat,
+                               const std::function<void(const Tensor& out, int64_t first_row)>& project) const;
+  static constexpr int kRowOutputPieces = 2;
   // True when start_column_input_grad leaves its sum in flight: a group,
   // parallel.overlap on, and no canonical blocks (whose fixed tree is a
   // sequence of blocking steps).
