@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "meshtrain/core/rng.h"
 #include "meshtrain/kernels/kernel_table.h"
@@ -106,26 +107,40 @@ TEST(Layers, MlpInputGradientSwiGluAndGelu) {
   }
 }
 
+// tiny_llama's second MLP in f64 after a forward of x = 0.1: what the
+// weight-gradient queue tests run backward through, dy given.
+struct TinyMlp {
+  model::ModelConfig c = finalized(tiny_llama());
+  std::shared_ptr<CachingAllocator> alloc = CachingAllocator::create();
+  const kernels::KernelTable& k = kernels::kernels_for(Device::Cpu);
+  model::ParameterStore ps{model::build_model_spec(c), PrecisionPolicy::uniform(DType::F64), alloc};
+  std::optional<model::Mlp> mlp;
+  int64_t n = 5, d = c.d_model;
+  std::vector<double> x = std::vector<double>(size_t(n * d), 0.1), y = std::vector<double>(size_t(n * d), 0.0);
+  model::Mlp::Saved saved;
+  TinyMlp() {
+    ps.initialize(c.seed);
+    ps.zero_grads();
+    mlp.emplace(c, ps, "model.layers.1.mlp");
+    saved = mlp->forward(k, wrap(x, n, d), wrap(y, n, d), Tensor(), alloc);
+  }
+  void backward(const std::vector<double>& dy, std::vector<double>& dx, model::WeightGrads& wg) {
+    mlp->backward(k, wrap(x, n, d), saved, wrap(dy, n, d), false, wrap(dx, n, d), wg, alloc);
+  }
+};
+
 TEST(Layers, DeferredWeightGradsRunCallsInTheirPlace) {
   // A call queued among deferred weight-gradient jobs (a gradient lane
   // switch, moe_layer.cc) runs in order when the jobs run, never before;
   // without deferral it runs at once.
-  auto c = tiny_llama();
-  c.finalize();
-  auto alloc = CachingAllocator::create();
-  const auto& k = kernels::kernels_for(Device::Cpu);
-  model::ParameterStore ps(model::build_model_spec(c), PrecisionPolicy::uniform(DType::F64), alloc);
-  ps.initialize(c.seed);
-  ps.zero_grads();
-  model::Mlp mlp(c, ps, "model.layers.1.mlp");
-  const Tensor& grad = ps.find("model.layers.1.mlp.gate_proj.weight").grad;
-  const int64_t n = 5, d = c.d_model;
-  std::vector<double> x(size_t(n * d), 0.1), y(size_t(n * d), 0.0), dy(size_t(n * d), 0.3), dx(size_t(n * d));
-  const auto saved = mlp.forward(k, wrap(x, n, d), wrap(y, n, d), Tensor(), alloc);
+  TinyMlp t;
+  const auto& k = t.k;
+  const Tensor& grad = t.ps.find("model.layers.1.mlp.gate_proj.weight").grad;
+  std::vector<double> dy(size_t(t.n * t.d), 0.3), dx(size_t(t.n * t.d));
   std::vector<double> seen;
-  model::WeightGrads wg(true, alloc);
+  model::WeightGrads wg(true, t.alloc);
   wg.call([&] { seen.push_back(k.sum_squares(grad)); });
-  mlp.backward(k, wrap(x, n, d), saved, wrap(dy, n, d), false, wrap(dx, n, d), wg, alloc);
+  t.backward(dy, dx, wg);
   wg.call([&] { seen.push_back(k.sum_squares(grad)); });
   EXPECT_TRUE(seen.empty()) << "deferred calls wait for run()";
   wg.run(k);
@@ -142,49 +157,41 @@ TEST(Layers, HeldWeightGradsRunAtReleaseWithTheBitsOfImmediateOnes) {
   // computed and runs them at release() (block.cc, docs/math.md (M.78)):
   // nothing is written before, the same bits after; the input gradient is
   // ready before any weight gradient. Holding is a no-op when deferred.
-  auto c = tiny_llama();
-  c.finalize();
-  auto alloc = CachingAllocator::create();
-  const auto& k = kernels::kernels_for(Device::Cpu);
-  model::ParameterStore ps(model::build_model_spec(c), PrecisionPolicy::uniform(DType::F64), alloc);
-  ps.initialize(c.seed);
-  model::Mlp mlp(c, ps, "model.layers.1.mlp");
-  const int64_t n = 5, d = c.d_model;
-  std::vector<double> x(size_t(n * d), 0.1), y(size_t(n * d), 0.0), dy(size_t(n * d), 0.3);
+  TinyMlp t;
+  std::vector<double> dy(size_t(t.n * t.d), 0.3);
   for (size_t i = 0; i < dy.size(); ++i) dy[i] += 0.01 * double(i % 7);
-  const auto saved = mlp.forward(k, wrap(x, n, d), wrap(y, n, d), Tensor(), alloc);
-  const std::vector<std::string> names = {"model.layers.1.mlp.gate_proj.weight", "model.layers.1.mlp.up_proj.weight",
-                                          "model.layers.1.mlp.down_proj.weight"};
   auto grads = [&] {
     std::vector<std::vector<double>> g;
-    for (const auto& name : names) g.push_back(to_vector<double>(ps.find(name).grad));
+    for (const char* name : {"model.layers.1.mlp.gate_proj.weight", "model.layers.1.mlp.up_proj.weight",
+                             "model.layers.1.mlp.down_proj.weight"})
+      g.push_back(to_vector<double>(t.ps.find(name).grad));
     return g;
   };
   auto backward = [&](model::WeightGrads& wg, std::vector<double>& dx, bool hold) {
-    ps.zero_grads();
+    t.ps.zero_grads();
     if (hold) wg.hold();
-    mlp.backward(k, wrap(x, n, d), saved, wrap(dy, n, d), false, wrap(dx, n, d), wg, alloc);
+    t.backward(dy, dx, wg);
   };
-  std::vector<double> dx_now(size_t(n * d)), dx_held(size_t(n * d));
+  std::vector<double> dx_now(dy.size()), dx_held(dy.size());
   model::WeightGrads now;
   backward(now, dx_now, false);
   const auto expected = grads();
-  for (const auto& g : expected) EXPECT_GT(k.sum_squares(wrap(g, 1, int64_t(g.size()))), 0.0);
-  model::WeightGrads held(false, alloc);
+  for (const auto& g : expected) EXPECT_GT(t.k.sum_squares(wrap(g, 1, int64_t(g.size()))), 0.0);
+  model::WeightGrads held(false, t.alloc);
   backward(held, dx_held, true);
   EXPECT_EQ(dx_held, dx_now) << "the input gradient is complete before the weight gradients";
   EXPECT_FALSE(held.empty());
   for (const auto& g : grads())
     for (double v : g) ASSERT_EQ(v, 0.0) << "a held job ran before release()";
-  held.release(k);
+  held.release(t.k);
   EXPECT_TRUE(held.empty());
   EXPECT_EQ(grads(), expected);
   // Deferred jobs stay queued past release(): backward_weight runs them.
-  model::WeightGrads deferred(true, alloc);
+  model::WeightGrads deferred(true, t.alloc);
   backward(deferred, dx_held, true);
-  deferred.release(k);
+  deferred.release(t.k);
   EXPECT_FALSE(deferred.empty());
-  deferred.run(k);
+  deferred.run(t.k);
   EXPECT_EQ(grads(), expected);
 }
 

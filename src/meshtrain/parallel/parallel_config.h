@@ -27,7 +27,11 @@ struct ParallelConfig {
   bool reshard_after_forward = true;  // stage 3: free gathered units after forward
   double bucket_mb = 4.0;            // stage 0 gradient bucket size
   GradReduce grad_reduce = GradReduce::Sum;
-  bool overlap = true;               // reduce buckets during backward (false: all after backward)
+  // Communication behind computation: dp reduces its buckets during
+  // backward (false: all after backward); tp sums input gradients behind
+  // the weight gradients and row-parallel outputs in row pieces
+  // (docs/math.md (M.78), (M.79); false: each sum where it is needed).
+  bool overlap = true;
   // Reproducible mode (training.reproducible): gradients summed in one fixed
   // tree over the global micro-batch index (grad_tree.h, tree_reduce.h), so
   // every dp x G split of the same window gives the same bits.
