@@ -112,7 +112,7 @@ TEST(TpAccounting, BytesPerBlockEqualTheRingFormula) {
           const auto& ag = r.stats.at(s, C::AllGather);
           const auto& rs = r.stats.at(s, C::ReduceScatter);
           // The forward's two row-parallel outputs are summed in P pieces each (M.79).
-          const int64_t P = model::TpRegions::kRowOutputPieces;
+          const int64_t P = sp ? 2 : 4;  // TpRegions::row_output_pieces()
           if (!sp) {
             EXPECT_EQ(ar.calls, 2 + 2 * P);
             EXPECT_EQ(ar.message_bytes, 4 * bsh_e);

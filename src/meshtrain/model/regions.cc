@@ -190,7 +190,7 @@ TpRegions::PendingRows TpRegions::start_row_output(
     int64_t n, int64_t d, DType dt, const std::shared_ptr<CachingAllocator>& alloc, MemCategory cat,
     const std::function<void(const Tensor& out, int64_t first_row)>& project) const {
   PendingRows p;
-  const int t = size(), pieces = kRowOutputPieces;
+  const int t = size(), pieces = row_output_pieces();
   const bool split = overlaps() && (sequence_parallel_ ? n % (int64_t(t) * pieces) == 0 : n >= pieces);
   if (!split) {
     Tensor partial = Tensor::empty(Shape{n, d}, dt, alloc, MemCategory::Workspace);

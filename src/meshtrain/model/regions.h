@@ -128,7 +128,10 @@ class TpRegions {
   PendingRows start_row_output(int64_t n, int64_t d, DType dt, const std::shared_ptr<CachingAllocator>& alloc,
                                MemCategory cat,
                                const std::function<void(const Tensor& out, int64_t first_row)>& project) const;
-  static constexpr int kRowOutputPieces = 2;
+  // Pieces of start_row_output: 4 of n rows; under sequence parallelism 2,
+  // each of t GEMMs of n / 2t rows (more, smaller GEMMs measured slower:
+  // docs/performance.md, "Overlap").
+  int row_output_pieces() const { return sequence_parallel_ ? 2 : 4; }
   // True when start_column_input_grad leaves its sum in flight: a group,
   // parallel.overlap on, and no canonical blocks (whose fixed tree is a
   // sequence of blocking steps).
