@@ -4,7 +4,7 @@
 //   one rank, 2 compute threads          micro-batch 8
 //   dp = 2, 1 compute thread per rank     micro-batch 4 per replica
 //   tp = 2 (and + sequence parallelism), 1 compute thread per rank, micro-batch 8,
-//   each with parallel.overlap on (the backward's input-gradient sums behind
+//   each with parallel.tp_overlap on (the backward's input-gradient sums behind
 //   the weight gradients, docs/math.md (M.78)) and off
 // Prints per layout the median step time, tokens/s, the communication the
 // rank waited for (exposed) and, for tp, the time its sums ran behind the
@@ -54,7 +54,7 @@ train::TrainConfig config(const Layout& l) {
   c.parallel.dp = l.dp;
   c.parallel.tp = l.tp;
   c.parallel.sequence_parallel = l.sp;
-  c.parallel.overlap = l.overlap;
+  c.parallel.tp_overlap = l.overlap;
   return c;
 }
 

@@ -23,7 +23,7 @@ struct ExecOptions {
   bool materialize_params = true;  // false: a parallel engine binds unit buffers
   PrecisionPolicy precision = PrecisionPolicy::uniform(DType::F32);
   bool fuse_residual = true;       // residual add inside the output GEMMs where exact (no tp reduction)
-  // parallel.overlap: tensor-parallel input-gradient sums behind the weight gradients (docs/math.md (M.78)).
+  // parallel.tp_overlap: tensor-parallel sums behind computation (docs/math.md (M.78), (M.79)).
   bool overlap_tp = true;
   // Training: the LM head and the loss run in backward, this many rows at a
   // time, so only one chunk of logits ever exists (docs/math.md, "The LM head

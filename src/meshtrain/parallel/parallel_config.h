@@ -27,17 +27,17 @@ struct ParallelConfig {
   bool reshard_after_forward = true;  // stage 3: free gathered units after forward
   double bucket_mb = 4.0;            // stage 0 gradient bucket size
   GradReduce grad_reduce = GradReduce::Sum;
-  // Communication behind computation: dp reduces its buckets during
-  // backward (false: all after backward); tp sums input gradients behind
-  // the weight gradients and row-parallel outputs in row pieces
-  // (docs/math.md (M.78), (M.79); false: each sum where it is needed).
-  bool overlap = true;
+  bool overlap = true;               // reduce buckets during backward (false: all after backward)
   // Reproducible mode (training.reproducible): gradients summed in one fixed
   // tree over the global micro-batch index (grad_tree.h, tree_reduce.h), so
   // every dp x G split of the same window gives the same bits.
   bool reproducible = false;
   int tp = 1;                        // tensor-parallel degree (innermost mesh axis)
   bool sequence_parallel = false;    // norms and the residual stream on seq / tp rows per tp rank
+  // tp sums behind computation: input gradients' behind the weight
+  // gradients, row-parallel outputs' in row pieces (docs/math.md (M.78),
+  // (M.79)); false: each sum where it is needed.
+  bool tp_overlap = true;
   // Pipeline (docs/math.md, "Pipeline parallelism"): stages, schedule
   // (gpipe | 1f1b | interleaved | zb-h1 | zb-v), chunks per stage, blocks
   // per chunk (empty: the cost model's partition, stage_partition.h);

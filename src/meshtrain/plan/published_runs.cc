@@ -47,6 +47,9 @@ StepInputs run(const model::ModelConfig& m, int tp, int pp, int gpus, int64_t ba
   in.interleave = interleave;
   in.execution.activation_wire = in.precision.compute;  // Megatron moves 16-bit activations
   in.hierarchical = comm::HierarchicalMode::Off;          // NCCL's own algorithms, priced as the ring (M.20)
+  // Megatron sums tensor-parallel outputs and input gradients where they are
+  // needed, in one collective each (its tp_comm_overlap is off by default).
+  in.parallel.tp_overlap = false;
   return in;
 }
 

@@ -103,6 +103,7 @@ void read_parallel(TomlSection s, parallel::ParallelConfig& p) {
   s.read("overlap", p.overlap);
   s.read("tp", p.tp);
   s.read("sequence_parallel", p.sequence_parallel);
+  s.read("tp_overlap", p.tp_overlap);
   s.read("pp", p.pp);
   s.read("schedule", p.schedule);
   s.read("virtual_stages", p.virtual_stages);

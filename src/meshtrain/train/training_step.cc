@@ -71,7 +71,7 @@ TrainingStep::TrainingStep(const TrainConfig& cfg, comm::ParallelContext& ctx)
   model::ExecOptions exec;
   exec.recompute = cfg_.training.recompute;
   exec.head_chunk_rows = cfg_.training.head_chunk_rows;
-  exec.overlap_tp = cfg_.parallel.overlap;
+  exec.overlap_tp = cfg_.parallel.tp_overlap;
   exec.materialize_params = false;
   exec.precision = cfg_.precision();
   exec.poison_stale_grads = poison_stale_grads_requested();
