@@ -48,6 +48,7 @@ void Block::add_branch(const kernels::KernelTable& k, const Tensor& base, const 
                                    k.gemm(false, true, 1.0, x.slice(first, first + rows.dim(0)), w, 0.0, rows);
                                  });
     });
+    MT_CHECK(sum.rows.defined(), "a dense sublayer did not run the output projection it was handed");
     k.copy(stream, base);
     k.add(stream, tp_.finish(sum));
   } else {
