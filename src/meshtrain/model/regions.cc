@@ -138,36 +138,35 @@ Tensor TpRegions::column_input(const Tensor& x_local, int64_t n, const std::shar
 }
 
 Tensor TpRegions::column_input_grad(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc) const {
-  PendingRows pending = start_sum(dx_partial, alloc, /*in_flight=*/false);
-  return finish(pending);
+  PendingRows pending = start_sum(dx_partial, alloc, MemCategory::Workspace, /*in_flight=*/false);
+  return finish(pending);  // copy-to-group backward: the partial input gradients summed (M.36)
 }
 
 TpRegions::PendingRows TpRegions::start_column_input_grad(const Tensor& dx_partial,
                                                           const std::shared_ptr<CachingAllocator>& alloc) const {
-  return start_sum(dx_partial, alloc, overlaps());
+  return start_sum(dx_partial, alloc, MemCategory::Workspace, overlaps());
 }
 
-TpRegions::PendingRows TpRegions::start_sum(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc,
-                                            bool in_flight) const {
+TpRegions::PendingRows TpRegions::start_sum(const Tensor& partial, const std::shared_ptr<CachingAllocator>& alloc,
+                                            MemCategory cat, bool in_flight) const {
   PendingRows p;
   if (!sequence_parallel_ || !active()) {
-    // copy-to-group backward: sum the partial input gradients in place (M.36)
-    p.rows = dx_partial;
+    p.rows = partial;  // summed in place
     if (in_flight) {
       p.kind = TpCollective::AllReduce;
-      p.pieces.push_back({group_->iall_reduce(dx_partial), int64_t(dx_partial.nbytes()), dx_partial});
+      p.pieces.push_back({group_->iall_reduce(partial), int64_t(partial.nbytes()), partial});
     } else {
-      all_reduce(dx_partial);
+      all_reduce(partial);
     }
     return p;
   }
-  const int64_t n = dx_partial.dim(0);
-  p.rows = Tensor::empty(Shape{local_rows(n), dx_partial.dim(1)}, dx_partial.dtype(), alloc, MemCategory::Workspace);
+  const int64_t n = partial.dim(0);
+  p.rows = Tensor::empty(Shape{local_rows(n), partial.dim(1)}, partial.dtype(), alloc, cat);
   if (in_flight) {
     p.kind = TpCollective::ReduceScatter;
-    p.pieces.push_back({group_->ireduce_scatter(dx_partial, p.rows), int64_t(dx_partial.nbytes()), dx_partial});
+    p.pieces.push_back({group_->ireduce_scatter(partial, p.rows), int64_t(partial.nbytes()), partial});
   } else {
-    reduce_scatter_rows(dx_partial, p.rows);
+    reduce_scatter_rows(partial, p.rows);
   }
   return p;
 }
@@ -195,8 +194,7 @@ TpRegions::PendingRows TpRegions::start_row_output(
   if (!split) {
     Tensor partial = Tensor::empty(Shape{n, d}, dt, alloc, MemCategory::Workspace);
     project(partial, 0);
-    p.rows = row_output(partial, alloc, cat);
-    return p;
+    return start_sum(partial, alloc, cat, /*in_flight=*/false);
   }
   if (!sequence_parallel_) {
     // Piece c: rows [c n / P, (c + 1) n / P) of the partial output, all-reduced in place (M.35).
@@ -224,14 +222,8 @@ TpRegions::PendingRows TpRegions::start_row_output(
 
 Tensor TpRegions::row_output(const Tensor& partial, const std::shared_ptr<CachingAllocator>& alloc,
                              MemCategory cat) const {
-  if (!sequence_parallel_ || !active()) {
-    all_reduce(partial);  // reduce-from-group (M.35)
-    return partial;
-  }
-  const int64_t n = partial.dim(0);
-  Tensor mine = Tensor::empty(Shape{local_rows(n), partial.dim(1)}, partial.dtype(), alloc, cat);
-  reduce_scatter_rows(partial, mine);
-  return mine;
+  PendingRows pending = start_sum(partial, alloc, cat, /*in_flight=*/false);
+  return finish(pending);  // reduce-from-group (M.35)
 }
 
 Tensor TpRegions::row_output_grad(const Tensor& dy_local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,

@@ -149,8 +149,12 @@ class TpRegions {
 
  private:
   bool active() const { return group_ && group_->size() > 1; }
-  // in_flight: issue the collective and return (overlaps() must hold); else finish it here.
-  PendingRows start_sum(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc, bool in_flight) const;
+  // The sum over the group of a partial [n, d] (copy-to-group backward and
+  // reduce-from-group forward alike): in place, or this rank's rows in a
+  // tensor of category `cat` under SP. in_flight: issue the collective and
+  // return (overlaps() must hold); else finish it here.
+  PendingRows start_sum(const Tensor& partial, const std::shared_ptr<CachingAllocator>& alloc, MemCategory cat,
+                        bool in_flight) const;
   void count(TpCollective c, int64_t message_bytes, double seconds, double overlapped_seconds = 0) const;
   comm::ProcessGroup* group_ = nullptr;
   bool sequence_parallel_ = false;
