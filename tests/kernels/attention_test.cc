@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "meshtrain/core/dtype.h"
 #include "support/numeric.h"
 
 using namespace meshtrain::kernels;
@@ -410,6 +412,53 @@ TEST(Attention, ResultsDoNotDependOnThreadCountAtEveryIsaLevel) {
   EXPECT_EQ(r1.dq, r2.dq);
   EXPECT_EQ(r1.dk, r2.dk);
   EXPECT_EQ(r1.dv, r2.dv);
+  }
+}
+
+// Under the bf16 policy q, k, v and out are bf16 (docs/math.md (M.80)):
+// the kernel widens the inputs exactly and computes in f32, so it has the
+// bits of the f32 kernel on the widened values, with out rounded once as it
+// is written; the backward reads that rounded out.
+TEST(Attention, Bf16InputsHaveTheBitsOfF32OnTheirValuesAtEveryIsaLevel) {
+  using meshtrain::bf16;
+  auto to_bits = [](const std::vector<double>& x) {
+    std::vector<uint16_t> b(x.size());
+    for (size_t i = 0; i < x.size(); ++i) b[i] = bf16::from_float(float(x[i]));
+    return b;
+  };
+  auto widen = [](const std::vector<uint16_t>& b) {
+    std::vector<float> x(b.size());
+    for (size_t i = 0; i < b.size(); ++i) x[i] = std::bit_cast<float>(uint32_t(b[i]) << 16);
+    return x;
+  };
+  for (Isa isa : test::runnable_levels()) {
+    ScopedIsa level(isa);
+    SCOPED_TRACE(isa_name(isa));
+    uint32_t seed = 900;
+    for (const auto& c : cases()) {
+      SCOPED_TRACE(testing::Message() << "T=" << c.s.seq << " D=" << c.s.head_dim);
+      const Inputs in = make_inputs(c.s, c.docs, seed += 10);
+      const auto q16 = to_bits(in.q), k16 = to_bits(in.k), v16 = to_bits(in.v);
+      const auto q = widen(q16), k = widen(k16), v = widen(v16), dout = cast<float>(in.dout);
+      const int64_t nq = q_elems(in.s), nk = kv_elems(in.s), nl = in.s.batch * in.s.q_heads * in.s.seq;
+      const float scale = float(in.scale);
+      std::vector<float> out(nq), lse(nl), lse16(nl);
+      std::vector<uint16_t> out16(nq);
+      attention_forward<float>(in.s, q.data(), k.data(), v.data(), in.seg_ptr(), scale, out.data(), lse.data());
+      attention_forward<float>(in.s, q16.data(), k16.data(), v16.data(), in.seg_ptr(), scale, out16.data(),
+                               lse16.data());
+      EXPECT_EQ(lse16, lse);
+      EXPECT_EQ(out16, to_bits(to_double(out)));
+      const auto out_values = widen(out16);
+      std::vector<float> dq(nq), dk(nk), dv(nk), dq16(nq, 7.f), dk16(nk, 7.f), dv16(nk, 7.f);
+      attention_backward<float>(in.s, q.data(), k.data(), v.data(), in.seg_ptr(), scale, out_values.data(),
+                                lse.data(), dout.data(), dq.data(), dk.data(), dv.data());
+      attention_backward<float>(in.s, q16.data(), k16.data(), v16.data(), in.seg_ptr(), scale, out16.data(),
+                                lse16.data(), dout.data(), dq16.data(), dk16.data(), dv16.data());
+      EXPECT_EQ(dq16, dq);
+      EXPECT_EQ(dk16, dk);
+      EXPECT_EQ(dv16, dv);
+    }
   }
 }
 

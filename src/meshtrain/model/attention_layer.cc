@@ -43,18 +43,31 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
                                             const ProjectOutput& project) const {
   const int64_t n = b.n();
   const DType dt = acc_;
-  Saved s;
-  s.q = activation(alloc, dt, {n, q_proj_.out});
-  s.k = activation(alloc, dt, {n, k_proj_.out});
-  s.v = activation(alloc, dt, {n, v_proj_.out});
-  q_proj_.forward(k, xn, s.q);
-  k_proj_.forward(k, xn, s.k);
-  v_proj_.forward(k, xn, s.v);
+  // Under the bf16 policy attention's inputs (q, k, v after RoPE) and its
+  // output are bf16 values (docs/math.md (M.80)): stored as bf16 where the
+  // plain kernel reads them, rounded in place where a path runs in f32.
+  const bool bf16_values = op_ == DType::BF16 && acc_ == DType::F32;
+  const DType in = bf16_values && b.token_blocks == 0 && !ring_ ? DType::BF16 : dt;
+  const MemCategory projected = in == dt ? MemCategory::Activations : MemCategory::Workspace;
+  Tensor q = activation(alloc, dt, {n, q_proj_.out}, projected), kk = activation(alloc, dt, {n, k_proj_.out}, projected),
+         v = activation(alloc, dt, {n, v_proj_.out}, projected);
+  q_proj_.forward(k, xn, q);
+  k_proj_.forward(k, xn, kk);
+  v_proj_.forward(k, xn, v);
   if (rope_) {
-    k.rope(s.q, b.positions, q_heads_, head_dim_, *rope_, false);
-    k.rope(s.k, b.positions, kv_heads_, head_dim_, *rope_, false);
+    k.rope(q, b.positions, q_heads_, head_dim_, *rope_, false);
+    k.rope(kk, b.positions, kv_heads_, head_dim_, *rope_, false);
   }
-  s.out = activation(alloc, dt, {n, q_proj_.out});
+  Saved s;
+  auto input = [&](const Tensor& x) {  // x as attention reads it
+    if (in != dt) return as_operand(k, x, in, alloc);
+    if (bf16_values) round_to_bf16(k, x, alloc);
+    return x;
+  };
+  s.q = input(q);
+  s.k = input(kk);
+  s.v = input(v);
+  s.out = activation(alloc, in, {n, q_proj_.out});
   s.lse = activation(alloc, dt, {b.rows, q_heads_, b.seq});
   if (b.token_blocks > 0)  // docs/math.md (M.74)
     chunk_pair_attention_forward(k, chunk_pairs(b), shape(b), s.q, s.k, s.v, scale(), s.out, s.lse, alloc);
@@ -62,6 +75,7 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
     ring_->forward(shape(b), s.q, s.k, s.v, b.chunk_segments, scale(), s.out, s.lse, alloc);
   else
     k.attention_forward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse);
+  if (in == dt && bf16_values) round_to_bf16(k, s.out, alloc);
   s.out_op = as_operand(k, s.out, op_, alloc);
   if (project)
     project(s.out_op, o_proj_.weight->value);

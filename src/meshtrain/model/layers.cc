@@ -118,6 +118,10 @@ Tensor as_operand(const kernels::KernelTable& k, const Tensor& t, DType dtype,
   return out;
 }
 
+void round_to_bf16(const kernels::KernelTable& k, const Tensor& x, const std::shared_ptr<CachingAllocator>& alloc) {
+  k.convert(x, as_operand(k, x, DType::BF16, alloc, MemCategory::Workspace));
+}
+
 void Linear::forward(const kernels::KernelTable& k, const Tensor& x, const Tensor& y, const Tensor& base) const {
   if (base.defined())
     k.gemm_onto(false, true, 1.0, x, weight->value, base, y);

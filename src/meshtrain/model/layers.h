@@ -22,6 +22,10 @@ namespace meshtrain::model {
 Tensor as_operand(const kernels::KernelTable& k, const Tensor& t, DType dtype,
                   const std::shared_ptr<CachingAllocator>& alloc, MemCategory cat = MemCategory::Activations);
 
+// x's values rounded to bf16 in place (x stays f32): the values a bf16
+// copy would hold, for a path that computes in f32 on them.
+void round_to_bf16(const kernels::KernelTable& k, const Tensor& x, const std::shared_ptr<CachingAllocator>& alloc);
+
 // The dtype an elementwise kernel writes a matmul operand in: the operand's
 // own where the kernels round into it (bf16 from f32, kernel_table.h), so
 // as_operand makes no copy; else the accumulate dtype (as_operand converts).

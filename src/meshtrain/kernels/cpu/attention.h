@@ -21,13 +21,25 @@ struct AttentionShape {
   bool kv_grads_per_query = false;
 };
 
-template <typename T>
-void attention_forward(const AttentionShape& s, const T* q, const T* k, const T* v, const int32_t* seg, T scale,
-                       T* out, T* lse);
+// In is T, or uint16_t under the bf16 policy: q, k, v and out are bf16 bits
+// (the inputs widened exactly to f32 as the tiles are packed, out rounded
+// once as it is written, docs/math.md (M.80)); lse, dout and the gradients
+// stay T.
+template <typename T, typename In>
+void attention_forward(const AttentionShape& s, const In* q, const In* k, const In* v, const int32_t* seg, T scale,
+                       In* out, T* lse);
 
-template <typename T>
-void attention_backward(const AttentionShape& s, const T* q, const T* k, const T* v, const int32_t* seg, T scale,
-                        const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
+template <typename T, typename In>
+void attention_backward(const AttentionShape& s, const In* q, const In* k, const In* v, const int32_t* seg, T scale,
+                        const In* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
+
+// Explicit instantiations of the two above, for one (T, In) (the dispatch
+// and every ISA level's copy).
+#define MT_INSTANTIATE_ATTENTION(T, In)                                                                      \
+  template void attention_forward<T, In>(const AttentionShape&, const In*, const In*, const In*,            \
+                                         const int32_t*, T, In*, T*);                                       \
+  template void attention_backward<T, In>(const AttentionShape&, const In*, const In*, const In*,           \
+                                          const int32_t*, T, const In*, const T*, const T*, T*, T*, T*);
 
 // Partial softmax state of one query block against one key block, and the
 // merge of two states (M.49): a = max(a1, a2),
@@ -91,11 +103,11 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
 // attention_partial_backward): its queries (span qs), their key span ks in
 // the shared k and v, its out, lse, dout and dq, its own dk, dv where it
 // adds to them, and its leaf of the tree.
-template <typename T>
+template <typename T, typename In = T>
 struct AttentionChunk {
-  const T* q;
+  const In* q;
   AttentionSpan qs, ks;
-  const T* out;
+  const In* out;
   const T* lse;
   const T* dout;
   T* dq;

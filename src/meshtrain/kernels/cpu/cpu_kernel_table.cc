@@ -32,7 +32,12 @@ decltype(auto) with_float_type(DType t, Fn&& fn) {
 
 template <typename T>
 T* ptr(const Tensor& t) {
-  return t.defined() ? t.template data<T>() : nullptr;
+  if constexpr (std::is_same_v<T, uint16_t>) {  // bf16 bits
+    MT_CHECK(!t.defined() || t.dtype() == DType::BF16, "expected a bf16 tensor, got ", dtype_name(t.dtype()));
+    return t.defined() ? static_cast<uint16_t*>(t.raw()) : nullptr;
+  } else {
+    return t.defined() ? t.template data<T>() : nullptr;
+  }
 }
 
 template <typename T>
@@ -117,6 +122,16 @@ void with_output(const Tensor& in, const Tensor& out, F&& f) {
     using T = decltype(z);
     f(z, ptr<T>(out));
   });
+}
+
+// Attention's input type In (q, k, v, out: T, or bf16 bits from f32) and
+// its arithmetic type T (lse's): f(T{}, In{}).
+template <typename F>
+void with_attention_inputs(const Tensor& q, const Tensor& lse, F&& f) {
+  if (q.dtype() == DType::BF16 && lse.dtype() == DType::F32) return f(float{}, uint16_t{});
+  MT_CHECK(q.dtype() == lse.dtype(), "attention: ", dtype_name(q.dtype()), " inputs with ", dtype_name(lse.dtype()),
+           " softmax state (bf16 with f32, or one dtype)");
+  with_float_type(q.dtype(), [&](auto z) { f(z, z); });
 }
 
 // KernelTable::gemm_shared_b's sets as PackedGemmRowsOf<In>, run by gemm.h's.
@@ -545,20 +560,22 @@ class CpuKernels final : public KernelTable {
 
   void attention_forward(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                          const int32_t* segments, double scale, const Tensor& out, const Tensor& lse) const override {
-    with_float_type(q.dtype(), [&](auto z) {
+    with_attention_inputs(q, lse, [&](auto z, auto in) {
       using T = decltype(z);
-      kernels::attention_forward<T>(s, ptr<T>(q), ptr<T>(k), ptr<T>(v), segments, T(scale), ptr<T>(out),
-                                    ptr<T>(lse));
+      using In = decltype(in);
+      kernels::attention_forward<T, In>(s, ptr<In>(q), ptr<In>(k), ptr<In>(v), segments, T(scale), ptr<In>(out),
+                                        ptr<T>(lse));
     });
   }
 
   void attention_backward(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                           const int32_t* segments, double scale, const Tensor& out, const Tensor& lse,
                           const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) const override {
-    with_float_type(q.dtype(), [&](auto z) {
+    with_attention_inputs(q, lse, [&](auto z, auto in) {
       using T = decltype(z);
-      kernels::attention_backward<T>(s, ptr<T>(q), ptr<T>(k), ptr<T>(v), segments, T(scale), ptr<T>(out),
-                                     ptr<T>(lse), ptr<T>(dout), ptr<T>(dq), ptr<T>(dk), ptr<T>(dv));
+      using In = decltype(in);
+      kernels::attention_backward<T, In>(s, ptr<In>(q), ptr<In>(k), ptr<In>(v), segments, T(scale), ptr<In>(out),
+                                         ptr<T>(lse), ptr<T>(dout), ptr<T>(dq), ptr<T>(dk), ptr<T>(dv));
     });
   }
 

@@ -72,14 +72,14 @@ void adamw_step(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWHyper
 }
 
 // ---- attention.h
-template <typename T>
-void attention_forward(const AttentionShape& s, const T* q, const T* k, const T* v, const int32_t* seg, T scale,
-                       T* out, T* lse) {
+template <typename T, typename In>
+void attention_forward(const AttentionShape& s, const In* q, const In* k, const In* v, const int32_t* seg, T scale,
+                       In* out, T* lse) {
   MT_DISPATCH(attention_forward, s, q, k, v, seg, scale, out, lse);
 }
-template <typename T>
-void attention_backward(const AttentionShape& s, const T* q, const T* k, const T* v, const int32_t* seg, T scale,
-                        const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+template <typename T, typename In>
+void attention_backward(const AttentionShape& s, const In* q, const In* k, const In* v, const int32_t* seg, T scale,
+                        const In* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   MT_DISPATCH(attention_backward, s, q, k, v, seg, scale, out, lse, dout, dq, dk, dv);
 }
 template <typename T>
@@ -254,16 +254,14 @@ CrossEntropyResult vocab_ce_finish(const int32_t* targets, int64_t n, int64_t Vl
 }
 
 MT_INSTANTIATE_ACTIVATIONS(float, uint16_t)
+MT_INSTANTIATE_ATTENTION(float, uint16_t)
 template void rmsnorm_forward<float, uint16_t>(const float*, const float*, int64_t, int64_t, float, uint16_t*, float*);
 template void layernorm_forward<float, uint16_t>(const float*, const float*, const float*, int64_t, int64_t, float,
                                                  uint16_t*, float*, float*);
 #define MT_INSTANTIATE(T)                                                                                          \
   MT_INSTANTIATE_ACTIVATIONS(T, T)                                                                                 \
   template void adamw_step<T>(T*, const T*, T*, T*, int64_t, const AdamWHyper&, T, uint16_t*);                     \
-  template void attention_forward<T>(const AttentionShape&, const T*, const T*, const T*, const int32_t*, T, T*,   \
-                                     T*);                                                                          \
-  template void attention_backward<T>(const AttentionShape&, const T*, const T*, const T*, const int32_t*, T,      \
-                                      const T*, const T*, const T*, T*, T*, T*);                                   \
+  MT_INSTANTIATE_ATTENTION(T, T)                                                                                   \
   template void softmax_state_merge<T>(SoftmaxState<T>, const SoftmaxState<T>&, int64_t, int64_t);                 \
   template void softmax_state_init<T>(SoftmaxState<T>, int64_t, int64_t);                                          \
   template void softmax_state_finalize<T>(const AttentionShape&, int64_t, const SoftmaxState<T>&, T*, T*);         \

@@ -97,9 +97,9 @@ void attention_partial_forward(const AttentionShape& s, const T* q, AttentionSpa
   });
 }
 
-template <typename T>
-void attention_forward(const AttentionShape& s, const T* q, const T* k, const T* v, const int32_t* seg, T scale,
-                       T* out, T* lse) {
+template <typename T, typename In>
+void attention_forward(const AttentionShape& s, const In* q, const In* k, const In* v, const int32_t* seg, T scale,
+                       In* out, T* lse) {
   check_shape(s);
   const AttentionSpan sp{s.seq, 0, seg};
   const int64_t H = s.q_heads, D = s.head_dim, T_ = s.seq, group = s.q_heads / s.kv_heads;
@@ -107,11 +107,11 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
   const bool par = attention_macs(s, T_, T_) / 2 > kParallelMacs;
   run_pieces_if(par, s.batch * H * ntiles, [&](int64_t tile, int) {  // (b, h, query tile)
     const int64_t it = tile % ntiles, h = tile / ntiles % H, b = tile / ntiles / H;
-    const QueryTile<T> qt = query_tile(s, q, sp, b, h, it * kBq);
+    const QueryTile<In> qt = query_tile(s, q, sp, b, h, it * kBq);
     // The output rows are written after the fold, the next tile's query rows
     // read at its start: both are 2 KiB-strided rows outside the cache,
     // fetched now so the fold hides the wait.
-    T* const out_tile = out + ((b * T_ + it * kBq) * H + h) * D;  // its first row; rows H * D apart
+    In* const out_tile = out + ((b * T_ + it * kBq) * H + h) * D;  // its first row; rows H * D apart
     prefetch_rows(out_tile, H * D, qt.nq, D, true);
     if (it + 1 < ntiles)
       prefetch_rows(qt.q + int64_t(kBq) * qt.ldq, qt.ldq, std::min<int64_t>(kBq, T_ - (it + 1) * kBq), D, false);
@@ -124,10 +124,10 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
     MT_ISA_NS::softmax_state_init(SoftmaxState<T>{o, a, l}, qt.nq, D);
     fold_query_tile(D, qt, key_range(s, k, v, sp, b, h / group), scale, o, a, l);
     for (int i = 0; i < qt.nq; ++i) {
-      T* y = out_tile + i * H * D;
+      In* y = out_tile + i * H * D;
       const T inv = l[i] > T(0) ? T(1) / l[i] : T(0);
 #pragma omp simd
-      for (int64_t d = 0; d < D; ++d) y[d] = o[i * D + d] * inv;
+      for (int64_t d = 0; d < D; ++d) store_out(y + d, o[i * D + d] * inv);
       lse[(b * H + h) * T_ + it * kBq + i] = l[i] > T(0) ? a[i] + std::log(l[i]) : kNegInf<T>;
     }
   });
@@ -155,8 +155,8 @@ constexpr size_t kPackedGroupBytes = size_t(1) << 20;
 // Q and dO of query head h, query rows [s0, s0 + span) of batch row b,
 // packed into qp and dop ([span, D] each), and their
 // D_i = rowsum(dO_i * O_i) into delta ([span]).
-template <typename T>
-void pack_query_span(const AttentionShape& s, int64_t qs_len, const T* q, const T* out, const T* dout, int64_t b,
+template <typename T, typename In>
+void pack_query_span(const AttentionShape& s, int64_t qs_len, const In* q, const In* out, const T* dout, int64_t b,
                      int64_t h, int64_t s0, int64_t span, T* qp, T* dop, T* delta) {
   const int64_t D = s.head_dim, ldq = s.q_heads * D;
   const int64_t first_row = (b * qs_len + s0) * ldq + h * D;
@@ -164,10 +164,21 @@ void pack_query_span(const AttentionShape& s, int64_t qs_len, const T* q, const 
   pack_rows(dout + first_row, ldq, static_cast<int>(span), D, dop);
   // dO from its packed copy (just written, in cache); O's strided rows asked
   // for ahead, as pack_rows does.
+  // A bf16 O row is widened first, so the reduction (whose association the
+  // compiler picks) is the f32 one on the same values.
+  thread_local std::vector<T> widened;
+  if constexpr (!std::is_same_v<T, In>) widened.resize(static_cast<size_t>(D));
   for (int64_t t = 0; t < span; ++t) {
-    const T* o = out + first_row + t * ldq;
+    const In* orow = out + first_row + t * ldq;
+    if (t + kRowsAhead < span) prefetch_rows(orow + kRowsAhead * ldq, ldq, 1, D, false);
+    const T* o = nullptr;
+    if constexpr (std::is_same_v<T, In>) {
+      o = orow;
+    } else {
+      widen_row(orow, D, widened.data());
+      o = widened.data();
+    }
     const T* dot = dop + t * D;
-    if (t + kRowsAhead < span) prefetch_rows(o + kRowsAhead * ldq, ldq, 1, D, false);
     T acc = 0;
 #pragma omp simd reduction(+ : acc)
     for (int64_t d = 0; d < D; ++d) acc += dot[d] * o[d];
@@ -253,8 +264,8 @@ std::vector<std::vector<SpanUnit>> span_batches(const int64_t* lens, int count, 
 
 // Every chunk's keys come from one K and V in the same rows: their key
 // spans differ in length only, and only where rows have a stride.
-template <typename T>
-void check_chunks(const AttentionChunk<T>* chunks, int count) {
+template <typename T, typename In>
+void check_chunks(const AttentionChunk<T, In>* chunks, int count) {
   for (int c = 0; c < count; ++c) {
     const AttentionSpan &ks = chunks[c].ks, &first = chunks[0].ks;
     check_spans(chunks[c].qs, ks);
@@ -268,9 +279,9 @@ void check_chunks(const AttentionChunk<T>* chunks, int count) {
 // chunk, adding to its dk, dv; attention_chunk_tree_backward: tree_dk,
 // tree_dv = the tree over the chunks' leaves, each key tile's leaves
 // summed in the thread's cache).
-template <typename T>
-void chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, int count, const T* k, const T* v,
-                     T scale, T* tree_dk, T* tree_dv) {
+template <typename T, typename In>
+void chunks_backward(const AttentionShape& s, const AttentionChunk<T, In>* chunks, int count, const In* k,
+                     const In* v, T scale, T* tree_dk, T* tree_dv) {
   check_shape(s);
   check_chunks(chunks, count);
   if (count == 0) return;
@@ -313,17 +324,17 @@ void chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, i
     T* const delta = P + 2 * kBq * kBk;  // [group, rows]
     T* const levels = delta + group * batch_rows;  // the tree's subtrees, leaf_elems each
     const BackwardTiles<T> tiles{scratch, scratch + tile_elems, scratch + 2 * tile_elems, P, P + kBq * kBk};
-    const KeyRange<T> kr = key_range(s, k, v, chunks[0].ks, b, hk);
+    const KeyRange<In> kr = key_range(s, k, v, chunks[0].ks, b, hk);
     // Where query head h's dk/dv rows start: its KV head's, or its own.
     const int64_t ld_grad = s.kv_grads_per_query ? ldq : kr.ldk;
-    auto grads_at = [&](const AttentionChunk<T>& c, int64_t h) {
+    auto grads_at = [&](const AttentionChunk<T, In>& c, int64_t h) {
       if (!s.kv_grads_per_query) return kr.k - k;
       return b * (c.ks.row_stride ? c.ks.row_stride : c.ks.len) * ldq + h * D;
     };
     auto pack_batch = [&](const std::vector<SpanUnit>& batch) {  // span u at rows [at, at + span) of each head
       const int64_t rows = batch.back().at + batch.back().span;
       for (const SpanUnit& u : batch) {
-        const AttentionChunk<T>& c = chunks[u.chunk];
+        const AttentionChunk<T, In>& c = chunks[u.chunk];
         for (int64_t g = 0; g < group; ++g) {
           const int64_t row = g * rows + u.at;
           pack_query_span(s, c.qs.len, c.q, c.out, c.dout, b, hk * group + g, u.s0, u.span, qp + row * D,
@@ -335,7 +346,7 @@ void chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, i
     // Span u's tiles against key tile j0; query head h's dk, dv of the tile
     // at grad(h) (its first row), ld apart.
     auto run_unit = [&](const SpanUnit& u, int64_t rows, int64_t j0, auto&& grad, int64_t ld) {
-      const AttentionChunk<T>& c = chunks[u.chunk];
+      const AttentionChunk<T, In>& c = chunks[u.chunk];
       const int64_t kp0 = chunks[0].ks.pos0 + j0;
       if (j0 >= c.ks.len || kp0 > c.qs.pos0 + u.s0 + u.span - 1) return;  // no query of the span sees them
       const int nk = static_cast<int>(std::min<int64_t>(kBk, c.ks.len - j0));
@@ -344,7 +355,7 @@ void chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, i
         // First query tile of the span that can see key tile j0.
         const int64_t first = std::max<int64_t>(u.s0, (kp0 - c.qs.pos0) / kBq * kBq);
         for (int64_t i0 = first; i0 < u.s0 + u.span; i0 += kBq) {
-          const QueryTile<T> qt = query_tile(s, c.q, c.qs, b, h, i0);
+          const QueryTile<In> qt = query_tile(s, c.q, c.qs, b, h, i0);
           const TileGeom geo{qt.qp0, qt.nq, qt.qseg, kp0, nk, kr.kseg ? kr.kseg + j0 : nullptr};
           const TileKind kind = classify(geo);
           if (kind == TileKind::kSkip) continue;
@@ -373,7 +384,7 @@ void chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, i
         for (int64_t j0 = 0; j0 < key_len; j0 += kBk) {
           nk_packed = 0;
           for (const SpanUnit& u : batch)
-            run_unit(u, rows, j0, [&](const AttentionChunk<T>& c, int64_t h) {
+            run_unit(u, rows, j0, [&](const AttentionChunk<T, In>& c, int64_t h) {
               const int64_t at = grads_at(c, h) + j0 * ld_grad;
               return std::pair<T*, T*>{c.dk + at, c.dv + at};
             }, ld_grad);
@@ -410,7 +421,7 @@ void chunks_backward(const AttentionShape& s, const AttentionChunk<T>* chunks, i
             std::fill(slot(tree.size()) + kBk * width, slot(tree.size()) + kBk * width + used, T(0));
           }
           T* const leaf = slot(tree.size());
-          run_unit(u, rows, j0, [&](const AttentionChunk<T>&, int64_t h) {
+          run_unit(u, rows, j0, [&](const AttentionChunk<T, In>&, int64_t h) {
             const int64_t col = s.kv_grads_per_query ? (h - hk * group) * D : 0;
             return std::pair<T*, T*>{leaf + col, leaf + kBk * width + col};
           }, width);
@@ -442,9 +453,9 @@ void attention_partial_backward(const AttentionShape& s, const T* q, AttentionSp
   chunks_backward<T>(s, &chunk, 1, k, v, scale, nullptr, nullptr);
 }
 
-template <typename T>
-void attention_backward(const AttentionShape& s, const T* q, const T* k, const T* v, const int32_t* seg, T scale,
-                        const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+template <typename T, typename In>
+void attention_backward(const AttentionShape& s, const In* q, const In* k, const In* v, const int32_t* seg, T scale,
+                        const In* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   check_shape(s);
   MT_CHECK(!s.kv_grads_per_query, "attention_backward: per-query-head KV gradients are the partial backward's");
   const int64_t nq = s.batch * s.seq * s.q_heads * s.head_dim;
@@ -453,14 +464,13 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
   parallel_zero_bytes(dk, sizeof(T) * nk);
   parallel_zero_bytes(dv, sizeof(T) * nk);
   const AttentionSpan sp{s.seq, 0, seg};
-  MT_ISA_NS::attention_partial_backward(s, q, sp, k, v, sp, scale, out, lse, dout, dq, dk, dv);
+  const AttentionChunk<T, In> chunk{q, sp, sp, out, lse, dout, dq, dk, dv, 0};
+  chunks_backward<T, In>(s, &chunk, 1, k, v, scale, nullptr, nullptr);
 }
 
+MT_INSTANTIATE_ATTENTION(float, uint16_t)
 #define MT_ATTENTION_INSTANTIATE(T)                                                                                 \
-  template void attention_forward<T>(const AttentionShape&, const T*, const T*, const T*, const int32_t*, T, T*,   \
-                                     T*);                                                                          \
-  template void attention_backward<T>(const AttentionShape&, const T*, const T*, const T*, const int32_t*, T,      \
-                                      const T*, const T*, const T*, T*, T*, T*);                                   \
+  MT_INSTANTIATE_ATTENTION(T, T)                                                                                   \
   template void softmax_state_merge<T>(SoftmaxState<T>, const SoftmaxState<T>&, int64_t, int64_t);                 \
   template void softmax_state_init<T>(SoftmaxState<T>, int64_t, int64_t);                                          \
   template void softmax_state_finalize<T>(const AttentionShape&, int64_t, const SoftmaxState<T>&, T*, T*);         \

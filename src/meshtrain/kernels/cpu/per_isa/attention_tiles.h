@@ -4,9 +4,11 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "meshtrain/core/error.h"
 #include "meshtrain/kernels/cpu/attention.h"
@@ -88,14 +90,33 @@ void prefetch_rows(const T* x, int64_t ld, int64_t n, int64_t D, bool write) {
 // sit two to four on a page, too few for the hardware prefetchers.
 constexpr int kRowsAhead = 8;
 
-// Copies nk rows of a strided K/V/Q tile into contiguous [nk, D]: rows 1-2 KiB
-// apart alias in a few L1 sets, so GEMM operands are packed first.
-template <typename T>
-void pack_rows(const T* x, int64_t ld, int n, int64_t D, T* out) {
+// An input element as T: itself, or the f32 of bf16 bits (exact).
+template <typename T, typename In>
+inline T widen(In x) {
+  if constexpr (std::is_same_v<In, uint16_t>) return std::bit_cast<float>(uint32_t(x) << 16);
+  else return x;
+}
+
+// One row of D inputs as T (a copy, or bf16 widened).
+template <typename T, typename In>
+void widen_row(const In* x, int64_t D, T* out) {
+  if constexpr (std::is_same_v<T, In>) {
+    std::memcpy(out, x, sizeof(T) * D);
+  } else {
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) out[d] = widen<T>(x[d]);
+  }
+}
+
+// Copies nk rows of a strided K/V/Q tile into contiguous [nk, D] as T:
+// rows 1-2 KiB apart alias in a few L1 sets, so GEMM operands are packed
+// first (and bf16 inputs widened there, docs/math.md (M.80)).
+template <typename T, typename In>
+void pack_rows(const In* x, int64_t ld, int n, int64_t D, T* out) {
   prefetch_rows(x, ld, std::min(n, kRowsAhead), D, false);
   for (int j = 0; j < n; ++j) {
     if (j + kRowsAhead < n) prefetch_rows(x + (j + kRowsAhead) * ld, ld, 1, D, false);
-    std::memcpy(out + j * D, x + j * ld, sizeof(T) * D);
+    widen_row(x + j * ld, D, out + j * D);
   }
 }
 
@@ -122,14 +143,22 @@ void scale_and_mask_t(T* St, const TileGeom& g, TileKind kind, T scale) {
 }
 
 // Transposes n rows of a Q/K/V tile [n, ld] into [D, ldt] (register blocks
-// for f32; the rows are 1-2 KiB apart, so element-wise stores crawl).
-template <typename T>
-void transpose_rows(const T* x, int64_t ld, int n, int64_t D, T* xt, int64_t ldt) {
+// for f32; the rows are 1-2 KiB apart, so element-wise stores crawl). bf16
+// rows are widened into a contiguous tile first.
+template <typename T, typename In>
+void transpose_rows(const In* x, int64_t ld, int n, int64_t D, T* xt, int64_t ldt) {
+  if constexpr (!std::is_same_v<T, In>) {
+    thread_local std::vector<T> rows;
+    if (rows.size() < static_cast<size_t>(n * D)) rows.resize(static_cast<size_t>(n * D));
+    pack_rows(x, ld, n, D, rows.data());
+    return transpose_rows(static_cast<const T*>(rows.data()), D, n, D, xt, ldt);
+  } else {
 #if defined(MT_HAVE_VECF)
-  if constexpr (std::is_same_v<T, float>) return transpose_block(x, ld, n, static_cast<int>(D), xt, ldt);
+    if constexpr (std::is_same_v<T, float>) return transpose_block(x, ld, n, static_cast<int>(D), xt, ldt);
 #endif
-  for (int j = 0; j < n; ++j)
-    for (int64_t d = 0; d < D; ++d) xt[d * ldt + j] = x[j * ld + d];
+    for (int j = 0; j < n; ++j)
+      for (int64_t d = 0; d < D; ++d) xt[d * ldt + j] = x[j * ld + d];
+  }
 }
 
 // Everything a fold over one (batch row, query head, query tile) needs.
@@ -156,14 +185,16 @@ struct KeyRange {
 // score tile is built transposed, St = K Q^T, so Q is transposed once per
 // query tile (not K once per key tile) and the per-query max and exp-sum run
 // vectorized across queries; P V reads P^T through strides.
-template <typename T>
-void fold_query_tile(int64_t D, const QueryTile<T>& qt, const KeyRange<T>& kr, T scale, T* o, T* a, T* l) {
-  T* qtr = thread_scratch<T>(static_cast<size_t>(2 * D) * kBk + kBq * kBk + 3 * kBq);
+template <typename T, typename In>
+void fold_query_tile(int64_t D, const QueryTile<In>& qt, const KeyRange<In>& kr, T scale, T* o, T* a, T* l) {
+  constexpr bool kWiden = !std::is_same_v<T, In>;  // bf16 K is packed (widened) too
+  T* qtr = thread_scratch<T>(static_cast<size_t>((kWiden ? 3 : 2) * D) * kBk + kBq * kBk + 3 * kBq);
   T* vp = qtr + D * kBq;  // packed V tile [nk, D]
   T* St = vp + D * kBk;   // [nk, kBq]
   T* mcol = St + kBq * kBk;
   T* mnew = mcol + kBq;
   T* colsum = mnew + kBq;
+  T* kp = colsum + kBq;  // packed K tile [nk, D] (bf16 inputs only)
   transpose_rows(qt.q, qt.ldq, qt.nq, D, qtr, kBq);
   for (int64_t j0 = 0; j0 < kr.nkeys; j0 += kBk) {
     const TileGeom g{qt.qp0, qt.nq, qt.qseg, kr.kp0 + j0, static_cast<int>(std::min<int64_t>(kBk, kr.nkeys - j0)),
@@ -172,7 +203,16 @@ void fold_query_tile(int64_t D, const QueryTile<T>& qt, const KeyRange<T>& kr, T
     const TileKind kind = classify(g);
     if (kind == TileKind::kSkip) continue;
     // Query i sees key j of this tile when i >= j + kp0 - qp0 (causality).
-    tile_gemm<T>(g.nk, g.nq, static_cast<int>(D), kr.k + j0 * kr.ldk, kr.ldk, 1, qtr, kBq, St, kBq, false,
+    const T* kt = nullptr;  // the key rows, ldk_t apart
+    int64_t ldk_t = D;
+    if constexpr (kWiden) {
+      pack_rows(kr.k + j0 * kr.ldk, kr.ldk, g.nk, D, kp);
+      kt = kp;
+    } else {
+      kt = kr.k + j0 * kr.ldk;
+      ldk_t = kr.ldk;
+    }
+    tile_gemm<T>(g.nk, g.nq, static_cast<int>(D), kt, ldk_t, 1, qtr, kBq, St, kBq, false,
                  {CausalTrim::kColsFrom, g.kp0 - g.qp0});
     scale_and_mask_t(St, g, kind, scale);
     max_cols(St, kBq, g.nk, g.nq, mcol);

@@ -22,10 +22,10 @@
   template <typename T, typename Out> void gelu_backward(const T*, const T*, int64_t, Out*);                     \
   template <typename T>                                                                                          \
   void adamw_step(T*, const T*, T*, T*, int64_t, const AdamWHyper&, T, uint16_t*);                              \
-  template <typename T>                                                                                          \
-  void attention_forward(const AttentionShape&, const T*, const T*, const T*, const int32_t*, T, T*, T*);        \
-  template <typename T>                                                                                          \
-  void attention_backward(const AttentionShape&, const T*, const T*, const T*, const int32_t*, T, const T*,      \
+  template <typename T, typename In>                                                                            \
+  void attention_forward(const AttentionShape&, const In*, const In*, const In*, const int32_t*, T, In*, T*);    \
+  template <typename T, typename In>                                                                            \
+  void attention_backward(const AttentionShape&, const In*, const In*, const In*, const int32_t*, T, const In*,  \
                           const T*, const T*, T*, T*, T*);                                                       \
   template <typename T> void softmax_state_merge(SoftmaxState<T>, const SoftmaxState<T>&, int64_t, int64_t);     \
   template <typename T> void softmax_state_init(SoftmaxState<T>, int64_t, int64_t);                              \
