@@ -1,6 +1,7 @@
 // Causal attention forward/backward at the end-to-end model's shape
-// (B=8, T=256, Hq=8, Hkv=4, D=64, f32) with 1 and 2 OpenMP threads, and the
-// backward of one long row.
+// (B=8, T=256, Hq=8, Hkv=4, D=64) with 1 and 2 OpenMP threads, f32 inputs or
+// the bf16 policy's bf16 q, k, v and output (bf16:1), and the backward of one
+// long row.
 // FLOPs: 4 * B * Hq * T^2 * D / 2 for the causal forward, 2.5x that for backward.
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -10,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "meshtrain/core/dtype.h"
 #include "meshtrain/kernels/cpu/attention.h"
 
 using namespace meshtrain::kernels;
@@ -19,10 +21,13 @@ namespace {
 struct Problem {
   AttentionShape s;
   std::vector<float> q, k, v, out, lse, dout, dq, dk, dv;
+  std::vector<uint16_t> q16, k16, v16, out16;  // the bf16 policy's inputs and output (bf16 bits)
   std::vector<int32_t> seg;
   float scale;
+  bool bf16 = false;
 
-  Problem(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t doc_len) : s{B, T, Hq, Hkv, D} {
+  Problem(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t doc_len, bool bf16_inputs = false)
+      : s{B, T, Hq, Hkv, D}, bf16(bf16_inputs) {
     std::mt19937 rng(1);
     std::normal_distribution<float> n(0.f, 1.f);
     auto fill = [&](std::vector<float>& x, int64_t size) {
@@ -42,24 +47,37 @@ struct Problem {
       for (int64_t b = 0; b < B; ++b)
         for (int64_t t = 0; t < T; ++t) seg.push_back(static_cast<int32_t>(t / doc_len));
     scale = 1.f / std::sqrt(static_cast<float>(D));
+    auto bits = [](const std::vector<float>& x) {
+      std::vector<uint16_t> b(x.size());
+      for (size_t i = 0; i < x.size(); ++i) b[i] = meshtrain::bf16::from_float(x[i]);
+      return b;
+    };
+    q16 = bits(q), k16 = bits(k), v16 = bits(v), out16.resize(q.size());
   }
   const int32_t* segp() const { return seg.empty() ? nullptr : seg.data(); }
   double fwd_flops() const {
     return 4.0 * s.batch * s.q_heads * double(s.seq) * double(s.seq) * s.head_dim / 2;
   }
   void forward() {
-    attention_forward<float>(s, q.data(), k.data(), v.data(), segp(), scale, out.data(), lse.data());
+    if (bf16)
+      attention_forward<float>(s, q16.data(), k16.data(), v16.data(), segp(), scale, out16.data(), lse.data());
+    else
+      attention_forward<float>(s, q.data(), k.data(), v.data(), segp(), scale, out.data(), lse.data());
   }
   void backward() {
-    attention_backward<float>(s, q.data(), k.data(), v.data(), segp(), scale, out.data(), lse.data(), dout.data(),
-                              dq.data(), dk.data(), dv.data());
+    if (bf16)
+      attention_backward<float>(s, q16.data(), k16.data(), v16.data(), segp(), scale, out16.data(), lse.data(),
+                                dout.data(), dq.data(), dk.data(), dv.data());
+    else
+      attention_backward<float>(s, q.data(), k.data(), v.data(), segp(), scale, out.data(), lse.data(), dout.data(),
+                                dq.data(), dk.data(), dv.data());
   }
 };
 
-// args: threads, doc_len (0 = one document per row)
+// args: threads, doc_len (0 = one document per row), bf16 (1: bf16 inputs)
 void BM_AttentionForward(benchmark::State& st) {
   omp_set_num_threads(static_cast<int>(st.range(0)));
-  Problem p(8, 256, 8, 4, 64, st.range(1));
+  Problem p(8, 256, 8, 4, 64, st.range(1), st.range(2) != 0);
   for (auto _ : st) {
     p.forward();
     benchmark::DoNotOptimize(p.out.data());
@@ -80,13 +98,13 @@ void time_backward(benchmark::State& st, Problem& p) {
 
 void BM_AttentionBackward(benchmark::State& st) {
   omp_set_num_threads(static_cast<int>(st.range(0)));
-  Problem p(8, 256, 8, 4, 64, st.range(1));
+  Problem p(8, 256, 8, 4, 64, st.range(1), st.range(2) != 0);
   time_backward(st, p);
 }
 
 void BM_AttentionForwardBackward(benchmark::State& st) {
   omp_set_num_threads(static_cast<int>(st.range(0)));
-  Problem p(8, 256, 8, 4, 64, st.range(1));
+  Problem p(8, 256, 8, 4, 64, st.range(1), st.range(2) != 0);
   for (auto _ : st) {
     p.forward();
     p.backward();
@@ -108,7 +126,9 @@ BENCHMARK(BM_AttentionBackwardLongRow)->ArgNames({"threads"})->Arg(1)->Arg(2)->U
 
 // GFLOP/s counts the dense causal FLOPs even with documents (skipped tiles
 // show up as a higher rate).
-#define MT_ATTENTION_ARGS ->ArgNames({"threads", "doc_len"})->Args({1, 0})->Args({2, 0})->Args({2, 64})->UseRealTime()->Unit(benchmark::kMillisecond)
+#define MT_ATTENTION_ARGS                                                                                  \
+  ->ArgNames({"threads", "doc_len", "bf16"})->Args({1, 0, 0})->Args({1, 0, 1})->Args({2, 0, 0})->Args({2, 0, 1}) \
+      ->Args({2, 64, 0})->UseRealTime()->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_AttentionForward) MT_ATTENTION_ARGS;
 BENCHMARK(BM_AttentionBackward) MT_ATTENTION_ARGS;
 BENCHMARK(BM_AttentionForwardBackward) MT_ATTENTION_ARGS;
