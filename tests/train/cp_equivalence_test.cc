@@ -76,8 +76,11 @@ TEST(ContextParallelEquivalence, RecomputationReplaysTheRing) {
   worst.print();
 }
 
-// Under bf16 the ring's softmax states stay in f32 (the activations' type):
-// the same bf16 tolerance as tensor parallelism (one bf16 step, 2^-8).
+// Under bf16 the ring's softmax states stay in f32 (the activations' type),
+// and it computes on its f32 q, k, v and output rounded to the bf16 values
+// one rank's kernel stores (docs/math.md (M.80)): the same function, so the
+// runs differ by f32 summation order only (gradients 2e-5, parameters 2e-6
+// apart; without the rounding the parameters were 3e-2 apart).
 TEST(ContextParallelEquivalence, Bf16TracksOneRank) {
   const auto ds = mixed_length_documents(60);
   WorstDifference worst;
@@ -85,7 +88,7 @@ TEST(ContextParallelEquivalence, Bf16TracksOneRank) {
   cfg.training.precision = "bf16";
   for (const char* layout : {"cp=2", "cp=2,dp=2,zero=3"}) {
     SCOPED_TRACE(layout);
-    expect_equivalent(cfg, layout, ds, worst, 1e-2);
+    expect_equivalent(cfg, layout, ds, worst, 1e-3);
   }
   worst.print();
 }
