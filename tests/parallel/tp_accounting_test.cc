@@ -140,7 +140,10 @@ TEST(TpAccounting, BytesPerBlockEqualTheRingFormula) {
   }
 }
 
-TEST(TpAccounting, SumsRunBehindComputationWithTheSameBits) {
+// docs/math.md (M.78), (M.79) and, under SP, (M.81): a block's sums and
+// gathers run behind computation, with the bits, bytes and activation peak
+// of the serial order.
+TEST(TpAccounting, CollectivesRunBehindComputationWithTheSameBits) {
   for (bool gpt2 : {false, true}) {
     const model::ModelConfig cfg = accounting_model(gpt2);
     for (int t : {2, 4}) {
@@ -157,9 +160,15 @@ TEST(TpAccounting, SumsRunBehindComputationWithTheSameBits) {
           EXPECT_EQ(a.stats.total().message_bytes, b.stats.total().message_bytes);
           EXPECT_EQ(a.peak_activations, b.peak_activations);
           EXPECT_EQ(a.stats.total().overlapped_seconds, 0.0);
-          // Each block's sums ran behind work; the embedding's and the head's did not.
-          for (int s = 1; s <= cfg.n_layers; ++s) EXPECT_GT(b.stats.at(s, behind).overlapped_seconds, 0.0);
-          EXPECT_EQ(b.stats.at(0, behind).overlapped_seconds + b.stats.at(cfg.n_layers + 1, behind).overlapped_seconds, 0.0);
+          // Each block's sums (and gathers under SP) ran behind work; the
+          // embedding's and the head's did not.
+          std::vector<C> kinds{behind};
+          if (sp) kinds.push_back(C::AllGather);
+          for (C c : kinds) {
+            SCOPED_TRACE(model::to_string(c));
+            for (int s = 1; s <= cfg.n_layers; ++s) EXPECT_GT(b.stats.at(s, c).overlapped_seconds, 0.0) << "block " << s;
+            EXPECT_EQ(b.stats.at(0, c).overlapped_seconds + b.stats.at(cfg.n_layers + 1, c).overlapped_seconds, 0.0);
+          }
         }
       }
     }

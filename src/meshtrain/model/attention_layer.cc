@@ -37,7 +37,7 @@ kernels::AttentionShape SelfAttention::shape(const TokenBatch& b) const {
 
 double SelfAttention::scale() const { return 1.0 / std::sqrt(double(head_dim_)); }
 
-SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const Tensor& xn, const TokenBatch& b,
+SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const GatheredRows& xn, const TokenBatch& b,
                                             const Tensor& y, const Tensor& base,
                                             const std::shared_ptr<CachingAllocator>& alloc,
                                             const ProjectOutput& project) const {
@@ -51,9 +51,12 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
   const MemCategory projected = in == dt ? MemCategory::Activations : MemCategory::Workspace;
   Tensor q = activation(alloc, dt, {n, q_proj_.out}, projected), kk = activation(alloc, dt, {n, k_proj_.out}, projected),
          v = activation(alloc, dt, {n, v_proj_.out}, projected);
-  q_proj_.forward(k, xn, q);
-  k_proj_.forward(k, xn, kk);
-  v_proj_.forward(k, xn, v);
+  xn.for_row_blocks([&](const Tensor& x, int64_t r0) {
+    const int64_t r1 = r0 + x.dim(0);
+    q_proj_.forward(k, x, q.slice(r0, r1));
+    k_proj_.forward(k, x, kk.slice(r0, r1));
+    v_proj_.forward(k, x, v.slice(r0, r1));
+  });
   if (rope_) {
     k.rope(q, b.positions, q_heads_, head_dim_, *rope_, false);
     k.rope(kk, b.positions, kv_heads_, head_dim_, *rope_, false);
@@ -105,14 +108,15 @@ void SelfAttention::canonical_backward(const kernels::KernelTable& k, const Save
 }
 
 void SelfAttention::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const TokenBatch& b,
-                             const Tensor& dy, bool dy_changes, const Tensor& dxn, WeightGrads& wg,
+                             const GatheredRows& dy, bool dy_changes, const Tensor& dxn, WeightGrads& wg,
                              const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = b.n();
-  const DType dt = dy.dtype();
-  const Tensor dy_op = as_operand(k, dy, op_, alloc);
-  wg.linear(k, o_proj_, s.out_op, dy_op, dy_changes && dy_op.shares_storage(dy));
+  const DType dt = dy.full.dtype();
   Tensor dout = activation(alloc, dt, {n, q_proj_.out}, MemCategory::Workspace);
-  o_proj_.backward_input(k, dy_op, dout, false);
+  const Tensor dy_op = dy.for_operand_blocks(k, op_, alloc, MemCategory::Activations, [&](const Tensor& rows, int64_t r0) {
+    o_proj_.backward_input(k, rows, dout.slice(r0, r0 + rows.dim(0)), false);
+  });
+  wg.linear(k, o_proj_, s.out_op, dy_op, dy_changes && dy_op.shares_storage(dy.full));
   // Deferred weight grads keep dq, dk, dv: they are activations then.
   const MemCategory grads_cat = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
   Tensor dq = activation(alloc, dt, {n, q_proj_.out}, grads_cat);

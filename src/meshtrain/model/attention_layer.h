@@ -34,18 +34,19 @@ class SelfAttention {
   SelfAttention(const ModelConfig& cfg, ParameterStore& params, const std::string& prefix,
                 const kernels::RopeTable* rope, const RingAttention* ring = nullptr, int canonical_blocks = 0,
                 comm::ProcessGroup* kv_share = nullptr);
-  // xn is the projections' operand (in the policy's matmul type).
+  // xn is the projections' operand (in the policy's matmul type); its rows
+  // readable now are projected first (GatheredRows).
   // y = o_proj(attention(xn)) + base when base is defined (the fused
   // residual add; base may be y), else y = o_proj(attention(xn)) (a partial
   // sum under tensor parallelism). With `project`, o_proj is the caller's
   // (y and base unused).
-  Saved forward(const kernels::KernelTable& k, const Tensor& xn, const TokenBatch& b, const Tensor& y,
+  Saved forward(const kernels::KernelTable& k, const GatheredRows& xn, const TokenBatch& b, const Tensor& y,
                 const Tensor& base, const std::shared_ptr<CachingAllocator>& alloc,
                 const ProjectOutput& project = {}) const;
   // B: dxn = d attention / d xn . dy (overwrites); weight grads go to `wg`.
   // dy_changes: the caller overwrites dy before deferred weight grads run.
   void backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const TokenBatch& b,
-                const Tensor& dy, bool dy_changes, const Tensor& dxn, WeightGrads& wg,
+                const GatheredRows& dy, bool dy_changes, const Tensor& dxn, WeightGrads& wg,
                 const std::shared_ptr<CachingAllocator>& alloc) const;
   int64_t q_heads() const { return q_heads_; }
   int64_t kv_heads() const { return kv_heads_; }

@@ -60,6 +60,11 @@ void Block::add_branch(const kernels::KernelTable& k, const Tensor& base, const 
   if (bias) k.add_row_bias(stream, bias->value);
 }
 
+GatheredRows Block::arriving(TpRegions::PendingRows& gather, const Tensor& local, int64_t n) const {
+  if (gather.pieces.empty()) return GatheredRows(gather.rows);
+  return GatheredRows(gather.rows, local, tp_.first_row(n), [this, &gather] { tp_.finish(gather); });
+}
+
 Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const TokenBatch& b, bool recompute,
                       Saved* saved, const std::shared_ptr<CachingAllocator>& alloc, double loss_coeff,
                       bool record) const {
@@ -75,23 +80,30 @@ Tensor Block::forward(const kernels::KernelTable& k, const Tensor& x, const Toke
   const DType normed_dt = written_operand_dtype(op_, dt);  // the norms write the operand itself
   Tensor xn1 = activation(alloc, normed_dt, {nl, d}, normed);
   s.stats1 = norm1_.forward(k, x, xn1, alloc);
-  s.xn1 = tp_.column_input(as_operand(k, xn1, op_, alloc, normed), n, alloc, MemCategory::Activations);
+  const Tensor xn1_op = as_operand(k, xn1, op_, alloc, normed);
+  TpRegions::PendingRows gather1 = tp_.start_column_input(xn1_op, n, alloc, MemCategory::Activations);
+  s.xn1 = gather1.rows;
   s.h = activation(alloc, dt, {nl, d});
   add_branch(k, x, s.h, n, attn_bias_, /*dense=*/true, alloc,
              [&](const Tensor& out, const Tensor& base, const ProjectOutput& output) {
-               s.attn = attn_.forward(k, s.xn1, b, out, base, alloc, output);
+               s.attn = attn_.forward(k, arriving(gather1, xn1_op, n), b, out, base, alloc, output);
              });
+  MT_CHECK(gather1.pieces.empty(), "self-attention did not wait for its gathered input");
   Tensor xn2 = activation(alloc, normed_dt, {nl, d}, normed);
   s.stats2 = norm2_.forward(k, s.h, xn2, alloc);
-  s.xn2 = tp_.column_input(as_operand(k, xn2, op_, alloc, normed), n, alloc, MemCategory::Activations);
+  const Tensor xn2_op = as_operand(k, xn2, op_, alloc, normed);
+  TpRegions::PendingRows gather2 = tp_.start_column_input(xn2_op, n, alloc, MemCategory::Activations);
+  s.xn2 = gather2.rows;
   Tensor y = activation(alloc, dt, {nl, d});
   add_branch(k, s.h, y, n, mlp_bias_, /*dense=*/moe_ == nullptr, alloc,
              [&](const Tensor& out, const Tensor& base, const ProjectOutput& output) {
                if (moe_)
-                 s.moe = moe_->forward(k, s.xn2, b.seq, out, base, record ? moe_stats_ : nullptr, alloc);
+                 s.moe = moe_->forward(k, arriving(gather2, xn2_op, n).arrived(), b.seq, out, base,
+                                       record ? moe_stats_ : nullptr, alloc);  // reads every row
                else
-                 s.mlp = mlp_->forward(k, s.xn2, out, base, alloc, output);
+                 s.mlp = mlp_->forward(k, arriving(gather2, xn2_op, n), out, base, alloc, output);
              });
+  MT_CHECK(gather2.pieces.empty(), "the feed-forward did not wait for its gathered input");
   s.full = true;
   if (recompute) {
     s = Saved{};
@@ -125,12 +137,14 @@ void Block::backward(const kernels::KernelTable& k, Saved& saved, const TokenBat
       canonical_bias_grad(k, *bias, dres, tp_, b, alloc);
     else if (bias)
       wg.bias(k, *bias, dres, /*dy_changes=*/true);
-    const Tensor dy = tp_.row_output_grad(dres, n, alloc, kept);
-    // The branch's weight gradients run while its input gradient's sum is
-    // in flight (docs/math.md (M.78)); dres changes only after they ran.
+    // Under SP the output gradient's other rows arrive while this rank's
+    // are used (M.81); the weight gradients run while the input gradient's
+    // sum is in flight (M.78), and dres changes only after they ran.
+    TpRegions::PendingRows gather = tp_.start_row_output_grad(dres, n, alloc, kept);
     const bool overlap = tp_.overlaps() && !wg.deferred();
     if (overlap) wg.hold();
-    branch_backward(dy, /*dy_changes=*/!overlap && dy.raw() == dres.raw());
+    branch_backward(arriving(gather, dres, n), /*dy_changes=*/!overlap && gather.rows.raw() == dres.raw());
+    MT_CHECK(gather.pieces.empty(), "a sublayer's backward did not wait for its gathered output gradient");
     TpRegions::PendingRows sum = tp_.start_column_input_grad(dxn, alloc);
     wg.release(k);
     const Tensor dnorm = tp_.finish(sum);
@@ -139,13 +153,14 @@ void Block::backward(const kernels::KernelTable& k, Saved& saved, const TokenBat
     else
       norm.backward(k, norm_in, stats, dnorm, dres);
   };
-  sublayer(mlp_bias_, [&](const Tensor& dy, bool changes) {
-    if (moe_)
-      moe_->backward(k, s.xn2, s.moe, dy, changes, dxn, s.loss_coeff, wg, alloc);
-    else
+  sublayer(mlp_bias_, [&](const GatheredRows& dy, bool changes) {
+    if (moe_) {
+      moe_->backward(k, s.xn2, s.moe, dy.arrived(), changes, dxn, s.loss_coeff, wg, alloc);  // reads every row
+    } else {
       mlp_->backward(k, s.xn2, s.mlp, dy, changes, dxn, wg, alloc);
+    }
   }, norm2_, s.h, s.stats2);
-  sublayer(attn_bias_, [&](const Tensor& dy, bool changes) {
+  sublayer(attn_bias_, [&](const GatheredRows& dy, bool changes) {
     attn_.backward(k, s.xn1, s.attn, b, dy, changes, dxn, wg, alloc);
   }, norm1_, s.x, s.stats1);
 }

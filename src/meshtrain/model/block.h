@@ -61,6 +61,11 @@ class Block {
   void add_branch(const kernels::KernelTable& k, const Tensor& base, const Tensor& stream, int64_t n,
                   const Parameter* bias, bool dense, const std::shared_ptr<CachingAllocator>& alloc,
                   Project&& project) const;
+  // A sublayer's input from `gather`, the all-gather of this rank's rows
+  // `local`: this rank's rows readable at once, the others once the
+  // sublayer lets them arrive (docs/math.md (M.81)); all readable where
+  // nothing is in flight.
+  GatheredRows arriving(TpRegions::PendingRows& gather, const Tensor& local, int64_t n) const;
   const ModelConfig& cfg_;
   Norm norm1_, norm2_;
   SelfAttention attn_;

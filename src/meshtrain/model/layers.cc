@@ -118,6 +118,31 @@ Tensor as_operand(const kernels::KernelTable& k, const Tensor& t, DType dtype,
   return out;
 }
 
+void GatheredRows::for_row_blocks(const std::function<void(const Tensor& rows, int64_t first_row)>& f) const {
+  if (!own.defined()) return f(full, 0);
+  const int64_t n = full.dim(0), end = first + own.dim(0);
+  f(own, first);
+  arrive();
+  if (first > 0) f(full.slice(0, first), 0);
+  if (end < n) f(full.slice(end, n), end);
+}
+
+Tensor GatheredRows::for_operand_blocks(const kernels::KernelTable& k, DType op,
+                                        const std::shared_ptr<CachingAllocator>& alloc, MemCategory cat,
+                                        const std::function<void(const Tensor& rows, int64_t first_row)>& f) const {
+  if (full.dtype() == op) {
+    for_row_blocks(f);
+    return full;
+  }
+  const Tensor all = Tensor::empty(full.shape(), op, alloc, cat);
+  for_row_blocks([&](const Tensor& rows, int64_t r0) {
+    const Tensor converted = all.slice(r0, r0 + rows.dim(0));
+    k.convert(converted, rows);
+    f(converted, r0);
+  });
+  return all;
+}
+
 void round_to_bf16(const kernels::KernelTable& k, const Tensor& x, const std::shared_ptr<CachingAllocator>& alloc) {
   k.convert(x, as_operand(k, x, DType::BF16, alloc, MemCategory::Workspace));
 }

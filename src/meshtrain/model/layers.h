@@ -55,6 +55,35 @@ struct Linear {
 // each is written (block.cc, docs/math.md (M.79)). Empty: the layer runs it.
 using ProjectOutput = std::function<void(const Tensor& x, const Tensor& w)>;
 
+// A sublayer's input of n rows, `full`. Under sequence parallelism with its
+// all-gather still in flight (block.cc, docs/math.md (M.81)) only this
+// rank's rows are readable at first: `own`, rows [first, first + own.dim(0))
+// of full, which the gather fills once `arrive()` has run. Undefined `own`:
+// every row readable.
+struct GatheredRows {
+  GatheredRows(const Tensor& all) : full(all) {}  // NOLINT(google-explicit-constructor): every row readable
+  GatheredRows(const Tensor& all, const Tensor& own_rows, int64_t first_row, std::function<void()> wait)
+      : full(all), own(own_rows), first(first_row), arrive(std::move(wait)) {}
+  Tensor full, own;
+  int64_t first = 0;
+  std::function<void()> arrive;
+
+  // Every row, after the arrival.
+  const Tensor& arrived() const {
+    if (arrive) arrive();
+    return full;
+  }
+  // f(rows, r0) over blocks of rows [r0, r0 + rows.dim(0)) covering all n:
+  // this rank's first, then, after the arrival, the others. Row-wise work
+  // (projections, activations) runs on the own rows while the rest arrive.
+  void for_row_blocks(const std::function<void(const Tensor& rows, int64_t first_row)>& f) const;
+  // The same over the rows as matmul operands of type `op`: the blocks
+  // themselves, or converted into the returned tensor (full's shape in op,
+  // category cat; full itself when already of type op).
+  Tensor for_operand_blocks(const kernels::KernelTable& k, DType op, const std::shared_ptr<CachingAllocator>& alloc,
+                            MemCategory cat, const std::function<void(const Tensor& rows, int64_t first_row)>& f) const;
+};
+
 // W of layers that read one input x (q, k and v; gate and up): each
 // backward_weight(x, dys[i]) with one pass over x for all of them.
 void backward_weights(const kernels::KernelTable& k, const std::vector<const Linear*>& layers, const Tensor& x,

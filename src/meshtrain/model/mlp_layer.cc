@@ -25,21 +25,26 @@ Mlp::Mlp(const ModelConfig& cfg, ParameterStore& params, const std::string& pref
   }
 }
 
-Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const Tensor& y, const Tensor& base,
+Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const GatheredRows& xn, const Tensor& y, const Tensor& base,
                         const std::shared_ptr<CachingAllocator>& alloc, const ProjectOutput& project) const {
-  const int64_t n = xn.dim(0), h = in_a_.out;
+  const int64_t n = xn.full.dim(0), h = in_a_.out;
   const DType dt = acc_;
   Saved s;
   s.a = activation(alloc, dt, {n, h});
   Tensor act = activation(alloc, written_operand_dtype(op_, dt), {n, h});
-  in_a_.forward(k, xn, s.a);
-  if (swiglu_) {
-    s.b = activation(alloc, dt, {n, h});
-    in_b_.forward(k, xn, s.b);
-    k.swiglu_forward(s.a, s.b, act);
-  } else {
-    k.gelu_forward(s.a, act);
-  }
+  if (swiglu_) s.b = activation(alloc, dt, {n, h});
+  xn.for_row_blocks([&](const Tensor& x, int64_t r0) {  // rows are independent up to the output projection
+    const int64_t r1 = r0 + x.dim(0);
+    const Tensor a = s.a.slice(r0, r1), act_rows = act.slice(r0, r1);
+    in_a_.forward(k, x, a);
+    if (swiglu_) {
+      const Tensor b = s.b.slice(r0, r1);
+      in_b_.forward(k, x, b);
+      k.swiglu_forward(a, b, act_rows);
+    } else {
+      k.gelu_forward(a, act_rows);
+    }
+  });
   s.act = as_operand(k, act, op_, alloc);
   if (project)
     project(s.act, out_.weight->value);
@@ -48,15 +53,16 @@ Mlp::Saved Mlp::forward(const kernels::KernelTable& k, const Tensor& xn, const T
   return s;
 }
 
-void Mlp::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const Tensor& dy,
+void Mlp::backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const GatheredRows& dy,
                    bool dy_changes, const Tensor& dxn, WeightGrads& wg,
                    const std::shared_ptr<CachingAllocator>& alloc) const {
   const int64_t n = xn.dim(0), h = in_a_.out;
   const DType dt = acc_;
-  const Tensor dy_op = as_operand(k, dy, op_, alloc);
-  wg.linear(k, out_, s.act, dy_op, dy_changes && dy_op.shares_storage(dy));
   Tensor dact = activation(alloc, dt, {n, h}, MemCategory::Workspace);
-  out_.backward_input(k, dy_op, dact, false);
+  const Tensor dy_op = dy.for_operand_blocks(k, op_, alloc, MemCategory::Activations, [&](const Tensor& rows, int64_t r0) {
+    out_.backward_input(k, rows, dact.slice(r0, r0 + rows.dim(0)), false);
+  });
+  wg.linear(k, out_, s.act, dy_op, dy_changes && dy_op.shares_storage(dy.full));
   // Deferred weight grads keep da, db: they are activations then.
   const MemCategory grads_cat = wg.deferred() ? MemCategory::Activations : MemCategory::Workspace;
   const DType grad_dt = written_operand_dtype(op_, dt);

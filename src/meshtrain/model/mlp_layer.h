@@ -25,10 +25,10 @@ class Mlp {
   // y = mlp(xn) + base when base is defined (the fused residual add; base
   // may be y), else y = mlp(xn). With `project`, the output projection is
   // the caller's (y and base unused).
-  Saved forward(const kernels::KernelTable& k, const Tensor& xn, const Tensor& y, const Tensor& base,
+  Saved forward(const kernels::KernelTable& k, const GatheredRows& xn, const Tensor& y, const Tensor& base,
                 const std::shared_ptr<CachingAllocator>& alloc, const ProjectOutput& project = {}) const;
   // B: dxn = d mlp / d xn . dy (overwrites); weight grads go to `wg`.
-  void backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const Tensor& dy, bool dy_changes,
+  void backward(const kernels::KernelTable& k, const Tensor& xn, const Saved& s, const GatheredRows& dy, bool dy_changes,
                 const Tensor& dxn, WeightGrads& wg, const std::shared_ptr<CachingAllocator>& alloc) const;
 
  private:

@@ -131,10 +131,30 @@ void TpRegions::reduce_scatter_rows(const Tensor& full, const Tensor& shard) con
 
 Tensor TpRegions::column_input(const Tensor& x_local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,
                                MemCategory cat) const {
-  if (!sequence_parallel_ || !active()) return x_local;  // copy-to-group: identity
-  Tensor full = Tensor::empty(Shape{n, x_local.dim(x_local.rank() - 1)}, x_local.dtype(), alloc, cat);
-  all_gather_rows(x_local, full);
-  return full;
+  return start_gather(x_local, n, alloc, cat, /*in_flight=*/false).rows;  // copy-to-group: identity
+}
+
+TpRegions::PendingRows TpRegions::start_column_input(const Tensor& x_local, int64_t n,
+                                                     const std::shared_ptr<CachingAllocator>& alloc,
+                                                     MemCategory cat) const {
+  return start_gather(x_local, n, alloc, cat, overlaps());
+}
+
+TpRegions::PendingRows TpRegions::start_gather(const Tensor& local, int64_t n,
+                                               const std::shared_ptr<CachingAllocator>& alloc, MemCategory cat,
+                                               bool in_flight) const {
+  PendingRows p;
+  p.kind = TpCollective::AllGather;
+  if (!sequence_parallel_ || !active()) {
+    p.rows = local;
+    return p;
+  }
+  p.rows = Tensor::empty(Shape{n, local.dim(local.rank() - 1)}, local.dtype(), alloc, cat);
+  if (in_flight)
+    p.pieces.push_back({group_->iall_gather(local, p.rows), int64_t(p.rows.nbytes()), local});
+  else
+    all_gather_rows(local, p.rows);
+  return p;
 }
 
 Tensor TpRegions::column_input_grad(const Tensor& dx_partial, const std::shared_ptr<CachingAllocator>& alloc) const {
@@ -228,10 +248,13 @@ Tensor TpRegions::row_output(const Tensor& partial, const std::shared_ptr<Cachin
 
 Tensor TpRegions::row_output_grad(const Tensor& dy_local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,
                                   MemCategory cat) const {
-  if (!sequence_parallel_ || !active()) return dy_local;  // reduce-from-group backward: identity
-  Tensor full = Tensor::empty(Shape{n, dy_local.dim(1)}, dy_local.dtype(), alloc, cat);
-  all_gather_rows(dy_local, full);
-  return full;
+  return start_gather(dy_local, n, alloc, cat, /*in_flight=*/false).rows;  // reduce-from-group backward: identity
+}
+
+TpRegions::PendingRows TpRegions::start_row_output_grad(const Tensor& dy_local, int64_t n,
+                                                        const std::shared_ptr<CachingAllocator>& alloc,
+                                                        MemCategory cat) const {
+  return start_gather(dy_local, n, alloc, cat, overlaps());
 }
 
 }  // namespace meshtrain::model

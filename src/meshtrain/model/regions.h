@@ -98,6 +98,12 @@ class TpRegions {
   // the tensor itself otherwise (copy-to-group).
   Tensor column_input(const Tensor& x_local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,
                       MemCategory cat) const;
+  // The same with the all-gather left in flight where overlaps() (docs/math.md
+  // (M.81)): rows is the [n, d] input, whose rows other than this rank's
+  // (x_local, at first_row(n)) are written once finish() returns.
+  struct PendingRows;
+  PendingRows start_column_input(const Tensor& x_local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,
+                                 MemCategory cat) const;
   // Its backward: the column-parallel layers' partial input gradient [n, d]
   // summed over the group; returns this rank's rows of it (reduce-scattered
   // under SP, all-reduced in place otherwise).
@@ -146,6 +152,9 @@ class TpRegions {
   // itself otherwise).
   Tensor row_output_grad(const Tensor& dy_local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,
                          MemCategory cat) const;
+  // The same with the all-gather in flight, as start_column_input.
+  PendingRows start_row_output_grad(const Tensor& dy_local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,
+                                    MemCategory cat) const;
 
  private:
   bool active() const { return group_ && group_->size() > 1; }
@@ -155,6 +164,11 @@ class TpRegions {
   // return (overlaps() must hold); else finish it here.
   PendingRows start_sum(const Tensor& partial, const std::shared_ptr<CachingAllocator>& alloc, MemCategory cat,
                         bool in_flight) const;
+  // The [n, d] rows of every rank from this rank's (gather-from-sequence
+  // forward, scatter-to-sequence backward alike): all-gathered into a
+  // tensor of category `cat` under SP, the rows themselves otherwise.
+  PendingRows start_gather(const Tensor& local, int64_t n, const std::shared_ptr<CachingAllocator>& alloc,
+                           MemCategory cat, bool in_flight) const;
   void count(TpCollective c, int64_t message_bytes, double seconds, double overlapped_seconds = 0) const;
   comm::ProcessGroup* group_ = nullptr;
   bool sequence_parallel_ = false;
