@@ -195,6 +195,76 @@ TEST(Layers, HeldWeightGradsRunAtReleaseWithTheBitsOfImmediateOnes) {
   EXPECT_EQ(grads(), expected);
 }
 
+// Under sequence parallelism a sublayer's input arrives while it works on
+// this rank's rows (block.cc, docs/math.md (M.81)): its own rows first,
+// from `own`, then the arrival, then the others, each row once.
+TEST(Layers, GatheredRowsGiveOwnRowsFirstAndTheRestAfterTheArrival) {
+  const int64_t n = 8, d = 2;
+  std::vector<double> all(size_t(n * d)), mine(size_t(2 * d));
+  for (int64_t first : {0, 3, 6}) {
+    SCOPED_TRACE(first);
+    std::vector<std::pair<int64_t, int64_t>> blocks;  // (first row, rows), arrivals as (-1, 0)
+    const model::GatheredRows rows(wrap(all, n, d), wrap(mine, 2, d), first, [&] { blocks.push_back({-1, 0}); });
+    rows.for_row_blocks([&](const Tensor& x, int64_t r0) {
+      if (r0 == first) EXPECT_EQ(x.raw(), mine.data()) << "own rows from the rank's own tensor";
+      blocks.push_back({r0, x.dim(0)});
+    });
+    std::vector<std::pair<int64_t, int64_t>> expected{{first, 2}, {-1, 0}};
+    if (first > 0) expected.push_back({0, first});
+    if (first + 2 < n) expected.push_back({first + 2, n - first - 2});
+    EXPECT_EQ(blocks, expected);
+  }
+}
+
+// The layers read the rows of a GatheredRows only as it hands them out:
+// with every row of `full` poisoned until the arrival, they compute what
+// they compute from a tensor whose rows are all there.
+TEST(Layers, SublayersReadGatheredRowsOnlyAfterTheyArrive) {
+  const auto cfg = finalized(tiny_llama());
+  auto alloc = CachingAllocator::create();
+  const auto& k = kernels::kernels_for(Device::Cpu);
+  model::ParameterStore ps(model::build_model_spec(cfg), PrecisionPolicy::uniform(DType::F64), alloc);
+  ps.initialize(cfg.seed);
+  const auto rope = kernels::make_rope_table(cfg.max_seq_len, cfg.head_dim, cfg.rope_theta);
+  model::SelfAttention attn(cfg, ps, "model.layers.0.self_attn", &rope);
+  model::Mlp mlp(cfg, ps, "model.layers.0.mlp");
+  const OwnedBatch b = tiny_batch();
+  const model::TokenBatch tb = b.view();
+  const int64_t n = tb.n(), d = cfg.d_model, first = n / 4, own_rows = n / 2;
+  CounterRng rng(5);
+  std::vector<double> x(size_t(n * d)), dy(size_t(n * d));
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = rng.normal(1, i);
+    dy[i] = rng.normal(2, i);
+  }
+  // x's rows as they arrive: own rows apart, every row of full NaN until then.
+  std::vector<std::vector<double>> keep;
+  auto arriving = [&](const std::vector<double>& v) {
+    keep.push_back(std::vector<double>(size_t(n * d), std::nan("")));
+    keep.push_back(std::vector<double>(v.begin() + first * d, v.begin() + (first + own_rows) * d));
+    std::vector<double>* full = &keep[keep.size() - 2];
+    return model::GatheredRows(wrap(*full, n, d), wrap(keep.back(), own_rows, d), first, [full, &v] { *full = v; });
+  };
+  auto run = [&](bool gathered, std::vector<double>& y, std::vector<double>& dx) {
+    keep.clear();
+    keep.reserve(8);
+    y.assign(size_t(n * d), 0.0);
+    dx.assign(size_t(n * d), 0.0);
+    std::vector<double> dx2(size_t(n * d), 0.0);
+    model::WeightGrads wg;
+    const auto sa = attn.forward(k, gathered ? arriving(x) : wrap(x, n, d), tb, wrap(y, n, d), wrap(y, n, d), alloc);
+    attn.backward(k, wrap(x, n, d), sa, tb, gathered ? arriving(dy) : wrap(dy, n, d), false, wrap(dx, n, d), wg, alloc);
+    const auto sm = mlp.forward(k, gathered ? arriving(x) : wrap(x, n, d), wrap(y, n, d), wrap(y, n, d), alloc);
+    mlp.backward(k, wrap(x, n, d), sm, gathered ? arriving(dy) : wrap(dy, n, d), false, wrap(dx2, n, d), wg, alloc);
+    for (size_t i = 0; i < dx.size(); ++i) dx[i] += dx2[i];
+  };
+  std::vector<double> y_all, dx_all, y_arriving, dx_arriving;
+  run(false, y_all, dx_all);
+  run(true, y_arriving, dx_arriving);
+  EXPECT_EQ(y_arriving, y_all);
+  EXPECT_EQ(dx_arriving, dx_all);
+}
+
 TEST(Layers, ModelConfigDerivesDefaults) {
   model::ModelConfig c;
   c.d_model = 96;
