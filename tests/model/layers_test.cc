@@ -50,18 +50,31 @@ model::ModelConfig finalized(model::ModelConfig c) {
   return c;
 }
 
+// tiny_llama's first self-attention in f64, over tiny_batch().
+struct TinyAttention {
+  model::ModelConfig cfg = finalized(tiny_llama());
+  std::shared_ptr<CachingAllocator> alloc = CachingAllocator::create();
+  const kernels::KernelTable& k = kernels::kernels_for(Device::Cpu);
+  model::ParameterStore ps{model::build_model_spec(cfg), PrecisionPolicy::uniform(DType::F64), alloc};
+  kernels::RopeTable rope = kernels::make_rope_table(cfg.max_seq_len, cfg.head_dim, cfg.rope_theta);
+  std::optional<model::SelfAttention> attn;
+  OwnedBatch b = tiny_batch();
+  model::TokenBatch tb = b.view();
+  TinyAttention() {
+    ps.initialize(cfg.seed);
+    attn.emplace(cfg, ps, "model.layers.0.self_attn", &rope);
+  }
+};
+
 }  // namespace
 
 TEST(Layers, SelfAttentionInputGradientAndResidual) {
-  const auto cfg = finalized(tiny_llama());
-  auto alloc = CachingAllocator::create();
-  const auto& k = kernels::kernels_for(Device::Cpu);
-  model::ParameterStore ps(model::build_model_spec(cfg), PrecisionPolicy::uniform(DType::F64), alloc);
-  ps.initialize(cfg.seed);
-  const auto rope = kernels::make_rope_table(cfg.max_seq_len, cfg.head_dim, cfg.rope_theta);
-  model::SelfAttention attn(cfg, ps, "model.layers.0.self_attn", &rope);
-  const OwnedBatch b = tiny_batch();
-  const model::TokenBatch tb = b.view();
+  TinyAttention t;
+  const auto& cfg = t.cfg;
+  const auto& k = t.k;
+  const auto& alloc = t.alloc;
+  const model::SelfAttention& attn = *t.attn;
+  const model::TokenBatch& tb = t.tb;
   const int64_t n = tb.n(), d = cfg.d_model;
   check_input_gradient(
       n, d, [&](const Tensor& x, const Tensor& y) { attn.forward(k, x, tb, y, y, alloc); },
@@ -220,17 +233,10 @@ TEST(Layers, GatheredRowsGiveOwnRowsFirstAndTheRestAfterTheArrival) {
 // with every row of `full` poisoned until the arrival, they compute what
 // they compute from a tensor whose rows are all there.
 TEST(Layers, SublayersReadGatheredRowsOnlyAfterTheyArrive) {
-  const auto cfg = finalized(tiny_llama());
-  auto alloc = CachingAllocator::create();
-  const auto& k = kernels::kernels_for(Device::Cpu);
-  model::ParameterStore ps(model::build_model_spec(cfg), PrecisionPolicy::uniform(DType::F64), alloc);
-  ps.initialize(cfg.seed);
-  const auto rope = kernels::make_rope_table(cfg.max_seq_len, cfg.head_dim, cfg.rope_theta);
-  model::SelfAttention attn(cfg, ps, "model.layers.0.self_attn", &rope);
-  model::Mlp mlp(cfg, ps, "model.layers.0.mlp");
-  const OwnedBatch b = tiny_batch();
-  const model::TokenBatch tb = b.view();
-  const int64_t n = tb.n(), d = cfg.d_model, first = n / 4, own_rows = n / 2;
+  TinyAttention t;
+  model::Mlp mlp(t.cfg, t.ps, "model.layers.0.mlp");
+  const model::TokenBatch& tb = t.tb;
+  const int64_t n = tb.n(), d = t.cfg.d_model, first = n / 4, own_rows = n / 2;
   CounterRng rng(5);
   std::vector<double> x(size_t(n * d)), dy(size_t(n * d));
   for (size_t i = 0; i < x.size(); ++i) {
@@ -252,10 +258,11 @@ TEST(Layers, SublayersReadGatheredRowsOnlyAfterTheyArrive) {
     dx.assign(size_t(n * d), 0.0);
     std::vector<double> dx2(size_t(n * d), 0.0);
     model::WeightGrads wg;
-    const auto sa = attn.forward(k, gathered ? arriving(x) : wrap(x, n, d), tb, wrap(y, n, d), wrap(y, n, d), alloc);
-    attn.backward(k, wrap(x, n, d), sa, tb, gathered ? arriving(dy) : wrap(dy, n, d), false, wrap(dx, n, d), wg, alloc);
-    const auto sm = mlp.forward(k, gathered ? arriving(x) : wrap(x, n, d), wrap(y, n, d), wrap(y, n, d), alloc);
-    mlp.backward(k, wrap(x, n, d), sm, gathered ? arriving(dy) : wrap(dy, n, d), false, wrap(dx2, n, d), wg, alloc);
+    auto input = [&](const std::vector<double>& v) { return gathered ? arriving(v) : model::GatheredRows(wrap(v, n, d)); };
+    const auto sa = t.attn->forward(t.k, input(x), tb, wrap(y, n, d), wrap(y, n, d), t.alloc);
+    t.attn->backward(t.k, wrap(x, n, d), sa, tb, input(dy), false, wrap(dx, n, d), wg, t.alloc);
+    const auto sm = mlp.forward(t.k, input(x), wrap(y, n, d), wrap(y, n, d), t.alloc);
+    mlp.backward(t.k, wrap(x, n, d), sm, input(dy), false, wrap(dx2, n, d), wg, t.alloc);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += dx2[i];
   };
   std::vector<double> y_all, dx_all, y_arriving, dx_arriving;
