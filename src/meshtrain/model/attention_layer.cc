@@ -78,8 +78,8 @@ SelfAttention::Saved SelfAttention::forward(const kernels::KernelTable& k, const
     ring_->forward(shape(b), s.q, s.k, s.v, b.chunk_segments, scale(), s.out, s.lse, alloc);
   else
     k.attention_forward(shape(b), s.q, s.k, s.v, b.segments, scale(), s.out, s.lse);
-  if (in == dt && bf16_values) round_to_bf16(k, s.out, alloc);
   s.out_op = as_operand(k, s.out, op_, alloc);
+  if (in == dt && bf16_values) k.convert(s.out, s.out_op);  // the f32 path's output holds its operand's values
   if (project)
     project(s.out_op, o_proj_.weight->value);
   else

@@ -65,8 +65,8 @@ class TpRegions {
   // group: null or size 1 for none. stats: null to count nothing.
   // canonical_blocks: reproducible mode's blocks (docs/math.md (M.73); 0:
   // off): the sums run in the fixed tree (tree_reduce.h), scratch
-  // from `alloc`. overlap (parallel.tp_overlap): sums may run behind
-  // other work (start_column_input_grad, start_row_output).
+  // from `alloc`. overlap (parallel.tp_overlap): sums and gathers may run
+  // behind other work (the start_* halves).
   TpRegions(comm::ProcessGroup* group, bool sequence_parallel, TpCommStats* stats, int segment,
             int canonical_blocks = 0, std::shared_ptr<CachingAllocator> alloc = nullptr, bool overlap = true);
   TpRegions for_segment(int segment) const {
@@ -138,9 +138,9 @@ class TpRegions {
   // each of t GEMMs of n / 2t rows (more, smaller GEMMs measured slower:
   // docs/performance.md, "Overlap").
   int row_output_pieces() const { return sequence_parallel_ ? 2 : 4; }
-  // True when start_column_input_grad leaves its sum in flight: a group,
-  // parallel.tp_overlap on, and no canonical blocks (whose fixed tree is a
-  // sequence of blocking steps).
+  // True when the start_* halves leave their collectives in flight: a
+  // group, parallel.tp_overlap on, and no canonical blocks (whose fixed tree
+  // is a sequence of blocking steps).
   bool overlaps() const { return active() && overlap_ && canonical_blocks_ == 0; }
   // A row-parallel layer's partial output [n, d] summed over the group;
   // returns this rank's rows (reduce-scattered under SP, all-reduced in

@@ -23,7 +23,7 @@ struct ExecOptions {
   bool materialize_params = true;  // false: a parallel engine binds unit buffers
   PrecisionPolicy precision = PrecisionPolicy::uniform(DType::F32);
   bool fuse_residual = true;       // residual add inside the output GEMMs where exact (no tp reduction)
-  // parallel.tp_overlap: tensor-parallel sums behind computation (docs/math.md (M.78), (M.79)).
+  // parallel.tp_overlap: tensor-parallel sums and gathers behind computation (docs/math.md (M.78), (M.79), (M.81)).
   bool overlap_tp = true;
   // Training: the LM head and the loss run in backward, this many rows at a
   // time, so only one chunk of logits ever exists (docs/math.md, "The LM head

@@ -34,9 +34,11 @@ struct ParallelConfig {
   bool reproducible = false;
   int tp = 1;                        // tensor-parallel degree (innermost mesh axis)
   bool sequence_parallel = false;    // norms and the residual stream on seq / tp rows per tp rank
-  // tp sums behind computation: input gradients' behind the weight
-  // gradients, row-parallel outputs' in row pieces (docs/math.md (M.78),
-  // (M.79)); false: each sum where it is needed.
+  // tp collectives behind computation: input gradients' sums behind the
+  // weight gradients, row-parallel outputs' in row pieces, and under
+  // sequence parallelism the all-gathers behind the work on a rank's own
+  // rows (docs/math.md (M.78), (M.79), (M.81)); false: each where it is
+  // needed.
   bool tp_overlap = true;
   // Pipeline (docs/math.md, "Pipeline parallelism"): stages, schedule
   // (gpipe | 1f1b | interleaved | zb-h1 | zb-v), chunks per stage, blocks

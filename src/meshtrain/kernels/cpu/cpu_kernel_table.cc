@@ -111,27 +111,22 @@ std::array<int64_t, 3> gemm_shape(bool ta, bool tb, const Tensor& a, const Tenso
   return {M, N, K};
 }
 
-// f(T{}, out pointer) for an elementwise kernel computing in `in`'s dtype
-// T: out of dtype T, or bf16 (uint16_t bits) where T is f32 (activation.h).
+// f(T{}, S{}) for a kernel computing in `wide`'s dtype T whose `narrow`
+// tensors are of dtype T too, or bf16 (S = uint16_t bits) where T is f32;
+// `what` names the kernel and the two roles in the error.
 template <typename F>
-void with_output(const Tensor& in, const Tensor& out, F&& f) {
-  if (out.dtype() == DType::BF16 && in.dtype() == DType::F32) return f(float{}, static_cast<uint16_t*>(out.raw()));
-  MT_CHECK(out.dtype() == in.dtype(), "elementwise kernel: ", dtype_name(in.dtype()), " in, ",
-           dtype_name(out.dtype()), " out (f32 -> bf16 or one dtype)");
-  with_float_type(in.dtype(), [&](auto z) {
-    using T = decltype(z);
-    f(z, ptr<T>(out));
-  });
+void with_bf16_or_same(const Tensor& wide, const Tensor& narrow, const char* what, F&& f) {
+  if (narrow.dtype() == DType::BF16 && wide.dtype() == DType::F32) return f(float{}, uint16_t{});
+  MT_CHECK(narrow.dtype() == wide.dtype(), what, ": ", dtype_name(wide.dtype()), " with ", dtype_name(narrow.dtype()),
+           " (f32 with bf16, or one dtype)");
+  with_float_type(wide.dtype(), [&](auto z) { f(z, z); });
 }
 
-// Attention's input type In (q, k, v, out: T, or bf16 bits from f32) and
-// its arithmetic type T (lse's): f(T{}, In{}).
+// f(T{}, out pointer) for an elementwise kernel computing in `in`'s dtype
+// T: out of dtype T, or bf16 where T is f32 (activation.h).
 template <typename F>
-void with_attention_inputs(const Tensor& q, const Tensor& lse, F&& f) {
-  if (q.dtype() == DType::BF16 && lse.dtype() == DType::F32) return f(float{}, uint16_t{});
-  MT_CHECK(q.dtype() == lse.dtype(), "attention: ", dtype_name(q.dtype()), " inputs with ", dtype_name(lse.dtype()),
-           " softmax state (bf16 with f32, or one dtype)");
-  with_float_type(q.dtype(), [&](auto z) { f(z, z); });
+void with_output(const Tensor& in, const Tensor& out, F&& f) {
+  with_bf16_or_same(in, out, "elementwise kernel (in, out)", [&](auto z, auto o) { f(z, ptr<decltype(o)>(out)); });
 }
 
 // KernelTable::gemm_shared_b's sets as PackedGemmRowsOf<In>, run by gemm.h's.
@@ -560,7 +555,7 @@ class CpuKernels final : public KernelTable {
 
   void attention_forward(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                          const int32_t* segments, double scale, const Tensor& out, const Tensor& lse) const override {
-    with_attention_inputs(q, lse, [&](auto z, auto in) {
+    with_bf16_or_same(lse, q, "attention (softmax state, inputs)", [&](auto z, auto in) {
       using T = decltype(z);
       using In = decltype(in);
       kernels::attention_forward<T, In>(s, ptr<In>(q), ptr<In>(k), ptr<In>(v), segments, T(scale), ptr<In>(out),
@@ -571,7 +566,7 @@ class CpuKernels final : public KernelTable {
   void attention_backward(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                           const int32_t* segments, double scale, const Tensor& out, const Tensor& lse,
                           const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) const override {
-    with_attention_inputs(q, lse, [&](auto z, auto in) {
+    with_bf16_or_same(lse, q, "attention (softmax state, inputs)", [&](auto z, auto in) {
       using T = decltype(z);
       using In = decltype(in);
       kernels::attention_backward<T, In>(s, ptr<In>(q), ptr<In>(k), ptr<In>(v), segments, T(scale), ptr<In>(out),
